@@ -1,0 +1,116 @@
+#include "common/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace ens {
+
+std::string ParentDir(const std::string& path) {
+  auto parent = std::filesystem::path(path).parent_path();
+  return parent.empty() ? "." : parent.string();
+}
+
+bool PathExists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+Status FsyncDir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno("open " + dir, errno);
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) return Status::FromErrno("fsync " + dir, err);
+  return Status::Ok();
+}
+
+Status FsyncFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno("open " + path, errno);
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) return Status::FromErrno("fsync " + path, err);
+  return Status::Ok();
+}
+
+Status WriteFileAtomic(const std::string& path, const std::string& content, int mode) {
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) return Status::FromErrno("create " + tmp, errno);
+  const char* p = content.data();
+  size_t left = content.size();
+  while (left > 0) {
+    ssize_t w = ::write(fd, p, left);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return Status::FromErrno("write " + tmp, err);
+    }
+    p += w;
+    left -= static_cast<size_t>(w);
+  }
+  if (::fsync(fd) != 0) {
+    int err = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return Status::FromErrno("fsync " + tmp, err);
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return Status::FromErrno("rename " + tmp + " to " + path, err);
+  }
+  return FsyncDir(ParentDir(path));
+}
+
+StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::FromErrno("open " + path, errno);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return Status::IOError("read " + path);
+  return ss.str();
+}
+
+Status MakeDirs(const std::string& path, int mode) {
+  std::filesystem::path p(path);
+  std::filesystem::path cur;
+  for (const auto& part : p) {
+    cur /= part;
+    if (cur.string() == "/" || part.empty()) continue;
+    if (::mkdir(cur.c_str(), static_cast<mode_t>(mode)) != 0 && errno != EEXIST)
+      return Status::FromErrno("mkdir " + cur.string(), errno);
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return Status::IOError(path + ": not a directory");
+  return Status::Ok();
+}
+
+Status RemoveTree(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+  if (ec) return Status::IOError("remove " + path + ": " + ec.message());
+  return Status::Ok();
+}
+
+Status RenameDirAtomic(const std::string& from, const std::string& to) {
+  Status s = RemoveTree(to);
+  if (!s.ok()) return s;
+  if (::rename(from.c_str(), to.c_str()) != 0)
+    return Status::FromErrno("rename " + from + " to " + to, errno);
+  return FsyncDir(ParentDir(to));
+}
+
+}  // namespace ens

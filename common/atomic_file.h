@@ -1,0 +1,29 @@
+// Durable file helpers: every file of the run state is written through these.
+//
+// WriteFileAtomic writes <path>.tmp, fsyncs it, renames it over <path> and fsyncs the
+// directory, so a reader (or a restarted supervisor) sees the old or the new content, never
+// a torn one. Errors name the path. Thread-safe for distinct paths.
+#pragma once
+
+#include <string>
+
+#include "common/status.h"
+
+namespace ens {
+
+Status WriteFileAtomic(const std::string& path, const std::string& content, int mode = 0600);
+StatusOr<std::string> ReadFile(const std::string& path);
+// mkdir -p with `mode` for every directory it creates.
+Status MakeDirs(const std::string& path, int mode = 0700);
+Status FsyncDir(const std::string& dir);
+// fsync of a file another library wrote (e.g. a torch archive).
+Status FsyncFile(const std::string& path);
+// Renames a directory into place atomically (removing an existing target first) and
+// fsyncs the parent.
+Status RenameDirAtomic(const std::string& from, const std::string& to);
+// rm -rf; absent is fine.
+Status RemoveTree(const std::string& path);
+bool PathExists(const std::string& path);
+std::string ParentDir(const std::string& path);
+
+}  // namespace ens

@@ -1,0 +1,750 @@
+// Config parsing and validation.
+//
+// The text is parsed once into nlohmann::json; then every section is read by a Validator
+// that records each problem and carries on, so a user fixes every mistake in one edit
+// instead of one per run. Field readers leave the default in place when a key is absent.
+#include "common/config.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <set>
+#include <span>
+#include <string_view>
+#include <utility>
+
+namespace ens {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::string_view_literals;
+using Words = std::span<const std::string_view>;
+
+constexpr std::array kTopKeys{
+    "run_name"sv, "state_dir"sv, "run_seed"sv, "resources"sv,           "data"sv,
+    "members"sv,  "mutation"sv,  "rounds"sv,   "heartbeat_timeout_s"sv, "max_task_attempts"sv};
+constexpr std::array kResourceKeys{"gpus"sv, "workers_per_gpu"sv, "cpu_workers"sv,
+                                   "threads_per_worker"sv};
+constexpr std::array kDataKeys{"source"sv,        "synthetic"sv,    "train_path"sv,
+                               "pool_path"sv,     "holdout_path"sv, "feature_columns"sv,
+                               "target_column"sv, "x_path"sv,       "y_path"sv,
+                               "pool_x_path"sv,   "pool_y_path"sv,  "holdout_fraction"sv};
+constexpr std::array kSyntheticKeys{"features"sv, "noise"sv, "initial_rows"sv, "pool_rows"sv,
+                                    "holdout_rows"sv};
+constexpr std::array kMembersKeys{"defaults"sv, "list"sv, "count"sv, "variants"sv};
+constexpr std::array kMemberKeys{
+    "name"sv,       "layers"sv,         "initializer"sv, "l1"sv,
+    "l2"sv,         "loss"sv,           "huber_delta"sv, "optimizer"sv,
+    "lr"sv,         "weight_decay"sv,   "momentum"sv,    "epochs"sv,
+    "batch_size"sv, "early_stopping"sv, "split"sv,       "validation_split"sv,
+    "seed_offset"sv};
+constexpr std::array kLayerKeys{"units"sv, "activation"sv, "dropout"sv};
+constexpr std::array kEarlyStopKeys{"enabled"sv, "monitor"sv, "patience"sv, "min_delta"sv,
+                                    "restore_best"sv};
+constexpr std::array kMutationKeys{"policy"sv, "k"sv, "argv"sv, "timeout_s"sv};
+constexpr std::array kRoundsKeys{"count"sv, "stop_below_error"sv};
+
+constexpr std::array kActivations{"relu"sv, "tanh"sv, "sigmoid"sv, "swish"sv, "gelu"sv, "linear"sv};
+constexpr std::array kInitializers{"glorot_uniform"sv, "he_uniform"sv, "lecun_normal"sv};
+constexpr std::array kLosses{"mse"sv, "mae"sv, "huber"sv};
+constexpr std::array kOptimizers{"adam"sv, "adamw"sv, "sgd"sv};
+constexpr std::array kMonitors{"val_loss"sv, "val_mae"sv, "val_mse"sv};
+constexpr std::array kSplits{"random"sv, "bootstrap"sv};
+constexpr std::array kSources{"synthetic"sv, "csv"sv, "npy"sv};
+constexpr std::array kPolicies{"none"sv, "append_from_pool"sv, "query_by_committee"sv, "command"sv};
+
+// A member count is a list size; a typo like 1e6 must not allocate a million specs.
+constexpr int kMaxMembers = 10000;
+// Only documented when not given explicitly, so "weight_decay": 0 with adamw stays 0.
+constexpr double kAdamwDefaultWeightDecay = 0.01;
+
+// RFC 6901: '~' and '/' inside a key are escaped so the pointer stays unambiguous.
+std::string Child(const std::string& ptr, std::string_view key) {
+  std::string out = ptr + "/";
+  for (char c : key) out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+  return out;
+}
+std::string Child(const std::string& ptr, size_t index) {
+  return ptr + "/" + std::to_string(index);
+}
+
+// Optimal string alignment distance: a swapped pair ("epcohs") counts as one edit.
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// " (did you mean 'x'?)" when one candidate is plausibly what was meant, else "".
+std::string Suggestion(std::string_view word, Words candidates) {
+  std::string_view best;
+  size_t best_distance = std::max<size_t>(1, word.size() / 3) + 1;
+  for (std::string_view c : candidates) {
+    size_t d = EditDistance(word, c);
+    if (d < best_distance) best_distance = d, best = c;
+  }
+  return best.empty() ? "" : " (did you mean '" + std::string(best) + "'?)";
+}
+
+std::string Join(Words words) {
+  std::string out;
+  for (std::string_view w : words) out += (out.empty() ? "" : ", ") + std::string(w);
+  return out;
+}
+
+// What the user wrote, short enough for a one-line message.
+std::string Shown(const json& j) {
+  if ((j.is_object() || j.is_array()) && !j.empty()) return std::string("an ") + j.type_name();
+  std::string s = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  return s.size() > 40 ? s.substr(0, 37) + "..." : s;
+}
+
+bool IsSafeName(const std::string& s) {
+  if (s.empty() || s.size() > 64) return false;
+  for (unsigned char c : s) {
+    if (!std::isalnum(c) && c != '_' && c != '.' && c != '-') return false;
+  }
+  return true;
+}
+
+std::string ResolvePath(const std::string& base_dir, const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty() || base_dir.empty() || fs::path(path).is_absolute()) return path;
+  return (fs::path(base_dir) / path).lexically_normal().string();
+}
+
+const json* Find(const json& obj, std::string_view key) {
+  auto it = obj.find(key);
+  return it == obj.end() ? nullptr : &*it;
+}
+
+// Bounds of a real-valued field; NaN fails every bound. `rule` is the message.
+struct Range {
+  double lo, hi;
+  bool lo_open, hi_open;
+  const char* rule;
+  bool Contains(double v) const {
+    return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+  }
+};
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr Range kPositive{0, kInf, true, true, "must be a number > 0"};
+constexpr Range kNonNegative{0, kInf, false, true, "must be a number >= 0"};
+constexpr Range kFraction{0, 1, false, true, "must be a number in [0, 1)"};
+constexpr Range kOpenFraction{0, 1, true, true, "must be a number in (0, 1)"};
+
+// Collects every error; each reader checks one optional field of an object. A reader
+// leaves *out untouched when the key is absent or invalid and returns true only when the
+// key was present and valid.
+class Validator {
+ public:
+  void Error(const std::string& ptr, const std::string& msg) {
+    // Variants are resolved once per member; the same mistake is still one error.
+    if (seen_.insert(ptr + '\n' + msg).second) errors_.push_back({ptr, msg});
+  }
+  void Expect(const std::string& ptr, const std::string& what, const json& got,
+              const std::string& hint = "") {
+    Error(ptr, what + ", got " + Shown(got) + hint);
+  }
+  bool ok() const { return errors_.empty(); }
+  bool HasErrorAt(const std::string& ptr) const {
+    return std::any_of(errors_.begin(), errors_.end(),
+                       [&](const ConfigError& e) { return e.pointer == ptr; });
+  }
+  std::vector<ConfigError> Take() { return std::move(errors_); }
+
+  // True when j is an object; reports each key not in `known`.
+  bool Object(const json& j, const std::string& ptr, Words known) {
+    if (!j.is_object()) {
+      Expect(ptr, "must be an object", j);
+      return false;
+    }
+    for (const auto& [key, value] : j.items()) {
+      if (std::find(known.begin(), known.end(), key) == known.end()) {
+        Error(Child(ptr, key), "unknown key '" + key + "'" + Suggestion(key, known));
+      }
+    }
+    return true;
+  }
+
+  // The object at obj[key] with its keys checked, or nullptr when absent or not an object.
+  const json* Section(const json& obj, const std::string& ptr, std::string_view key, Words known) {
+    const json* j = Find(obj, key);
+    return j != nullptr && Object(*j, Child(ptr, key), known) ? j : nullptr;
+  }
+
+  bool Int(const json& obj, const std::string& ptr, std::string_view key, int lo, int hi,
+           int* out) {
+    std::string what = hi == INT_MAX ? "must be an integer >= " + std::to_string(lo)
+                                     : "must be an integer in [" + std::to_string(lo) + ", " +
+                                           std::to_string(hi) + "]";
+    return Read(obj, ptr, key, out, what, [&](const json& j) {
+      // Past INT_MAX (maybe past int64_t) only as unsigned, and then out of range anyway.
+      if (!j.is_number_integer() || (j.is_number_unsigned() && j.get<uint64_t>() > INT_MAX)) {
+        return false;
+      }
+      return j.get<int64_t>() >= lo && j.get<int64_t>() <= hi;
+    });
+  }
+  bool Unsigned(const json& obj, const std::string& ptr, std::string_view key, uint64_t* out) {
+    return Read(obj, ptr, key, out, "must be an unsigned 64-bit integer",
+                [](const json& j) { return j.is_number_unsigned(); });
+  }
+  bool Number(const json& obj, const std::string& ptr, std::string_view key, Range range,
+              double* out) {
+    return Read(obj, ptr, key, out, range.rule,
+                [&](const json& j) { return j.is_number() && range.Contains(j.get<double>()); });
+  }
+  bool Bool(const json& obj, const std::string& ptr, std::string_view key, bool* out) {
+    return Read(obj, ptr, key, out, "must be true or false",
+                [](const json& j) { return j.is_boolean(); });
+  }
+  // A string that `valid` accepts; `what` states the rule for the message.
+  bool String(const json& obj, const std::string& ptr, std::string_view key, std::string* out,
+              const std::string& what = "must be a non-empty string",
+              const std::function<bool(const std::string&)>& valid = NonEmpty,
+              const std::string& hint = "") {
+    return Read(
+        obj, ptr, key, out, what,
+        [&](const json& j) { return j.is_string() && valid(j.get_ref<const std::string&>()); },
+        hint);
+  }
+  bool Name(const json& obj, const std::string& ptr, std::string_view key, std::string* out) {
+    return String(obj, ptr, key, out, "must be 1-64 characters of [A-Za-z0-9_.-]", IsSafeName);
+  }
+  bool Enum(const json& obj, const std::string& ptr, std::string_view key, Words allowed,
+            std::string* out) {
+    const json* j = Find(obj, key);
+    std::string hint = j && j->is_string() ? Suggestion(j->get<std::string>(), allowed) : "";
+    auto listed = [&](const std::string& s) {
+      return std::find(allowed.begin(), allowed.end(), s) != allowed.end();
+    };
+    return String(obj, ptr, key, out, "must be one of " + Join(allowed), listed, hint);
+  }
+  bool Path(const json& obj, const std::string& ptr, std::string_view key,
+            const std::string& base_dir, std::string* out) {
+    if (!String(obj, ptr, key, out)) return false;
+    *out = ResolvePath(base_dir, *out);
+    return true;
+  }
+  // An array of strings; `allow_empty` is for argv, where "" is a legitimate argument.
+  bool Strings(const json& obj, const std::string& ptr, std::string_view key, bool allow_empty,
+               std::vector<std::string>* out) {
+    const json* j = Find(obj, key);
+    if (j == nullptr) return false;
+    const std::string p = Child(ptr, key);
+    if (!j->is_array()) {
+      Expect(p, "must be an array of strings", *j);
+      return false;
+    }
+    std::vector<std::string> items;
+    for (size_t i = 0; i < j->size(); ++i) {
+      const json& item = (*j)[i];
+      if (item.is_string() && (allow_empty || !item.get_ref<const std::string&>().empty())) {
+        items.push_back(item.get<std::string>());
+      } else {
+        Expect(Child(p, i), allow_empty ? "must be a string" : "must be a non-empty string", item);
+      }
+    }
+    if (items.size() != j->size()) return false;
+    *out = std::move(items);
+    return true;
+  }
+
+ private:
+  static bool NonEmpty(const std::string& s) { return !s.empty(); }
+
+  // The shape every reader shares: `accept` says whether the JSON value keeps the rule
+  // that `what` states.
+  template <typename T, typename Accept>
+  bool Read(const json& obj, const std::string& ptr, std::string_view key, T* out,
+            const std::string& what, Accept accept, const std::string& hint = "") {
+    const json* j = Find(obj, key);
+    if (j == nullptr) return false;
+    if (!accept(*j)) {
+      Expect(Child(ptr, key), what, *j, hint);
+      return false;
+    }
+    *out = j->get<T>();
+    return true;
+  }
+
+  std::vector<ConfigError> errors_;
+  std::set<std::string> seen_;
+};
+
+// ---- members -----------------------------------------------------------------------------
+
+void ReadLayers(Validator& v, const json& obj, const std::string& ptr, MemberSpec* m) {
+  const json* j = Find(obj, "layers");
+  if (j == nullptr) return;
+  const std::string p = Child(ptr, "layers");
+  if (!j->is_array() || j->empty()) {
+    v.Expect(p, "must be a non-empty array of layer objects", *j);
+    return;
+  }
+  std::vector<LayerSpec> layers(j->size());
+  for (size_t i = 0; i < j->size(); ++i) {
+    const json& l = (*j)[i];
+    const std::string lp = Child(p, i);
+    if (!v.Object(l, lp, kLayerKeys)) continue;
+    if (!l.contains("units")) v.Error(Child(lp, "units"), "is required");
+    v.Int(l, lp, "units", 1, INT_MAX, &layers[i].units);
+    v.Enum(l, lp, "activation", kActivations, &layers[i].activation);
+    v.Number(l, lp, "dropout", kFraction, &layers[i].dropout);
+  }
+  m->layers = std::move(layers);  // a layer list replaces, never merges
+}
+
+void ReadEarlyStopping(Validator& v, const json& obj, const std::string& ptr,
+                       EarlyStoppingSpec* es) {
+  const std::string p = Child(ptr, "early_stopping");
+  const json* j = v.Section(obj, ptr, "early_stopping", kEarlyStopKeys);
+  if (j == nullptr) return;
+  v.Bool(*j, p, "enabled", &es->enabled);
+  v.Enum(*j, p, "monitor", kMonitors, &es->monitor);
+  v.Int(*j, p, "patience", 0, INT_MAX, &es->patience);
+  v.Number(*j, p, "min_delta", kNonNegative, &es->min_delta);
+  v.Bool(*j, p, "restore_best", &es->restore_best);
+}
+
+// A member spec while it is being overlaid; remembers what the adamw default depends on.
+struct PartialMember {
+  MemberSpec spec;
+  bool weight_decay_given = false;
+  std::string origin;     // pointer of the object that produced it, for later errors
+  std::string layers_at;  // pointer of the "layers" it inherited; empty when none was given
+};
+
+// Overlays the member keys present in j onto *m; absent keys keep their current value.
+void OverlayMember(Validator& v, const json& j, const std::string& ptr, PartialMember* pm) {
+  if (!v.Object(j, ptr, kMemberKeys)) return;
+  MemberSpec* m = &pm->spec;
+  v.Name(j, ptr, "name", &m->name);
+  if (j.contains("layers")) pm->layers_at = Child(ptr, "layers");
+  ReadLayers(v, j, ptr, m);
+  v.Enum(j, ptr, "initializer", kInitializers, &m->initializer);
+  v.Number(j, ptr, "l1", kNonNegative, &m->l1);
+  v.Number(j, ptr, "l2", kNonNegative, &m->l2);
+  v.Enum(j, ptr, "loss", kLosses, &m->loss);
+  v.Number(j, ptr, "huber_delta", kPositive, &m->huber_delta);
+  v.Enum(j, ptr, "optimizer", kOptimizers, &m->optimizer);
+  v.Number(j, ptr, "lr", kPositive, &m->lr);
+  if (j.contains("weight_decay")) pm->weight_decay_given = true;
+  v.Number(j, ptr, "weight_decay", kNonNegative, &m->weight_decay);
+  v.Number(j, ptr, "momentum", kFraction, &m->momentum);
+  v.Int(j, ptr, "epochs", 1, INT_MAX, &m->epochs);
+  v.Int(j, ptr, "batch_size", 1, INT_MAX, &m->batch_size);
+  ReadEarlyStopping(v, j, ptr, &m->early_stopping);
+  v.Enum(j, ptr, "split", kSplits, &m->split);
+  v.Number(j, ptr, "validation_split", kOpenFraction, &m->validation_split);
+  v.Unsigned(j, ptr, "seed_offset", &m->seed_offset);
+}
+
+// Checks that need the fully overlaid spec, and the defaults that depend on other keys.
+MemberSpec FinishMember(Validator& v, PartialMember pm) {
+  // An invalid "layers" value was already reported where it was written; once is enough.
+  if (pm.spec.layers.empty() && (pm.layers_at.empty() || !v.HasErrorAt(pm.layers_at))) {
+    v.Error(Child(pm.origin, "layers"),
+            "every member needs at least one layer (set \"layers\" here or in the defaults)");
+  }
+  if (pm.spec.optimizer == "adamw" && !pm.weight_decay_given) {
+    pm.spec.weight_decay = kAdamwDefaultWeightDecay;
+  }
+  return std::move(pm.spec);
+}
+
+// Expands one member array ("list" or "variants") on top of the defaults.
+std::vector<PartialMember> OverlayEach(Validator& v, const json& members, const std::string& ptr,
+                                       std::string_view key, const PartialMember& defaults) {
+  std::vector<PartialMember> out;
+  const json* j = Find(members, key);
+  if (j == nullptr) return out;
+  const std::string p = Child(ptr, key);
+  if (!j->is_array()) {
+    v.Expect(p, "must be an array of member objects", *j);
+    return out;
+  }
+  for (size_t i = 0; i < j->size(); ++i) {
+    PartialMember pm = defaults;
+    pm.origin = Child(p, i);
+    OverlayMember(v, (*j)[i], pm.origin, &pm);
+    out.push_back(std::move(pm));
+  }
+  return out;
+}
+
+void ReadMembers(Validator& v, const json& root, std::vector<MemberSpec>* out) {
+  const std::string p = "/members";
+  const json* j = Find(root, "members");
+  if (j == nullptr) {
+    v.Error(p, "is required: give \"list\" and/or \"count\" members");
+    return;
+  }
+  if (!v.Object(*j, p, kMembersKeys)) return;
+  PartialMember defaults;
+  defaults.origin = Child(p, "defaults");
+  if (const json* d = Find(*j, "defaults")) OverlayMember(v, *d, defaults.origin, &defaults);
+
+  std::vector<PartialMember> resolved = OverlayEach(v, *j, p, "list", defaults);
+  std::vector<PartialMember> variants = OverlayEach(v, *j, p, "variants", defaults);
+  int count = static_cast<int>(std::min<size_t>(variants.size(), kMaxMembers));
+  v.Int(*j, p, "count", 0, kMaxMembers, &count);
+  for (int i = 0; i < count; ++i) {
+    resolved.push_back(variants.empty() ? defaults : variants[i % variants.size()]);
+  }
+  if (resolved.empty()) {
+    v.Error(p, "needs at least one member: give \"list\" entries or \"count\" >= 1");
+    return;
+  }
+  std::vector<std::string> names;
+  for (size_t i = 0; i < resolved.size(); ++i) {
+    MemberSpec m = FinishMember(v, resolved[i]);
+    if (m.name.empty()) {  // "m000", ...: the member's overall index, list first
+      char name[24];
+      std::snprintf(name, sizeof name, "m%03zu", i);
+      m.name = name;
+    }
+    auto first = std::find(names.begin(), names.end(), m.name);
+    if (first != names.end()) {
+      v.Error(Child(resolved[i].origin, "name"), "duplicate member name '" + m.name +
+                                                     "' (first used by member " +
+                                                     std::to_string(first - names.begin()) + ")");
+    }
+    names.push_back(m.name);
+    out->push_back(std::move(m));
+  }
+}
+
+// ---- other sections ----------------------------------------------------------------------
+
+void ReadGpus(Validator& v, const json& obj, const std::string& ptr, ResourcesSpec* r) {
+  const json* j = Find(obj, "gpus");
+  if (j == nullptr) return;
+  const std::string p = Child(ptr, "gpus");
+  if (j->is_string() && (*j == "auto" || *j == "none")) {
+    r->gpus_mode = j->get<std::string>();
+    return;
+  }
+  if (!j->is_array() || j->empty()) {
+    v.Expect(p, "must be \"auto\", \"none\" or a non-empty array of GPU indices or UUIDs", *j);
+    return;
+  }
+  std::vector<std::string> list;
+  for (size_t i = 0; i < j->size(); ++i) {
+    const json& g = (*j)[i];
+    std::string id = g.is_number_unsigned() ? std::to_string(g.get<uint64_t>())
+                     : g.is_string()        ? g.get<std::string>()
+                                            : "";
+    if (id.empty()) {
+      v.Expect(Child(p, i), "must be a GPU index (integer >= 0) or a UUID string", g);
+    } else if (std::find(list.begin(), list.end(), id) != list.end()) {
+      v.Error(Child(p, i), "duplicate GPU '" + id + "'");
+    } else {
+      list.push_back(id);
+    }
+  }
+  r->gpus_mode = "list";
+  r->gpu_list = std::move(list);
+}
+
+void ReadResources(Validator& v, const json& root, ResourcesSpec* r) {
+  const std::string p = "/resources";
+  const json* j = v.Section(root, "", "resources", kResourceKeys);
+  if (j == nullptr) return;
+  ReadGpus(v, *j, p, r);
+  v.Int(*j, p, "workers_per_gpu", 1, INT_MAX, &r->workers_per_gpu);
+  v.Int(*j, p, "cpu_workers", 1, INT_MAX, &r->cpu_workers);
+  v.Int(*j, p, "threads_per_worker", 1, INT_MAX, &r->threads_per_worker);
+}
+
+void ReadSynthetic(Validator& v, const json& data, const std::string& ptr, DataSpec* d) {
+  const std::string p = Child(ptr, "synthetic");
+  const json* j = v.Section(data, ptr, "synthetic", kSyntheticKeys);
+  if (j == nullptr) return;
+  v.Int(*j, p, "features", 5, INT_MAX, &d->synthetic_features);  // Friedman #1 uses 5
+  v.Number(*j, p, "noise", kNonNegative, &d->synthetic_noise);
+  v.Int(*j, p, "initial_rows", 1, INT_MAX, &d->initial_rows);
+  v.Int(*j, p, "pool_rows", 0, INT_MAX, &d->pool_rows);
+  v.Int(*j, p, "holdout_rows", 1, INT_MAX, &d->holdout_rows);
+}
+
+// Requirements that depend on "source". npy files may also be named by train_path /
+// pool_path as "<path>.x.npy" + "<path>.y.npy"; that is resolved here, once, into x/y paths.
+void CheckDataSource(Validator& v, const std::string& p, DataSpec* d) {
+  const std::string why = " when source is \"" + d->source + "\"";
+  if (d->source == "csv") {
+    if (d->train_path.empty()) v.Error(Child(p, "train_path"), "is required" + why);
+    if (d->target_column.empty()) v.Error(Child(p, "target_column"), "is required" + why);
+    for (size_t i = 0; i < d->feature_columns.size(); ++i) {
+      if (d->feature_columns[i] == d->target_column) {
+        v.Error(Child(Child(p, "feature_columns"), i), "must not be the target column");
+      }
+    }
+  } else if (d->source == "npy") {
+    if (d->x_path.empty() && d->y_path.empty() && !d->train_path.empty()) {
+      d->x_path = d->train_path + ".x.npy";
+      d->y_path = d->train_path + ".y.npy";
+    }
+    if (d->pool_x_path.empty() && d->pool_y_path.empty() && !d->pool_path.empty()) {
+      d->pool_x_path = d->pool_path + ".x.npy";
+      d->pool_y_path = d->pool_path + ".y.npy";
+    }
+    if (d->x_path.empty()) v.Error(Child(p, "x_path"), "is required" + why);
+    if (d->y_path.empty()) v.Error(Child(p, "y_path"), "is required" + why);
+    if (d->pool_x_path.empty() != d->pool_y_path.empty()) {
+      v.Error(Child(p, d->pool_x_path.empty() ? "pool_x_path" : "pool_y_path"),
+              "pool_x_path and pool_y_path must be given together");
+    }
+  }
+}
+
+void ReadData(Validator& v, const json& root, const std::string& base_dir, DataSpec* d) {
+  const std::string p = "/data";
+  const json* j = v.Section(root, "", "data", kDataKeys);
+  if (j == nullptr) return;
+  v.Enum(*j, p, "source", kSources, &d->source);
+  ReadSynthetic(v, *j, p, d);
+  const std::pair<std::string_view, std::string DataSpec::*> kPaths[] = {
+      {"train_path", &DataSpec::train_path},
+      {"pool_path", &DataSpec::pool_path},
+      {"holdout_path", &DataSpec::holdout_path},
+      {"x_path", &DataSpec::x_path},
+      {"y_path", &DataSpec::y_path},
+      {"pool_x_path", &DataSpec::pool_x_path},
+      {"pool_y_path", &DataSpec::pool_y_path}};
+  for (const auto& [key, field] : kPaths) v.Path(*j, p, key, base_dir, &(d->*field));
+  v.Strings(*j, p, "feature_columns", /*allow_empty=*/false, &d->feature_columns);
+  v.String(*j, p, "target_column", &d->target_column);
+  v.Number(*j, p, "holdout_fraction", kOpenFraction, &d->holdout_fraction);
+  CheckDataSource(v, p, d);
+}
+
+void ReadMutation(Validator& v, const json& root, const std::string& base_dir, MutationSpec* m) {
+  const std::string p = "/mutation";
+  const json* j = v.Section(root, "", "mutation", kMutationKeys);
+  if (j == nullptr) return;
+  v.Enum(*j, p, "policy", kPolicies, &m->policy);
+  // A k that is already reported as invalid is not reported again for the policy.
+  bool k_usable = v.Int(*j, p, "k", 0, INT_MAX, &m->k) || !j->contains("k");
+  bool argv_usable =
+      v.Strings(*j, p, "argv", /*allow_empty=*/true, &m->argv) || !j->contains("argv");
+  v.Number(*j, p, "timeout_s", kPositive, &m->timeout_s);
+  const std::string why = " when policy is \"" + m->policy + "\"";
+  if ((m->policy == "append_from_pool" || m->policy == "query_by_committee") && m->k < 1 &&
+      k_usable) {
+    v.Error(Child(p, "k"), "must be an integer >= 1" + why);
+  }
+  if (m->policy == "command" && argv_usable) {
+    if (m->argv.empty()) {
+      v.Error(Child(p, "argv"), "must be a non-empty array (program, then arguments)" + why);
+    } else if (m->argv[0].empty()) {
+      v.Error(Child(Child(p, "argv"), 0), "the program must be a non-empty string");
+    }
+  }
+  // A bare program name is looked up in PATH; only something path-like is a file here.
+  if (!m->argv.empty() && m->argv[0].find('/') != std::string::npos) {
+    m->argv[0] = ResolvePath(base_dir, m->argv[0]);
+  }
+}
+
+void ReadRounds(Validator& v, const json& root, RoundsSpec* r) {
+  const std::string p = "/rounds";
+  const json* j = v.Section(root, "", "rounds", kRoundsKeys);
+  if (j == nullptr) return;
+  v.Int(*j, p, "count", 1, INT_MAX, &r->count);
+  const json* stop = Find(*j, "stop_below_error");
+  double threshold = 0;
+  if (stop != nullptr && !stop->is_null() &&
+      v.Number(*j, p, "stop_below_error", kPositive, &threshold)) {
+    r->stop_below_error = threshold;
+  }
+}
+
+void ReadTop(Validator& v, const json& root, const std::string& base_dir, Config* c) {
+  if (!v.Object(root, "", kTopKeys)) return;
+  v.Name(root, "", "run_name", &c->run_name);
+  if (!root.contains("state_dir")) v.Error("/state_dir", "is required");
+  v.Path(root, "", "state_dir", base_dir, &c->state_dir);
+  v.Unsigned(root, "", "run_seed", &c->run_seed);
+  ReadResources(v, root, &c->resources);
+  ReadData(v, root, base_dir, &c->data);
+  ReadMembers(v, root, &c->members);
+  ReadMutation(v, root, base_dir, &c->mutation);
+  ReadRounds(v, root, &c->rounds);
+  v.Number(root, "", "heartbeat_timeout_s", kPositive, &c->heartbeat_timeout_s);
+  v.Int(root, "", "max_task_attempts", 1, INT_MAX, &c->max_task_attempts);
+}
+
+// ---- parsing -----------------------------------------------------------------------------
+
+// nlohmann keeps the last of two equal keys without a word; a pasted duplicate block would
+// silently win. This follows the parser's events to report duplicates by pointer.
+class DuplicateKeyFinder {
+ public:
+  explicit DuplicateKeyFinder(Validator* v) : v_(v) {}
+  bool operator()(int /*depth*/, json::parse_event_t event, json& parsed) {
+    using E = json::parse_event_t;
+    if (event == E::object_start || event == E::array_start) {
+      stack_.push_back({event == E::object_start, {}, {}, 0});
+    } else if (event == E::key) {
+      Frame& top = stack_.back();
+      top.key = parsed.get<std::string>();
+      if (!top.keys.insert(top.key).second) {
+        v_->Error(Pointer(), "duplicate key '" + top.key + "'");
+      }
+    } else {  // a value, or the end of an object or array, completes one element
+      if (event != E::value) stack_.pop_back();
+      if (!stack_.empty() && !stack_.back().is_object) ++stack_.back().index;
+    }
+    return true;  // keep everything: this only watches
+  }
+
+ private:
+  struct Frame {
+    bool is_object;
+    std::set<std::string> keys;
+    std::string key;
+    size_t index;
+  };
+  std::string Pointer() const {
+    std::string p;
+    for (const Frame& f : stack_) p = f.is_object ? Child(p, f.key) : Child(p, f.index);
+    return p;
+  }
+  Validator* v_;
+  std::vector<Frame> stack_;
+};
+
+// "syntax error at 3:5: <what nlohmann says>". The line and column (in bytes) are counted
+// from the error's byte offset, giving the compact form editors and grep understand.
+std::string SyntaxError(const std::string& text, const json::parse_error& e) {
+  size_t at = std::min<size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
+  size_t line = 1, line_start = 0;
+  for (size_t i = 0; i < at; ++i) {
+    if (text[i] == '\n') ++line, line_start = i + 1;
+  }
+  std::string what = e.what();
+  size_t column_word = what.find("column ");
+  size_t detail = what.find(": ", column_word == std::string::npos ? 0 : column_word);
+  if (detail != std::string::npos) what = what.substr(detail + 2);
+  return "syntax error at " + std::to_string(line) + ":" + std::to_string(at - line_start + 1) +
+         ": " + what;
+}
+
+std::string FormatError(const ConfigError& e) {
+  return e.pointer.empty() ? e.message : e.pointer + ": " + e.message;
+}
+
+}  // namespace
+
+std::vector<ConfigError> ValidateConfigText(const std::string& text, const std::string& base_dir,
+                                            Config* out) {
+  Validator v;
+  json root;
+  try {
+    DuplicateKeyFinder finder(&v);
+    root = json::parse(text, std::ref(finder), /*allow_exceptions=*/true,
+                       /*ignore_comments=*/true);
+  } catch (const json::parse_error& e) {
+    return {{"", SyntaxError(text, e)}};
+  }
+  Config config;
+  ReadTop(v, root, base_dir, &config);
+  if (v.ok() && out != nullptr) *out = std::move(config);
+  return v.Take();
+}
+
+StatusOr<Config> ParseConfig(const std::string& text, const std::string& origin,
+                             const std::string& base_dir) {
+  Config config;
+  std::vector<ConfigError> errors = ValidateConfigText(text, base_dir, &config);
+  if (errors.empty()) return config;
+  std::string msg;
+  for (const ConfigError& e : errors) {
+    msg += (msg.empty() ? "" : "\n") + origin + ": " + FormatError(e);
+  }
+  return Status::InvalidArgument(msg);
+}
+
+StatusOr<Config> LoadConfigFile(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return Status::FromErrno("cannot open config file " + path, errno);
+  std::string text;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  int err = std::ferror(f) ? errno : 0;
+  std::fclose(f);
+  if (err != 0) return Status::FromErrno("cannot read config file " + path, err);
+  // Absolute, so a daemon that changes directory still finds its files.
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(path, ec);
+  std::string base_dir = (ec ? std::filesystem::path(path) : abs).parent_path().string();
+  return ParseConfig(text, path, base_dir);
+}
+
+nlohmann::json MemberToJson(const MemberSpec& m) {
+  json layers = json::array();
+  for (const LayerSpec& l : m.layers) {
+    layers.push_back({{"units", l.units}, {"activation", l.activation}, {"dropout", l.dropout}});
+  }
+  const EarlyStoppingSpec& es = m.early_stopping;
+  json early_stopping = {{"enabled", es.enabled},
+                         {"monitor", es.monitor},
+                         {"patience", es.patience},
+                         {"min_delta", es.min_delta},
+                         {"restore_best", es.restore_best}};
+  json out = {{"layers", std::move(layers)},
+              {"initializer", m.initializer},
+              {"l1", m.l1},
+              {"l2", m.l2},
+              {"loss", m.loss},
+              {"huber_delta", m.huber_delta},
+              {"optimizer", m.optimizer},
+              {"lr", m.lr},
+              {"weight_decay", m.weight_decay},
+              {"momentum", m.momentum},
+              {"epochs", m.epochs},
+              {"batch_size", m.batch_size},
+              {"early_stopping", std::move(early_stopping)},
+              {"split", m.split},
+              {"validation_split", m.validation_split},
+              {"seed_offset", m.seed_offset}};
+  // Unnamed (not yet resolved) specs omit the name, which stays empty on the way back.
+  if (!m.name.empty()) out["name"] = m.name;
+  return out;
+}
+
+Status MemberFromJson(const nlohmann::json& j, MemberSpec* out) {
+  Validator v;
+  PartialMember pm;
+  pm.origin = "";
+  OverlayMember(v, j, "", &pm);
+  MemberSpec spec = j.is_object() ? FinishMember(v, std::move(pm)) : MemberSpec{};
+  if (!v.ok()) {
+    std::string msg;
+    for (const ConfigError& e : v.Take()) msg += (msg.empty() ? "" : "\n") + FormatError(e);
+    return Status::InvalidArgument("member spec: " + msg);
+  }
+  *out = std::move(spec);
+  return Status::Ok();
+}
+
+}  // namespace ens

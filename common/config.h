@@ -1,0 +1,129 @@
+// Config: one JSON file (comments allowed) drives a run.
+//
+// ParseConfig validates the whole document and reports *every* problem as
+// "<JSON pointer>: <message>" (e.g. "/members/variants/1/layers/0/units: must be >= 1").
+// Unknown keys are errors, so a typo never passes silently. Every field below states its
+// default; configs/example.json documents the same keys for users.
+// Plain data, no invariants beyond what ParseConfig checks. Thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+
+namespace ens {
+
+struct LayerSpec {
+  int units = 0;                      // REQUIRED, >= 1
+  std::string activation = "relu";    // relu | tanh | sigmoid | swish | gelu | linear. Default: relu
+  double dropout = 0.0;               // [0, 1). Default: 0
+};
+
+struct EarlyStoppingSpec {
+  bool enabled = false;               // Default: false
+  std::string monitor = "val_loss";   // val_loss | val_mae | val_mse. Default: val_loss
+  int patience = 10;                  // >= 0. Default: 10
+  double min_delta = 0.0;             // >= 0. Default: 0
+  bool restore_best = true;           // Default: true
+};
+
+// Everything needed to build and train one member. Pure data: the same spec, seed and
+// dataset generation give the same bits.
+struct MemberSpec {
+  std::string name;                         // Default: "m<index>" (3 digits)
+  std::vector<LayerSpec> layers;            // hidden layers; output layer (1 unit, linear) implied
+  std::string initializer = "glorot_uniform";  // glorot_uniform | he_uniform | lecun_normal. Default: glorot_uniform
+  double l1 = 0.0;                          // L1 on kernels. Default: 0
+  double l2 = 0.0;                          // L2 on kernels. Default: 0
+  std::string loss = "mse";                 // mse | mae | huber. Default: mse
+  double huber_delta = 1.0;                 // > 0. Default: 1.0
+  std::string optimizer = "adam";           // adam | adamw | sgd. Default: adam
+  double lr = 1e-3;                         // > 0. Default: 0.001
+  double weight_decay = 0.0;                // adamw/sgd. Default: 0 (adamw: 0.01)
+  double momentum = 0.0;                    // sgd only. Default: 0
+  int epochs = 50;                          // >= 1. Default: 50
+  int batch_size = 32;                      // >= 1. Default: 32
+  EarlyStoppingSpec early_stopping;
+  std::string split = "random";             // random | bootstrap. Default: random
+  double validation_split = 0.2;            // (0, 1). Default: 0.2
+  uint64_t seed_offset = 0;                 // added to the member index before seed mixing. Default: 0
+};
+
+struct ResourcesSpec {
+  // "auto" | "none" | explicit list of GPU indices or UUIDs (as strings). Default: "auto"
+  std::string gpus_mode = "auto";
+  std::vector<std::string> gpu_list;
+  int workers_per_gpu = 1;       // >= 1. Default: 1
+  int cpu_workers = 2;           // workers when no GPU is used, >= 1. Default: 2
+  int threads_per_worker = 1;    // intra-op threads of every task, >= 1. Default: 1
+};
+
+struct DataSpec {
+  std::string source = "synthetic";  // synthetic | csv | npy. Default: synthetic
+  // synthetic (Friedman #1, deterministic from the run seed)
+  int synthetic_features = 10;       // >= 5. Default: 10
+  double synthetic_noise = 1.0;      // >= 0. Default: 1.0
+  int initial_rows = 200;            // >= 1. Default: 200
+  int pool_rows = 2000;              // >= 0. Default: 2000
+  int holdout_rows = 1000;           // >= 1. Default: 1000
+  // csv: header line; feature_columns default to all but the target
+  std::string train_path;            // csv/npy: training rows (npy: <path>.x.npy/<path>.y.npy or x_path/y_path)
+  std::string pool_path;             // optional candidate pool (same columns)
+  std::string holdout_path;          // optional; else holdout_fraction of train
+  std::vector<std::string> feature_columns;  // Default: every column but target_column
+  std::string target_column;         // csv: REQUIRED
+  std::string x_path, y_path;        // npy: REQUIRED (float32/float64, C order)
+  std::string pool_x_path, pool_y_path;
+  double holdout_fraction = 0.2;     // used when no holdout file. (0,1). Default: 0.2
+};
+
+struct MutationSpec {
+  std::string policy = "none";   // none | append_from_pool | query_by_committee | command. Default: none
+  int k = 0;                     // rows per round, >= 1 for pool policies. Default: 0
+  std::vector<std::string> argv; // command: program and arguments, no shell
+  double timeout_s = 60.0;       // command: > 0. Default: 60
+};
+
+struct RoundsSpec {
+  int count = 1;                              // >= 1. Default: 1
+  std::optional<double> stop_below_error;     // stop when ensemble holdout RMSE < this. Default: none
+};
+
+struct Config {
+  std::string run_name = "ensembled";    // [A-Za-z0-9_.-]{1,64}. Default: "ensembled"
+  std::string state_dir;                 // REQUIRED (relative paths: to the config file's folder)
+  uint64_t run_seed = 0;                 // Default: 0
+  ResourcesSpec resources;
+  DataSpec data;
+  std::vector<MemberSpec> members;       // resolved: explicit list + count x variants
+  MutationSpec mutation;
+  RoundsSpec rounds;
+  double heartbeat_timeout_s = 60.0;     // > 0. Default: 60
+  int max_task_attempts = 3;             // >= 1. Default: 3
+};
+
+// Parses and validates text (JSON with // and /* */ comments). `origin` names the source
+// in messages (a file path). `base_dir` resolves relative paths. On failure the Status
+// message lists every error, one "<pointer>: <message>" per line.
+StatusOr<Config> ParseConfig(const std::string& text, const std::string& origin,
+                             const std::string& base_dir);
+// Reads and parses a file; a missing/unreadable file names the path.
+StatusOr<Config> LoadConfigFile(const std::string& path);
+// Every error found, each as {pointer, message}; empty when valid.
+struct ConfigError {
+  std::string pointer;
+  std::string message;
+};
+std::vector<ConfigError> ValidateConfigText(const std::string& text, const std::string& base_dir,
+                                            Config* out);
+
+// Serialisation of one member (used in task messages and checkpoints).
+nlohmann::json MemberToJson(const MemberSpec& m);
+Status MemberFromJson(const nlohmann::json& j, MemberSpec* out);
+
+}  // namespace ens

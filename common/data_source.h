@@ -1,0 +1,46 @@
+// Data sources: the built-in synthetic generator and the CSV / NPY loaders.
+//
+// Every loader returns a Status naming the place of the first problem: the path for a
+// missing/unreadable file; "file:line:column" for CSV (line 1 is the header, columns
+// 1-based); "file: ..." with the element index for NPY. NaN and Inf are rejected.
+// Thread-safe (no shared state).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/status.h"
+#include "common/table.h"
+
+namespace ens {
+
+// Friedman #1: y = 10 sin(pi x0 x1) + 20 (x2 - 0.5)^2 + 10 x3 + 5 x4 + noise * N(0,1),
+// x ~ U[0,1]^features (features >= 5; the rest are distractors). Deterministic in seed:
+// the same (rows, features, noise, seed) give the same bits on every machine
+// (own splitmix64-based generator, no std:: distributions).
+Table GenerateFriedman1(int rows, int features, double noise, uint64_t seed);
+// The noiseless target for one row (used to label pool rows when needed).
+float Friedman1Target(const float* row);
+
+// CSV with a header line. `feature_columns` empty = every column except `target_column`.
+// Separator ','; surrounding spaces are trimmed; empty lines are skipped.
+// `target_column` empty (with `feature_columns` given): rows without a target, y = 0
+// (prediction input).
+StatusOr<Table> LoadCsv(const std::string& path, const std::vector<std::string>& feature_columns,
+                        const std::string& target_column);
+
+// A pair of .npy files: X of shape (rows, features) and y of shape (rows,) or (rows, 1);
+// dtype <f4 or <f8, C order (numpy's default save format, versions 1.0–3.0).
+StatusOr<Table> LoadNpyPair(const std::string& x_path, const std::string& y_path);
+
+// Builds train/holdout/pool for a run from config.data:
+// synthetic: train = initial_rows, holdout = holdout_rows, pool = pool_rows, each from a
+//   distinct seed derived from run_seed;
+// csv/npy: train from the file(s); holdout from holdout_path or the last holdout_fraction of
+//   train after a seeded shuffle; pool from pool_path (may be empty). The pool must have the
+//   same feature columns as train, else an error naming both.
+StatusOr<RunData> LoadRunData(const DataSpec& spec, uint64_t run_seed);
+
+}  // namespace ens

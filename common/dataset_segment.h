@@ -1,0 +1,101 @@
+// Dataset segment: one table of float32 rows in a file-backed shared mapping.
+//
+// Layout (all little-endian, one source of truth for ARCHITECTURE.md):
+//   [0, 4096)            SegmentHeader, zero padded
+//   [4096, ...)          capacity_rows rows of (features + 1) float32: features..., target
+// Rows are only ever appended; generation g of the table is the prefix of rows_g rows
+// recorded in the journal, so an append costs O(rows appended) and a reader of generation g
+// never sees a byte change. `checksum` is FNV-1a 64 over the bytes of the first `rows` rows,
+// continued incrementally on append.
+//
+// The supervisor is the only writer (DatasetWriter, pwrite + fsync). Workers map the file
+// read-only (DatasetView, Boost.Interprocess mapped_region): every worker shares the page
+// cache's one physical copy, and no lock lives in the segment, so a worker killed at any
+// instant cannot wedge it. A reader refuses a segment whose header does not match.
+// DatasetWriter and DatasetView are move-only and thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "common/table.h"
+
+namespace ens {
+
+inline constexpr char kSegmentMagic[8] = {'E', 'N', 'S', 'D', 'S', 'E', 'T', '1'};
+inline constexpr uint32_t kSegmentLayoutVersion = 1;
+inline constexpr uint32_t kDtypeFloat32 = 1;
+inline constexpr uint64_t kSegmentHeaderBytes = 4096;
+
+struct SegmentHeader {
+  char magic[8];
+  uint32_t layout_version;
+  uint32_t dtype;
+  uint64_t generation;
+  uint64_t rows;
+  uint64_t capacity_rows;
+  uint32_t features;
+  uint32_t reserved;
+  uint64_t checksum;
+};
+static_assert(sizeof(SegmentHeader) <= kSegmentHeaderBytes);
+
+// FNV-1a 64 over bytes, continuing from `state` (start with kFnvOffset).
+inline constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
+uint64_t Fnv1a64(const void* data, size_t bytes, uint64_t state);
+
+// Checks a header against the file size it came from; names `path` in errors.
+Status ValidateSegmentHeader(const SegmentHeader& h, uint64_t file_bytes, const std::string& path);
+
+class DatasetWriter {
+ public:
+  // Creates (or replaces) the file at path holding `table` as generation `generation`.
+  static StatusOr<std::unique_ptr<DatasetWriter>> Create(const std::string& path,
+                                                         const Table& table,
+                                                         uint64_t generation);
+  // Opens an existing segment for appending (resume).
+  static StatusOr<std::unique_ptr<DatasetWriter>> Open(const std::string& path);
+  ~DatasetWriter();
+
+  // Appends rows (REQUIRES: same feature count) and publishes them as `new_generation`.
+  // Grows the file geometrically when capacity is exceeded. Durable on return.
+  Status Append(const Table& rows, uint64_t new_generation);
+  // Rolls back to the first `rows` rows as `generation` (resume after a crash that appended
+  // rows the journal never committed). Recomputes the checksum over those rows.
+  Status Rollback(uint64_t rows, uint64_t generation);
+  // Reads rows [begin, end) back (for summaries and drops).
+  StatusOr<Table> Read(uint64_t begin, uint64_t end) const;
+
+  const SegmentHeader& header() const { return header_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  DatasetWriter(std::string path, int fd, SegmentHeader h);
+  Status WriteHeader();
+  std::string path_;
+  int fd_ = -1;
+  SegmentHeader header_{};
+};
+
+class DatasetView {
+ public:
+  // Maps path read-only and validates header and checksum. Errors name the path.
+  static StatusOr<std::unique_ptr<DatasetView>> Map(const std::string& path);
+  ~DatasetView();
+
+  const SegmentHeader& header() const { return header_; }
+  // Row r starts at data() + r * stride(); stride = features + 1 (target last).
+  const float* data() const { return data_; }
+  uint64_t stride() const { return header_.features + 1ULL; }
+
+ private:
+  DatasetView() = default;
+  struct Region;
+  std::unique_ptr<Region> region_;
+  SegmentHeader header_{};
+  const float* data_ = nullptr;
+};
+
+}  // namespace ens

@@ -1,0 +1,127 @@
+#include "common/journal.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <ctime>
+#include <sstream>
+
+#include "common/atomic_file.h"
+
+namespace ens {
+namespace {
+
+using json = nlohmann::json;
+
+// Parses journal text. `torn` receives the byte length of valid content when the last
+// line is torn (no newline or unparsable), else text.size().
+StatusOr<std::vector<json>> ParseLines(const std::string& text, const std::string& path,
+                                       size_t* valid_bytes, int* torn) {
+  std::vector<json> out;
+  size_t pos = 0;
+  int line_no = 0;
+  *torn = 0;
+  while (pos < text.size()) {
+    ++line_no;
+    size_t nl = text.find('\n', pos);
+    bool last = (nl == std::string::npos);
+    std::string line = text.substr(pos, last ? std::string::npos : nl - pos);
+    json j = json::parse(line, nullptr, false);
+    bool good = !j.is_discarded() && j.is_object() && j.contains("event") && j["event"].is_string();
+    if (!good || last) {
+      bool is_final = last || nl + 1 == text.size();
+      if (is_final) {  // torn tail from a crash mid-append
+        *torn = 1;
+        *valid_bytes = pos;
+        return out;
+      }
+      return Status::Corruption(path + ":" + std::to_string(line_no) + ": not a journal record");
+    }
+    out.push_back(std::move(j));
+    pos = nl + 1;
+  }
+  *valid_bytes = text.size();
+  return out;
+}
+
+}  // namespace
+
+Journal::~Journal() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+StatusOr<std::unique_ptr<Journal>> Journal::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::FromErrno("open " + path, errno);
+  std::unique_ptr<Journal> j(new Journal(path, fd));
+  auto text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  size_t valid = 0;
+  auto recs = ParseLines(*text, path, &valid, &j->torn_);
+  if (!recs.ok()) return recs.status();
+  j->records_ = std::move(*recs);
+  if (valid < text->size()) {
+    if (::ftruncate(fd, static_cast<off_t>(valid)) != 0 || ::fsync(fd) != 0)
+      return Status::FromErrno("truncate torn tail of " + path, errno);
+  }
+  return j;
+}
+
+Status Journal::Append(json record) {
+  record["time"] = static_cast<int64_t>(std::time(nullptr));
+  std::string line = record.dump() + "\n";
+  const char* p = line.data();
+  size_t left = line.size();
+  while (left > 0) {
+    ssize_t w = ::write(fd_, p, left);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno("append to " + path_, errno);
+    }
+    p += w;
+    left -= static_cast<size_t>(w);
+  }
+  if (::fdatasync(fd_) != 0) return Status::FromErrno("fsync " + path_, errno);
+  records_.push_back(std::move(record));
+  return Status::Ok();
+}
+
+StatusOr<std::vector<json>> ReadJournal(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  size_t valid = 0;
+  int torn = 0;
+  return ParseLines(*text, path, &valid, &torn);
+}
+
+RunProgress ReplayJournal(const std::vector<json>& records) {
+  RunProgress p;
+  for (const json& r : records) {
+    const std::string ev = r.value("event", "");
+    if (ev == "run_started") {
+      p.started = true;
+      p.train_rows = r.value("train_rows", uint64_t{0});
+    } else if (ev == "member_done" && r.value("round", -1) == p.next_round) {
+      p.done[r.value("member", "")] = r;
+      p.failed.erase(r.value("member", ""));
+    } else if (ev == "member_failed" && r.value("round", -1) == p.next_round) {
+      p.failed[r.value("member", "")] = r;
+    } else if (ev == "round_committed" && r.value("round", -1) == p.next_round) {
+      p.committed.push_back(r);
+      p.next_round += 1;
+      p.generation = r.value("generation", p.generation + 1);
+      p.train_rows = r.value("train_rows", p.train_rows);
+      if (r.contains("pool_used") && r["pool_used"].is_array())
+        for (const auto& id : r["pool_used"]) p.pool_used.push_back(id.get<uint64_t>());
+      p.done.clear();
+      p.failed.clear();
+    } else if (ev == "run_finished") {
+      p.finished = true;
+      p.finish_reason = r.value("reason", "");
+    }
+  }
+  return p;
+}
+
+}  // namespace ens

@@ -1,0 +1,47 @@
+#include "common/member_result.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "common/atomic_file.h"
+
+namespace ens {
+
+StatusOr<std::vector<float>> ReadFloats(const std::string& path, size_t expected) {
+  auto bytes = ReadFile(path);
+  if (!bytes.ok()) return bytes.status();
+  if (bytes->size() != expected * sizeof(float))
+    return Status::Corruption(path + ": holds " + std::to_string(bytes->size() / sizeof(float)) +
+                              " values, expected " + std::to_string(expected));
+  std::vector<float> v(expected);
+  if (expected) std::memcpy(v.data(), bytes->data(), bytes->size());
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i]))
+      return Status::Corruption(path + ": value " + std::to_string(i) + " is not finite");
+  return v;
+}
+
+std::string FloatsToBytes(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+}
+
+StatusOr<MemberResult> LoadMemberResult(const std::string& member_dir, size_t holdout_rows,
+                                        size_t pool_rows) {
+  MemberResult r;
+  auto text = ReadFile(member_dir + "/metrics.json");
+  if (!text.ok()) return text.status();
+  r.metrics = nlohmann::json::parse(*text, nullptr, false);
+  if (r.metrics.is_discarded() || !r.metrics.is_object() || !r.metrics.contains("holdout_rmse") ||
+      !r.metrics["holdout_rmse"].is_number())
+    return Status::Corruption(member_dir + "/metrics.json: not a metrics object");
+  r.name = r.metrics.value("member", "");
+  auto h = ReadFloats(member_dir + "/holdout_pred.f32", holdout_rows);
+  if (!h.ok()) return h.status();
+  r.holdout_pred = std::move(*h);
+  auto p = ReadFloats(member_dir + "/pool_pred.f32", pool_rows);
+  if (!p.ok()) return p.status();
+  r.pool_pred = std::move(*p);
+  return r;
+}
+
+}  // namespace ens

@@ -1,0 +1,34 @@
+// MemberResult: what a finished member left on disk, as the supervisor and ensemblectl read it.
+//
+// The worker writes a member directory (see run_layout.h) to <dir>.tmp and renames it into
+// place after every file is fsynced, so a member directory that exists is complete.
+// metrics.json keys (all numbers unless said): member (string), round, index, seed,
+// generation, train_rows, val_rows, epochs_run, best_epoch, best_val_loss, holdout_rmse,
+// holdout_mae, seconds, rss_kb_before, rss_kb_after, rss_kb_peak, threads, device (string).
+// Pure functions; thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+
+namespace ens {
+
+struct MemberResult {
+  std::string name;
+  nlohmann::json metrics;
+  std::vector<float> holdout_pred;
+  std::vector<float> pool_pred;
+};
+
+// Reads metrics.json and both prediction files; checks the prediction counts.
+StatusOr<MemberResult> LoadMemberResult(const std::string& member_dir, size_t holdout_rows,
+                                        size_t pool_rows);
+// Raw little-endian float32 array; `expected` count is checked. Errors name the path.
+StatusOr<std::vector<float>> ReadFloats(const std::string& path, size_t expected);
+std::string FloatsToBytes(const std::vector<float>& v);
+
+}  // namespace ens

@@ -1,0 +1,304 @@
+// .npy loader (data_source.h). Supports what numpy.save writes for float arrays: format
+// versions 1.0-3.0, a Python-literal header dict with 'descr', 'fortran_order' and 'shape',
+// little-endian <f4 or <f8 data in C order. Everything else is rejected with a message
+// naming the file, never guessed at.
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/data_source.h"
+
+namespace ens {
+
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "the .npy reader copies little-endian data as-is");
+
+constexpr char kMagic[] = "\x93NUMPY";
+constexpr size_t kMagicSize = 6;
+
+Status ReadFile(const std::string& path, std::string* out) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return Status::FromErrno(path, errno);
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out->append(buf, n);
+  const bool failed = std::ferror(f) != 0;
+  const int err = errno;
+  std::fclose(f);
+  if (failed) return Status::FromErrno(path, err);
+  return Status::Ok();
+}
+
+uint32_t LittleEndian(const std::string& bytes, size_t offset, size_t width) {
+  uint32_t v = 0;
+  for (size_t i = 0; i < width; ++i) {
+    v |= static_cast<uint32_t>(static_cast<unsigned char>(bytes[offset + i])) << (8 * i);
+  }
+  return v;
+}
+
+// The header dict, as far as this loader needs it.
+struct NpyHeader {
+  std::string descr;
+  bool fortran_order = false;
+  std::vector<uint64_t> shape;
+};
+
+// A minimal reader for the Python literal numpy writes: {'key': value, ...} where a value
+// is a quoted string, True/False, or a tuple of non-negative integers.
+class HeaderParser {
+ public:
+  explicit HeaderParser(std::string_view text) : text_(text) {}
+
+  // On failure returns false with *error describing the problem.
+  bool Parse(NpyHeader* out, std::string* error) {
+    bool have_descr = false, have_order = false, have_shape = false;
+    if (!Consume('{')) return Fail("header is not a dict", error);
+    while (!Consume('}')) {
+      std::string key;
+      if (!ReadString(&key) || !Consume(':')) return Fail("malformed header dict", error);
+      bool ok = true;
+      if (key == "descr") {
+        ok = ReadString(&out->descr);
+        have_descr = true;
+      } else if (key == "fortran_order") {
+        ok = ReadBool(&out->fortran_order);
+        have_order = true;
+      } else if (key == "shape") {
+        ok = ReadTuple(&out->shape);
+        have_shape = true;
+      } else {
+        return Fail("unexpected header key '" + key + "'", error);
+      }
+      if (!ok) return Fail("malformed value for header key '" + key + "'", error);
+      if (!Consume(',') && !Peek('}')) return Fail("malformed header dict", error);
+    }
+    if (!have_descr || !have_order || !have_shape) {
+      return Fail("header lacks 'descr', 'fortran_order' or 'shape'", error);
+    }
+    return true;
+  }
+
+ private:
+  static bool Fail(const std::string& why, std::string* error) {
+    *error = why;
+    return false;
+  }
+  void SkipSpace() {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\n')) ++pos_;
+  }
+  bool Peek(char c) {
+    SkipSpace();
+    return pos_ < text_.size() && text_[pos_] == c;
+  }
+  bool Consume(char c) {
+    if (!Peek(c)) return false;
+    ++pos_;
+    return true;
+  }
+  bool ReadString(std::string* out) {
+    SkipSpace();
+    if (pos_ >= text_.size() || (text_[pos_] != '\'' && text_[pos_] != '"')) return false;
+    const char quote = text_[pos_++];
+    const size_t end = text_.find(quote, pos_);
+    if (end == std::string_view::npos) return false;
+    *out = std::string(text_.substr(pos_, end - pos_));
+    pos_ = end + 1;
+    return true;
+  }
+  bool ReadBool(bool* out) {
+    SkipSpace();
+    for (const auto& [word, value] : {std::pair{"True", true}, std::pair{"False", false}}) {
+      if (text_.substr(pos_, std::strlen(word)) == word) {
+        pos_ += std::strlen(word);
+        *out = value;
+        return true;
+      }
+    }
+    return false;
+  }
+  bool ReadUint(uint64_t* out) {
+    SkipSpace();
+    const size_t start = pos_;
+    uint64_t v = 0;
+    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
+      if (v > (std::numeric_limits<uint64_t>::max() - 9) / 10) return false;
+      v = v * 10 + static_cast<uint64_t>(text_[pos_++] - '0');
+    }
+    *out = v;
+    return pos_ > start;
+  }
+  bool ReadTuple(std::vector<uint64_t>* out) {
+    if (!Consume('(')) return false;
+    while (!Consume(')')) {
+      uint64_t dim = 0;
+      if (!ReadUint(&dim)) return false;
+      out->push_back(dim);
+      if (!Consume(',') && !Peek(')')) return false;
+    }
+    return true;
+  }
+
+  std::string_view text_;
+  size_t pos_ = 0;
+};
+
+// A loaded array: its shape and values converted to float32.
+struct NpyArray {
+  std::vector<uint64_t> shape;
+  std::vector<float> values;
+};
+
+// Splits off the header; *data_offset is where the array bytes begin.
+Status ReadHeader(const std::string& path, const std::string& bytes, NpyHeader* header,
+                  size_t* data_offset) {
+  if (bytes.size() < kMagicSize + 2 || bytes.compare(0, kMagicSize, kMagic, kMagicSize) != 0) {
+    return Status::Corruption(path + ": not a .npy file (bad magic)");
+  }
+  const int major = static_cast<unsigned char>(bytes[kMagicSize]);
+  if (major < 1 || major > 3) {
+    return Status::InvalidArgument(path + ": unsupported .npy format version " +
+                                   std::to_string(major));
+  }
+  const size_t len_width = (major == 1) ? 2 : 4;
+  const size_t prefix = kMagicSize + 2 + len_width;
+  if (bytes.size() < prefix) return Status::Corruption(path + ": truncated .npy header");
+  const size_t header_len = LittleEndian(bytes, kMagicSize + 2, len_width);
+  if (bytes.size() - prefix < header_len) {
+    return Status::Corruption(path + ": truncated .npy header");
+  }
+  std::string error;
+  HeaderParser parser(std::string_view(bytes).substr(prefix, header_len));
+  if (!parser.Parse(header, &error)) return Status::Corruption(path + ": " + error);
+  *data_offset = prefix + header_len;
+  return Status::Ok();
+}
+
+// Element count of `shape`, or false when count * 16 would overflow (so byte sizes of
+// 8-byte items are always representable).
+bool ElementCount(const std::vector<uint64_t>& shape, uint64_t* count) {
+  uint64_t n = 1;
+  for (uint64_t d : shape) {
+    if (d != 0 && n > std::numeric_limits<uint64_t>::max() / 16 / d) return false;
+    n *= d;
+  }
+  *count = n;
+  return true;
+}
+
+std::string ShapeText(const std::vector<uint64_t>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    s += std::to_string(shape[i]);
+    if (shape.size() == 1 || i + 1 < shape.size()) s += ",";
+    if (i + 1 < shape.size()) s += " ";
+  }
+  return s + ")";
+}
+
+// "element i (row r, column c)" for a 2-D array, "element i (row i)" otherwise.
+std::string ElementPlace(const std::vector<uint64_t>& shape, uint64_t i) {
+  std::string s = "element " + std::to_string(i);
+  if (shape.size() == 2 && shape[1] > 0) {
+    return s + " (row " + std::to_string(i / shape[1]) + ", column " +
+           std::to_string(i % shape[1]) + ")";
+  }
+  return s + " (row " + std::to_string(i) + ")";
+}
+
+// Converts the raw data to float32, rejecting NaN/Inf (and f8 values beyond float range).
+template <typename T>
+Status ConvertValues(const std::string& path, const char* data,
+                     const std::vector<uint64_t>& shape, uint64_t count, std::vector<float>* out) {
+  out->resize(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    T v;
+    std::memcpy(&v, data + i * sizeof(T), sizeof(T));
+    const float f = static_cast<float>(v);
+    if (!std::isfinite(f)) {
+      const char* why = std::isfinite(v) ? "value out of float32 range" : "non-finite value";
+      return Status::InvalidArgument(path + ": " + why + " at " + ElementPlace(shape, i));
+    }
+    (*out)[i] = f;
+  }
+  return Status::Ok();
+}
+
+StatusOr<NpyArray> LoadNpy(const std::string& path) {
+  std::string bytes;
+  Status s = ReadFile(path, &bytes);
+  if (!s.ok()) return s;
+  NpyHeader header;
+  size_t offset = 0;
+  s = ReadHeader(path, bytes, &header, &offset);
+  if (!s.ok()) return s;
+  if (header.fortran_order) {
+    return Status::InvalidArgument(path +
+                                   ": fortran_order arrays are not supported (save in C order)");
+  }
+  if (header.descr != "<f4" && header.descr != "<f8") {
+    return Status::InvalidArgument(path + ": unsupported dtype '" + header.descr +
+                                   "' (want <f4 or <f8)");
+  }
+  const size_t item = (header.descr == "<f4") ? 4 : 8;
+  uint64_t count = 0;
+  if (!ElementCount(header.shape, &count)) {
+    return Status::Corruption(path + ": shape " + ShapeText(header.shape) + " is too large");
+  }
+  const uint64_t want = count * item;
+  const uint64_t have = bytes.size() - offset;
+  if (have != want) {
+    return Status::Corruption(path + ": " + (have < want ? "truncated" : "trailing bytes") +
+                              ": shape " + ShapeText(header.shape) + " needs " +
+                              std::to_string(want) + " data bytes, file has " +
+                              std::to_string(have));
+  }
+  NpyArray array;
+  array.shape = header.shape;
+  const char* data = bytes.data() + offset;
+  s = item == 4 ? ConvertValues<float>(path, data, array.shape, count, &array.values)
+                : ConvertValues<double>(path, data, array.shape, count, &array.values);
+  if (!s.ok()) return s;
+  return array;
+}
+
+}  // namespace
+
+StatusOr<Table> LoadNpyPair(const std::string& x_path, const std::string& y_path) {
+  StatusOr<NpyArray> x = LoadNpy(x_path);
+  if (!x.ok()) return x.status();
+  if (x->shape.size() != 2 || x->shape[0] == 0 || x->shape[1] == 0) {
+    return Status::InvalidArgument(x_path + ": X must have shape (rows, features) with both >= 1, "
+                                   "found " + ShapeText(x->shape));
+  }
+  if (x->shape[1] > static_cast<uint64_t>(std::numeric_limits<int>::max())) {
+    return Status::InvalidArgument(x_path + ": too many features " + ShapeText(x->shape));
+  }
+  StatusOr<NpyArray> y = LoadNpy(y_path);
+  if (!y.ok()) return y.status();
+  const uint64_t rows = x->shape[0];
+  const bool column = y->shape.size() == 2 && y->shape[1] == 1;
+  if (!(y->shape.size() == 1 || column) || y->shape[0] != rows) {
+    return Status::InvalidArgument(y_path + ": y must have shape (" + std::to_string(rows) +
+                                   ",) or (" + std::to_string(rows) + ", 1) to match " + x_path +
+                                   ", found " + ShapeText(y->shape));
+  }
+  Table t;
+  t.features = static_cast<int>(x->shape[1]);
+  for (int c = 0; c < t.features; ++c) t.feature_names.push_back("x" + std::to_string(c));
+  t.target_name = "y";
+  t.x = std::move(x->values);
+  t.y = std::move(y->values);
+  return t;
+}
+
+}  // namespace ens

@@ -1,0 +1,177 @@
+#include "common/protocol.h"
+
+namespace ens {
+namespace {
+
+using json = nlohmann::json;
+
+struct TypeName {
+  MessageType type;
+  const char* name;
+};
+constexpr TypeName kTypeNames[] = {
+    {MessageType::kReady, "ready"},   {MessageType::kHeartbeat, "heartbeat"},
+    {MessageType::kDone, "done"},     {MessageType::kFailed, "failed"},
+    {MessageType::kTask, "task"},     {MessageType::kShutdown, "shutdown"},
+};
+
+// Field readers: each returns false and sets *err naming the field when it is absent or mistyped.
+bool GetInt(const json& j, const char* key, int64_t lo, int64_t hi, int64_t* out, std::string* err) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) {
+    *err = std::string("field '") + key + "' missing or not an integer";
+    return false;
+  }
+  int64_t v = it->get<int64_t>();
+  if (v < lo || v > hi) {
+    *err = std::string("field '") + key + "' out of range";
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+bool GetU64(const json& j, const char* key, uint64_t* out, std::string* err) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_unsigned()) {
+    *err = std::string("field '") + key + "' missing or not an unsigned integer";
+    return false;
+  }
+  *out = it->get<uint64_t>();
+  return true;
+}
+
+bool GetString(const json& j, const char* key, size_t max_len, std::string* out, std::string* err) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_string() || it->get_ref<const std::string&>().size() > max_len) {
+    *err = std::string("field '") + key + "' missing, not a string or too long";
+    return false;
+  }
+  *out = it->get<std::string>();
+  return true;
+}
+
+}  // namespace
+
+const char* MessageTypeName(MessageType t) {
+  for (const auto& tn : kTypeNames)
+    if (tn.type == t) return tn.name;
+  return "?";
+}
+
+json TaskToJson(const TaskSpec& t) {
+  return json{{"task_id", t.task_id}, {"round", t.round},         {"member_index", t.member_index},
+              {"seed", t.seed},       {"generation", t.generation}, {"rows", t.rows},
+              {"data_dir", t.data_dir}, {"out_dir", t.out_dir}, {"excluded_file", t.excluded_file},   {"attempt", t.attempt},
+              {"threads", t.threads}, {"member", MemberToJson(t.member)}};
+}
+
+Status TaskFromJson(const json& j, TaskSpec* out) {
+  if (!j.is_object()) return Status::InvalidArgument("task: not an object");
+  std::string err;
+  int64_t round, index, attempt, threads;
+  bool ok = GetString(j, "task_id", 256, &out->task_id, &err) &&
+            GetInt(j, "round", 0, 1 << 30, &round, &err) &&
+            GetInt(j, "member_index", 0, 1 << 30, &index, &err) && GetU64(j, "seed", &out->seed, &err) &&
+            GetU64(j, "generation", &out->generation, &err) && GetU64(j, "rows", &out->rows, &err) &&
+            GetString(j, "data_dir", 4096, &out->data_dir, &err) &&
+            GetString(j, "out_dir", 4096, &out->out_dir, &err) &&
+            GetString(j, "excluded_file", 4096, &out->excluded_file, &err) &&
+            GetInt(j, "attempt", 1, 1 << 20, &attempt, &err) &&
+            GetInt(j, "threads", 1, 1024, &threads, &err);
+  if (!ok) return Status::InvalidArgument("task: " + err);
+  out->round = static_cast<int>(round);
+  out->member_index = static_cast<int>(index);
+  out->attempt = static_cast<int>(attempt);
+  out->threads = static_cast<int>(threads);
+  auto it = j.find("member");
+  if (it == j.end()) return Status::InvalidArgument("task: field 'member' missing");
+  Status s = MemberFromJson(*it, &out->member);
+  if (!s.ok()) return Status::InvalidArgument("task: member: " + s.message());
+  return Status::Ok();
+}
+
+std::string EncodeMessage(const Message& m) {
+  json j{{"v", kProtocolVersion}, {"type", MessageTypeName(m.type)}, {"slot", m.slot}};
+  switch (m.type) {
+    case MessageType::kReady: j["pid"] = m.pid; break;
+    case MessageType::kHeartbeat:
+      j.update({{"pid", m.pid}, {"task_id", m.task_id}, {"epoch", m.epoch}, {"rss_kb", m.rss_kb}});
+      break;
+    case MessageType::kDone:
+      j.update({{"pid", m.pid}, {"task_id", m.task_id},
+                {"metrics", m.metrics.is_object() ? m.metrics : json::object()}});
+      break;
+    case MessageType::kFailed:
+      j.update({{"pid", m.pid}, {"task_id", m.task_id}, {"error", m.error}, {"permanent", m.permanent}});
+      break;
+    case MessageType::kTask: j["task"] = TaskToJson(m.task); break;
+    case MessageType::kShutdown: break;
+  }
+  return j.dump();
+}
+
+StatusOr<Message> DecodeMessage(std::string_view bytes) {
+  if (bytes.size() > kMaxMessageBytes)
+    return Status::InvalidArgument("message of " + std::to_string(bytes.size()) + " bytes exceeds " +
+                                   std::to_string(kMaxMessageBytes));
+  json j = json::parse(bytes.begin(), bytes.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument("message is not a JSON object");
+  std::string err;
+  int64_t version = 0, slot = 0;
+  if (!GetInt(j, "v", 0, 1 << 20, &version, &err)) return Status::InvalidArgument("message: " + err);
+  if (version != kProtocolVersion)
+    return Status::InvalidArgument("message: protocol version " + std::to_string(version) +
+                                   ", expected " + std::to_string(kProtocolVersion));
+  std::string type;
+  if (!GetString(j, "type", 32, &type, &err) || !GetInt(j, "slot", 0, 1 << 16, &slot, &err))
+    return Status::InvalidArgument("message: " + err);
+  Message m;
+  m.slot = static_cast<int>(slot);
+  bool known = false;
+  for (const auto& tn : kTypeNames) {
+    if (type == tn.name) {
+      m.type = tn.type;
+      known = true;
+    }
+  }
+  if (!known) return Status::InvalidArgument("message: unknown type '" + type + "'");
+  bool ok = true;
+  int64_t epoch = 0;
+  switch (m.type) {
+    case MessageType::kReady: ok = GetInt(j, "pid", 1, INT32_MAX, &m.pid, &err); break;
+    case MessageType::kHeartbeat:
+      ok = GetInt(j, "pid", 1, INT32_MAX, &m.pid, &err) && GetString(j, "task_id", 256, &m.task_id, &err) &&
+           GetInt(j, "epoch", 0, 1 << 30, &epoch, &err) && GetInt(j, "rss_kb", 0, INT64_MAX, &m.rss_kb, &err);
+      m.epoch = static_cast<int>(epoch);
+      break;
+    case MessageType::kDone:
+      ok = GetInt(j, "pid", 1, INT32_MAX, &m.pid, &err) && GetString(j, "task_id", 256, &m.task_id, &err);
+      if (ok && !(j.contains("metrics") && j["metrics"].is_object())) {
+        ok = false;
+        err = "field 'metrics' missing or not an object";
+      }
+      if (ok) m.metrics = j["metrics"];
+      break;
+    case MessageType::kFailed:
+      ok = GetInt(j, "pid", 1, INT32_MAX, &m.pid, &err) && GetString(j, "task_id", 256, &m.task_id, &err) &&
+           GetString(j, "error", 4096, &m.error, &err);
+      if (ok && !(j.contains("permanent") && j["permanent"].is_boolean())) {
+        ok = false;
+        err = "field 'permanent' missing or not a boolean";
+      }
+      if (ok) m.permanent = j["permanent"].get<bool>();
+      break;
+    case MessageType::kTask: {
+      if (!j.contains("task")) return Status::InvalidArgument("message: field 'task' missing");
+      Status s = TaskFromJson(j["task"], &m.task);
+      if (!s.ok()) return Status::InvalidArgument("message: " + s.message());
+      break;
+    }
+    case MessageType::kShutdown: break;
+  }
+  if (!ok) return Status::InvalidArgument("message '" + type + "': " + err);
+  return m;
+}
+
+}  // namespace ens

@@ -1,0 +1,70 @@
+// Protocol: the messages between the supervisor and its workers.
+//
+// Every message is one JSON object, at most kMaxMessageBytes, with
+//   "v": kProtocolVersion, "type": one of the names below, "slot": worker slot (int >= 0).
+// Worker -> supervisor (the shared report queue):
+//   ready     {pid}                              after the worker mapped nothing yet but is up
+//   heartbeat {pid, task_id, epoch, rss_kb}      while training, at most every ~second
+//   done      {pid, task_id, metrics{...}}       results are on disk before this is sent
+//   failed    {pid, task_id, error, permanent}   permanent: retrying cannot help
+// Supervisor -> worker (one queue per slot):
+//   task      {task}                             see TaskSpec
+//   shutdown  {}                                 finish nothing more, exit 0
+// Decode validates everything; a message that fails is rejected with the reason and
+// never acted on. Pure functions. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "common/config.h"
+#include "common/status.h"
+
+namespace ens {
+
+inline constexpr int kProtocolVersion = 1;
+inline constexpr size_t kMaxMessageBytes = 8192;
+
+// One member training task: everything a worker needs, nothing it must look up.
+struct TaskSpec {
+  std::string task_id;       // "r<round>-<member name>"
+  int round = 0;
+  int member_index = 0;
+  uint64_t seed = 0;         // MemberSeed(run_seed, member_index, round)
+  uint64_t generation = 0;   // dataset generation the task trains on
+  uint64_t rows = 0;         // train rows of that generation (a prefix of the segment)
+  std::string data_dir;      // where train.bin / holdout.bin / pool.bin live
+  std::string out_dir;       // final member directory (written via <out_dir>.tmp + rename)
+  std::string excluded_file; // "" or raw uint64 row ids dropped from this generation
+  int attempt = 1;
+  int threads = 1;           // intra-op threads for this task
+  MemberSpec member;
+};
+
+enum class MessageType { kReady, kHeartbeat, kDone, kFailed, kTask, kShutdown };
+const char* MessageTypeName(MessageType t);
+
+struct Message {
+  MessageType type = MessageType::kReady;
+  int slot = 0;
+  int64_t pid = 0;
+  std::string task_id;       // heartbeat, done, failed
+  int epoch = 0;             // heartbeat
+  int64_t rss_kb = 0;        // heartbeat
+  nlohmann::json metrics;    // done: object
+  std::string error;         // failed
+  bool permanent = false;    // failed
+  TaskSpec task;             // task
+};
+
+std::string EncodeMessage(const Message& m);
+// Rejects: oversize, non-JSON, wrong version, unknown type, missing/mistyped fields.
+StatusOr<Message> DecodeMessage(std::string_view bytes);
+
+nlohmann::json TaskToJson(const TaskSpec& t);
+Status TaskFromJson(const nlohmann::json& j, TaskSpec* out);
+
+}  // namespace ens

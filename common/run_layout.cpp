@@ -1,0 +1,23 @@
+#include "common/run_layout.h"
+
+#include <cstdio>
+
+#include "common/dataset_segment.h"
+#include "common/seed.h"
+
+namespace ens {
+
+std::string RunLayout::RoundDir(int round) const {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "/rounds/r%04d", round);
+  return root_ + buf;
+}
+
+std::string RunIdFor(const std::string& absolute_state_dir) {
+  uint64_t h = SplitMix64(Fnv1a64(absolute_state_dir.data(), absolute_state_dir.size(), kFnvOffset));
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%012llx", static_cast<unsigned long long>(h & 0xFFFFFFFFFFFFULL));
+  return buf;
+}
+
+}  // namespace ens

@@ -1,0 +1,53 @@
+// RunLayout: where every file of a run lives under state_dir. One source of truth.
+//
+//   state_dir/
+//     run.json                     run id, config digest, feature names (written once)
+//     config.json                  the config the run started with (resolved)
+//     journal.jsonl                append-only journal (journal.h)
+//     data/train.bin               dataset segment: training rows, grows by mutation
+//     data/holdout.bin             dataset segment: fixed holdout the ensemble is scored on
+//     data/pool.bin                dataset segment: candidate pool for mutation
+//     rounds/r0002/summary.json    ensemble summary of round 2 (after commit)
+//     rounds/r0002/members/m005/   one member of round 2:
+//         checkpoint.pt            weights + normalisation tensors (torch archive)
+//         member.json              member spec, seed, generation, rows, norm stats
+//         history.jsonl            per epoch: loss, val_loss, mae, mse, val_mae, val_mse, lr, seconds
+//         metrics.json             final metrics (MemberMetrics)
+//         holdout_pred.f32         raw float32 predictions on holdout rows
+//         pool_pred.f32            raw float32 predictions on pool rows
+// Pure path arithmetic; thread-safe.
+#pragma once
+
+#include <string>
+
+namespace ens {
+
+class RunLayout {
+ public:
+  explicit RunLayout(std::string state_dir) : root_(std::move(state_dir)) {}
+
+  const std::string& root() const { return root_; }
+  std::string RunFile() const { return root_ + "/run.json"; }
+  std::string ConfigFile() const { return root_ + "/config.json"; }
+  std::string JournalFile() const { return root_ + "/journal.jsonl"; }
+  std::string LockFile() const { return root_ + "/supervisor.lock"; }
+  std::string DataDir() const { return root_ + "/data"; }
+  std::string RoundDir(int round) const;
+  std::string SummaryFile(int round) const { return RoundDir(round) + "/summary.json"; }
+  std::string MemberDir(int round, const std::string& member_name) const {
+    return RoundDir(round) + "/members/" + member_name;
+  }
+
+  static std::string TrainSegment(const std::string& data_dir) { return data_dir + "/train.bin"; }
+  static std::string HoldoutSegment(const std::string& data_dir) { return data_dir + "/holdout.bin"; }
+  static std::string PoolSegment(const std::string& data_dir) { return data_dir + "/pool.bin"; }
+
+ private:
+  std::string root_;
+};
+
+// Stable run id for a state directory: hex of a hash of its absolute path. The same
+// state_dir gives the same id after a restart, so stale IPC objects can be found.
+std::string RunIdFor(const std::string& absolute_state_dir);
+
+}  // namespace ens

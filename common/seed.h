@@ -1,0 +1,37 @@
+// Seed derivation: a member's seeds are a stable function of (run seed, member index, round).
+//
+// splitmix64 (Steele, Lea, Flood 2014) mixing; never std::hash, never time. The streams
+// give independent seeds for each generator a task uses. Pure functions. Thread-safe.
+#pragma once
+
+#include <cstdint>
+
+namespace ens {
+
+// One splitmix64 step on x: the output for state x.
+uint64_t SplitMix64(uint64_t x);
+
+// The seed of member `member_index` in `round`.
+uint64_t MemberSeed(uint64_t run_seed, uint64_t member_index, uint64_t round);
+
+// Which generator a sub-seed is for; values are part of the on-disk reproducibility contract.
+enum class SeedStream : uint64_t { kInit = 1, kDropout = 2, kShuffle = 3, kSplit = 4, kData = 5 };
+uint64_t StreamSeed(uint64_t member_seed, SeedStream stream);
+
+// A tiny deterministic generator (splitmix64 sequence) for shuffles, splits and synthetic data.
+class SeededRng {
+ public:
+  explicit SeededRng(uint64_t seed) : state_(seed) {}
+  uint64_t Next();
+  // Uniform in [0, 1) with 53 random bits.
+  double Uniform();
+  // Uniform integer in [0, n). REQUIRES: n > 0. Unbiased (rejection).
+  uint64_t Below(uint64_t n);
+  // Standard normal (Box-Muller, no cached second value).
+  double Normal();
+
+ private:
+  uint64_t state_;
+};
+
+}  // namespace ens

@@ -1,0 +1,37 @@
+// Table: rows of float32 features and one float32 target, held in process memory.
+//
+// The supervisor loads data sources into Tables and publishes them to shared memory
+// (dataset_segment.h). Row-major: x[r * features + c]. Every value is finite (loaders
+// reject NaN/Inf, naming the place). Plain data. Thread-compatible.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace ens {
+
+struct Table {
+  int features = 0;
+  std::vector<std::string> feature_names;  // size == features (may be synthetic "x0".."x9")
+  std::string target_name = "y";
+  std::vector<float> x;                    // rows() * features
+  std::vector<float> y;                    // rows()
+
+  size_t rows() const { return y.size(); }
+  // REQUIRES: row.size() == features. Appends one row.
+  void AppendRow(const float* row, float target) {
+    x.insert(x.end(), row, row + features);
+    y.push_back(target);
+  }
+};
+
+// The three tables of a run: what members train on (grows by mutation), the fixed
+// holdout the ensemble is scored on, and the candidate pool mutation draws from.
+struct RunData {
+  Table train;
+  Table holdout;
+  Table pool;
+};
+
+}  // namespace ens

@@ -1,0 +1,54 @@
+// ensemblectl: the operator's tool. It reads the run state directly and runs
+// ensemble-worker for anything that needs libtorch, so it never loads libtorch itself.
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "common/atomic_file.h"
+#include "common/config.h"
+#include "common/exit_codes.h"
+#include "ctl/commands.h"
+
+namespace ens::ctl {
+
+int ValidateConfig(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text.ok()) {
+    std::cerr << text.status().message() << "\n";
+    return exit_code::kPermanentFailure;
+  }
+  Config cfg;
+  auto errors = ValidateConfigText(*text, ParentDir(path), &cfg);
+  for (const auto& e : errors) std::cout << path << ": " << (e.pointer.empty() ? "/" : e.pointer) << ": " << e.message << "\n";
+  if (!errors.empty()) return exit_code::kPermanentFailure;
+  std::cout << path << ": ok (" << cfg.members.size() << " members, " << cfg.rounds.count << " rounds, mutation "
+            << cfg.mutation.policy << ")\n";
+  return exit_code::kOk;
+}
+
+}  // namespace ens::ctl
+
+int main(int argc, char** argv) {
+  CLI::App app{"ensemblectl: inspect and use an ensembled run"};
+  app.require_subcommand(1);
+  std::string state_dir, input, output = "-", config;
+  int round = -1;
+  bool as_json = false;
+
+  auto* status = app.add_subcommand("status", "where a run stands (read from its state directory)");
+  status->add_option("--state-dir,-s", state_dir, "the run's state directory")->required();
+  status->add_flag("--json", as_json, "machine-readable output");
+
+  auto* predict = app.add_subcommand("predict", "ensemble mean and std per row of a CSV");
+  predict->add_option("--state-dir,-s", state_dir, "the run's state directory")->required();
+  predict->add_option("--input,-i", input, "CSV with the run's feature columns (header line)")->required();
+  predict->add_option("--output,-o", output, "output CSV (default: stdout)");
+  predict->add_option("--round,-r", round, "round whose members predict (default: latest committed)");
+
+  auto* validate = app.add_subcommand("validate-config", "check a config; print every error");
+  validate->add_option("config", config, "config file")->required();
+  CLI11_PARSE(app, argc, argv);
+
+  if (*status) return ens::ctl::Status(state_dir, as_json);
+  if (*predict) return ens::ctl::Predict(state_dir, round, input, output);
+  return ens::ctl::ValidateConfig(config);
+}

@@ -1,0 +1,120 @@
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "common/atomic_file.h"
+#include "common/data_source.h"
+#include "common/exit_codes.h"
+#include "common/journal.h"
+#include "common/logging.h"
+#include "common/member_result.h"
+#include "common/run_layout.h"
+#include "ctl/commands.h"
+
+namespace ens::ctl {
+
+using json = nlohmann::json;
+
+int RunAndWait(const std::vector<std::string>& argv) {
+  std::vector<std::string> args = argv;
+  std::vector<char*> cargv;
+  for (auto& a : args) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    ::execv(cargv[0], cargv.data());
+    std::perror(cargv[0]);
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
+namespace {
+
+std::string WorkerBinary() {
+  const char* env = std::getenv("ENSEMBLED_WORKER");
+  return env ? env : SelfDir() + "/ensemble-worker";
+}
+
+}  // namespace
+
+int Predict(const std::string& state_dir, int round, const std::string& input_csv, const std::string& output_csv) {
+  RunLayout layout(state_dir);
+  auto run_text = ReadFile(layout.RunFile());
+  auto recs = ReadJournal(layout.JournalFile());
+  if (!run_text.ok() || !recs.ok()) {
+    std::cerr << "ensemblectl predict: " << (!run_text.ok() ? run_text.status() : recs.status()).message() << "\n";
+    return exit_code::kPermanentFailure;
+  }
+  json run = json::parse(*run_text, nullptr, false);
+  RunProgress p = ReplayJournal(*recs);
+  if (p.committed.empty()) {
+    std::cerr << "ensemblectl predict: no round of " << state_dir << " is committed yet\n";
+    return exit_code::kPermanentFailure;
+  }
+  if (round < 0) round = p.committed.back().value("round", 0);
+  if (round >= static_cast<int>(p.committed.size())) {
+    std::cerr << "ensemblectl predict: round " << round << " is not committed (last: "
+              << p.committed.back().value("round", 0) << ")\n";
+    return exit_code::kUsage;
+  }
+  auto summary_text = ReadFile(layout.SummaryFile(round));
+  if (!summary_text.ok()) {
+    std::cerr << "ensemblectl predict: " << summary_text.status().message() << "\n";
+    return exit_code::kPermanentFailure;
+  }
+  json summary = json::parse(*summary_text, nullptr, false);
+  std::vector<std::string> names = run.value("feature_names", std::vector<std::string>{});
+  auto table = LoadCsv(input_csv, names, "");
+  if (!table.ok()) {
+    std::cerr << "ensemblectl predict: " << table.status().message() << "\n";
+    return exit_code::kPermanentFailure;
+  }
+  char tmpl[] = "/tmp/ensemblectl-predict-XXXXXX";
+  if (!::mkdtemp(tmpl)) {
+    std::perror("mkdtemp");
+    return exit_code::kTransientFailure;
+  }
+  std::string tmp = tmpl;
+  (void)WriteFileAtomic(tmp + "/in.f32", FloatsToBytes(table->x));
+  std::vector<std::string> argv = {WorkerBinary(), "predict", "--input", tmp + "/in.f32", "--features",
+                                   std::to_string(table->features), "--output", tmp + "/out.f32"};
+  for (const auto& m : summary["members"]) argv.push_back(layout.MemberDir(round, m.value("member", "")) + "/checkpoint.pt");
+  size_t k = summary["members"].size();
+  int rc = RunAndWait(argv);
+  auto preds = rc == 0 ? ReadFloats(tmp + "/out.f32", k * table->rows()) : StatusOr<std::vector<float>>(
+                                                                          Status::Internal("worker exited with " + std::to_string(rc)));
+  (void)RemoveTree(tmp);
+  if (!preds.ok()) {
+    std::cerr << "ensemblectl predict: " << preds.status().message() << "\n";
+    return exit_code::kTransientFailure;
+  }
+  std::ofstream file;
+  if (output_csv != "-") file.open(output_csv);
+  std::ostream& out = output_csv == "-" ? std::cout : file;
+  out << "row,mean,std\n";
+  for (size_t r = 0; r < table->rows(); ++r) {
+    double sum = 0, sq = 0;
+    for (size_t m = 0; m < k; ++m) {
+      double v = (*preds)[m * table->rows() + r];
+      sum += v;
+      sq += v * v;
+    }
+    double mean = sum / k;
+    out << r << "," << mean << "," << std::sqrt(std::max(0.0, sq / k - mean * mean)) << "\n";
+  }
+  if (!out) {
+    std::cerr << "ensemblectl predict: cannot write " << output_csv << "\n";
+    return exit_code::kTransientFailure;
+  }
+  return exit_code::kOk;
+}
+
+}  // namespace ens::ctl

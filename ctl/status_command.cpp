@@ -1,0 +1,62 @@
+#include <cstdio>
+#include <iostream>
+
+#include "common/atomic_file.h"
+#include "common/exit_codes.h"
+#include "common/journal.h"
+#include "common/run_layout.h"
+#include "ctl/commands.h"
+
+namespace ens::ctl {
+
+using json = nlohmann::json;
+
+int Status(const std::string& state_dir, bool as_json) {
+  RunLayout layout(state_dir);
+  auto run_text = ReadFile(layout.RunFile());
+  if (!run_text.ok()) {
+    std::cerr << "ensemblectl status: " << run_text.status().message() << " (no run in " << state_dir << "?)\n";
+    return exit_code::kPermanentFailure;
+  }
+  json run = json::parse(*run_text, nullptr, false);
+  auto recs = ReadJournal(layout.JournalFile());
+  if (!recs.ok()) {
+    std::cerr << "ensemblectl status: " << recs.status().message() << "\n";
+    return exit_code::kPermanentFailure;
+  }
+  RunProgress p = ReplayJournal(*recs);
+  json last = p.committed.empty() ? json() : p.committed.back()["summary"];
+  json out = {{"run", run},
+              {"finished", p.finished},
+              {"finish_reason", p.finish_reason},
+              {"rounds_committed", p.committed.size()},
+              {"current_round", p.next_round},
+              {"generation", p.generation},
+              {"train_rows", p.train_rows},
+              {"members_done", p.done.size()},
+              {"members_failed", p.failed.size()},
+              {"last_summary", last},
+              {"rounds", p.committed}};
+  if (as_json) {
+    std::cout << out.dump(2) << "\n";
+    return exit_code::kOk;
+  }
+  std::printf("run %s (%s) in %s\n", run.value("run_name", "?").c_str(), run.value("run_id", "?").c_str(),
+              state_dir.c_str());
+  std::printf("state: %s\n", p.finished ? ("finished: " + p.finish_reason).c_str() : "in progress or stopped");
+  std::printf("rounds committed: %zu; current round %d: %zu members done, %zu failed; generation %llu, %llu train rows\n",
+              p.committed.size(), p.next_round, p.done.size(), p.failed.size(),
+              static_cast<unsigned long long>(p.generation), static_cast<unsigned long long>(p.train_rows));
+  std::printf("%-6s %12s %28s %14s\n", "round", "train rows", "member holdout RMSE (mean±std)", "ensemble RMSE");
+  for (const auto& c : p.committed) {
+    const json& s = c["summary"];
+    std::printf("%-6d %12llu %19.4f ± %-7.4f %14.4f\n", c.value("round", 0),
+                static_cast<unsigned long long>(c.value("trained_rows", uint64_t{0})), s.value("member_rmse_mean", 0.0),
+                s.value("member_rmse_std", 0.0), s.value("ensemble_rmse", 0.0));
+  }
+  for (const auto& [name, f] : p.failed)
+    std::printf("failed: %s: %s\n", name.c_str(), f.value("error", "").c_str());
+  return exit_code::kOk;
+}
+
+}  // namespace ens::ctl

@@ -1,0 +1,51 @@
+// MutationPolicy: how the training set changes between round r and r+1.
+//
+//   none                nothing changes
+//   append_from_pool    k pool rows not used yet, drawn with a generator seeded from
+//                       (run seed, round): the same run makes the same draw after a restart
+//   query_by_committee  the k unused pool rows where the members' predictions disagree most
+//                       (population std), ties broken by the lower row id
+//   command             an external program (argv, no shell) reads the round summary JSON on
+//                       stdin and writes {"add": [[x..., y], ...], "drop": [row ids]} on stdout;
+//                       exit code 0 and the timeout are enforced, the output validated like data
+// Decisions are pure functions of their inputs (except `command`, which is as pure as the
+// program). Thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/config.h"
+#include "common/member_result.h"
+#include "common/status.h"
+#include "common/table.h"
+
+namespace ens {
+
+struct MutationContext {
+  int round = 0;
+  uint64_t run_seed = 0;
+  const Table* pool = nullptr;
+  const std::vector<bool>* pool_used = nullptr;       // pool.rows() flags
+  const std::vector<MemberResult>* members = nullptr;  // this round's finished members
+  nlohmann::json round_summary;                        // given to `command` on stdin
+  int features = 0;
+  uint64_t train_rows = 0;                             // drop ids must be below this
+};
+
+struct Mutation {
+  std::vector<uint64_t> pool_ids;   // pool rows to move into train, in order
+  Table add;                        // rows from a command (features set even when empty)
+  std::vector<uint64_t> drop;       // train row ids to exclude from now on, sorted, unique
+  bool empty() const { return pool_ids.empty() && add.rows() == 0 && drop.empty(); }
+};
+
+StatusOr<Mutation> DecideMutation(const MutationSpec& spec, const MutationContext& ctx);
+
+// Parses and validates a command's output. `origin` names the command in errors.
+StatusOr<Mutation> ParseCommandOutput(const std::string& text, int features, uint64_t train_rows,
+                                      const std::string& origin);
+
+}  // namespace ens

@@ -1,0 +1,349 @@
+#include "orchestrator/supervisor.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <map>
+
+#include "common/atomic_file.h"
+#include "common/data_source.h"
+#include "common/exit_codes.h"
+#include "common/seed.h"
+#include "orchestrator/ensemble_summary.h"
+#include "orchestrator/mutation_policy.h"
+
+namespace ens {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+}  // namespace
+
+Supervisor::Supervisor(Config config, SupervisorOptions opts)
+    : cfg_(std::move(config)), opts_(std::move(opts)), layout_(cfg_.state_dir) {}
+
+Supervisor::~Supervisor() {
+  if (workers_) workers_->Shutdown(5);
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+Status Supervisor::Prepare() {
+  Status s = MakeDirs(layout_.root());
+  if (!s.ok()) return s;
+  std::string abs = std::filesystem::absolute(layout_.root()).lexically_normal().string();
+  run_id_ = RunIdFor(abs);
+  lock_fd_ = ::open(layout_.LockFile().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd_ < 0) return Status::FromErrno("open " + layout_.LockFile(), errno);
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0)
+    return Status::InvalidArgument(layout_.root() + ": another ensembled is running on this state_dir");
+  auto j = Journal::Open(layout_.JournalFile());
+  if (!j.ok()) return j.status();
+  journal_ = std::move(*j);
+  if (journal_->torn_lines_dropped() > 0)
+    spdlog::warn("{}: dropped a torn last line left by a crash", layout_.JournalFile());
+  progress_ = ReplayJournal(journal_->records());
+  if (!progress_.started) return PublishFreshData();
+  return ReopenData(progress_);
+}
+
+Status Supervisor::PublishFreshData() {
+  auto data = LoadRunData(cfg_.data, cfg_.run_seed);
+  if (!data.ok()) return data.status();
+  RunData& d = *data;
+  Status s = MakeDirs(layout_.DataDir());
+  if (!s.ok()) return s;
+  for (auto* t : {&d.holdout, &d.pool}) t->features = d.train.features;
+  auto train = DatasetWriter::Create(RunLayout::TrainSegment(layout_.DataDir()), d.train, 0);
+  if (!train.ok()) return train.status();
+  auto holdout = DatasetWriter::Create(RunLayout::HoldoutSegment(layout_.DataDir()), d.holdout, 0);
+  if (!holdout.ok()) return holdout.status();
+  auto pool = DatasetWriter::Create(RunLayout::PoolSegment(layout_.DataDir()), d.pool, 0);
+  if (!pool.ok()) return pool.status();
+  train_ = std::move(*train);
+  holdout_ = std::move(d.holdout);
+  pool_ = std::move(d.pool);
+  pool_used_.assign(pool_.rows(), false);
+  json run = {{"run_id", run_id_}, {"run_name", cfg_.run_name}, {"features", d.train.features},
+              {"feature_names", d.train.feature_names}, {"target_name", d.train.target_name},
+              {"holdout_rows", holdout_.rows()}, {"pool_rows", pool_.rows()}};
+  s = WriteFileAtomic(layout_.RunFile(), run.dump(2) + "\n");
+  if (!s.ok()) return s;
+  progress_.train_rows = d.train.rows();
+  return journal_->Append({{"event", "run_started"}, {"features", d.train.features},
+                           {"train_rows", d.train.rows()}, {"holdout_rows", holdout_.rows()},
+                           {"pool_rows", pool_.rows()}});
+}
+
+Status Supervisor::ReopenData(const RunProgress& p) {
+  auto train = DatasetWriter::Open(RunLayout::TrainSegment(layout_.DataDir()));
+  if (!train.ok()) return train.status();
+  train_ = std::move(*train);
+  // Rows appended by a mutation whose round never committed are rolled back; the mutation
+  // is then decided again, identically, and applied exactly once.
+  if (train_->header().rows != p.train_rows || train_->header().generation != p.generation) {
+    spdlog::info("rolling {} back to generation {} ({} rows)", train_->path(), p.generation, p.train_rows);
+    Status s = train_->Rollback(p.train_rows, p.generation);
+    if (!s.ok()) return s;
+  }
+  for (auto [path, table] : {std::pair{RunLayout::HoldoutSegment(layout_.DataDir()), &holdout_},
+                             std::pair{RunLayout::PoolSegment(layout_.DataDir()), &pool_}}) {
+    auto w = DatasetWriter::Open(path);
+    if (!w.ok()) return w.status();
+    auto t = (*w)->Read(0, (*w)->header().rows);
+    if (!t.ok()) return t.status();
+    *table = std::move(*t);
+  }
+  pool_used_.assign(pool_.rows(), false);
+  for (uint64_t id : p.pool_used)
+    if (id < pool_used_.size()) pool_used_[id] = true;
+  if (!p.committed.empty()) excluded_file_ = p.committed.back().value("excluded_file", "");
+  if (!excluded_file_.empty()) {
+    auto bytes = ReadFile(excluded_file_);
+    if (!bytes.ok()) return bytes.status();
+    excluded_.resize(bytes->size() / sizeof(uint64_t));
+    std::memcpy(excluded_.data(), bytes->data(), excluded_.size() * sizeof(uint64_t));
+  }
+  spdlog::info("resuming {} at round {} (generation {}, {} train rows, {} members already done)",
+               layout_.root(), p.next_round, p.generation, p.train_rows, p.done.size());
+  return Status::Ok();
+}
+
+TaskSpec Supervisor::MakeTask(int round, int index, int attempt) const {
+  TaskSpec t;
+  const MemberSpec& m = cfg_.members[index];
+  t.task_id = "r" + std::to_string(round) + "-" + m.name;
+  t.round = round;
+  t.member_index = index;
+  t.seed = MemberSeed(cfg_.run_seed, static_cast<uint64_t>(index) + m.seed_offset, round);
+  t.generation = progress_.generation;
+  t.rows = progress_.train_rows;
+  t.data_dir = std::filesystem::absolute(layout_.DataDir()).string();
+  t.out_dir = std::filesystem::absolute(layout_.MemberDir(round, m.name)).string();
+  t.excluded_file = excluded_file_;
+  t.attempt = attempt;
+  t.threads = cfg_.resources.threads_per_worker;
+  t.member = m;
+  return t;
+}
+
+bool Supervisor::HandleSignals() {
+  if (opts_.signal_fd < 0) return true;
+  struct signalfd_siginfo si;
+  while (::read(opts_.signal_fd, &si, sizeof(si)) == sizeof(si)) {
+    if (si.ssi_signo == SIGINT || si.ssi_signo == SIGTERM) {
+      ++stop_requests_;
+      if (stop_requests_ == 1)
+        spdlog::warn("stop requested: no new tasks; waiting for running ones (signal again to stop now)");
+    }
+  }
+  return stop_requests_ < 2;
+}
+
+Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
+  std::deque<TaskSpec> pending;
+  std::map<std::string, int> attempts;
+  size_t finished = progress_.done.size(), failed = 0;
+  for (size_t i = 0; i < cfg_.members.size(); ++i)
+    if (!progress_.done.count(cfg_.members[i].name)) pending.push_back(MakeTask(round, static_cast<int>(i), 1));
+  std::string first_failure;
+  while (finished + failed < cfg_.members.size()) {
+    if (stop_requests_ == 0)
+      while (!pending.empty() && workers_->Assign(pending.front())) pending.pop_front();
+    if (stop_requests_ > 0 && workers_->BusyCount() == 0) return RoundEnd::kStopped;
+    struct pollfd fds[2] = {{workers_->report_fd(), POLLIN, 0}, {opts_.signal_fd, POLLIN, 0}};
+    ::poll(fds, opts_.signal_fd >= 0 ? 2 : 1, 200);
+    if (!HandleSignals()) return RoundEnd::kStopped;
+    for (PoolEvent& e : workers_->Service()) {
+      const std::string& name = e.task.member.name;
+      if (e.kind == PoolEvent::kDone) {
+        auto r = LoadMemberResult(e.task.out_dir, holdout_.rows(), pool_.rows());
+        if (r.ok()) {
+          json rec = {{"event", "member_done"}, {"round", round}, {"member", name},
+                      {"index", e.task.member_index}, {"attempt", e.task.attempt}, {"slot", e.slot},
+                      {"pid", e.pid}, {"metrics", r->metrics}};
+          Status s = journal_->Append(rec);
+          if (!s.ok()) {
+            *error = s;
+            return RoundEnd::kFailed;
+          }
+          progress_.done[name] = rec;
+          ++finished;
+          std::printf("  round %d  %-8s done   holdout_rmse %7.4f  epochs %3d  %5.1fs  slot %d pid %d\n", round,
+                      name.c_str(), r->metrics.value("holdout_rmse", 0.0), r->metrics.value("epochs_run", 0),
+                      r->metrics.value("seconds", 0.0), e.slot, e.pid);
+          std::fflush(stdout);
+          continue;
+        }
+        e.kind = PoolEvent::kFailed;
+        e.error = "results unreadable: " + r.status().message();
+      }
+      int n = ++attempts[name];
+      bool give_up = e.permanent || n >= cfg_.max_task_attempts;
+      spdlog::warn("round {} member {} attempt {} failed: {}{}", round, name, e.task.attempt, e.error,
+                   give_up ? " (giving up)" : " (will retry)");
+      if (!give_up) {
+        pending.push_back(MakeTask(round, e.task.member_index, e.task.attempt + 1));
+        continue;
+      }
+      (void)journal_->Append({{"event", "member_failed"}, {"round", round}, {"member", name},
+                              {"index", e.task.member_index}, {"attempt", e.task.attempt},
+                              {"error", e.error}, {"permanent", e.permanent}});
+      if (first_failure.empty()) first_failure = "member " + name + ": " + e.error;
+      ++failed;
+    }
+  }
+  if (failed > 0) {
+    *error = Status::InvalidArgument("round " + std::to_string(round) + ": " + std::to_string(failed) +
+                                     " member(s) failed; first: " + first_failure);
+    return RoundEnd::kFailed;
+  }
+  return RoundEnd::kComplete;
+}
+
+Status Supervisor::CommitRound(int round, double wall_seconds, bool* stop_now) {
+  std::vector<MemberResult> results;
+  json members = json::array();
+  for (const auto& m : cfg_.members) {
+    auto r = LoadMemberResult(layout_.MemberDir(round, m.name), holdout_.rows(), pool_.rows());
+    if (!r.ok()) return r.status();
+    members.push_back(r->metrics);
+    results.push_back(std::move(*r));
+  }
+  EnsembleSummary ens = SummariseEnsemble(results, holdout_.y);
+  bool last = round + 1 >= cfg_.rounds.count;
+  bool converged = cfg_.rounds.stop_below_error && ens.ensemble_rmse < *cfg_.rounds.stop_below_error;
+  *stop_now = last || converged;
+  json summary = {{"round", round}, {"generation", progress_.generation}, {"train_rows", progress_.train_rows},
+                  {"ensemble", ens.ToJson()}, {"wall_seconds", wall_seconds}};
+  Mutation mut;
+  mut.add.features = static_cast<int>(train_->header().features);
+  if (!*stop_now) {
+    MutationContext ctx{round, cfg_.run_seed, &pool_, &pool_used_, &results, summary,
+                        mut.add.features, progress_.train_rows};
+    auto m = DecideMutation(cfg_.mutation, ctx);
+    if (!m.ok()) return m.status();
+    mut = std::move(*m);
+  }
+  Table rows;
+  rows.features = mut.add.features;
+  for (uint64_t id : mut.pool_ids) rows.AppendRow(&pool_.x[id * pool_.features], pool_.y[id]);
+  for (size_t r = 0; r < mut.add.rows(); ++r) rows.AppendRow(&mut.add.x[r * rows.features], mut.add.y[r]);
+  uint64_t next_gen = progress_.generation + 1;
+  Status s = train_->Append(rows, next_gen);
+  if (!s.ok()) return s;
+  std::string excluded_file = excluded_file_;
+  if (!mut.drop.empty()) {
+    excluded_.insert(excluded_.end(), mut.drop.begin(), mut.drop.end());
+    char name[64];
+    std::snprintf(name, sizeof(name), "/excluded-g%04llu.u64", static_cast<unsigned long long>(next_gen));
+    excluded_file = std::filesystem::absolute(layout_.DataDir() + name).string();
+    s = WriteFileAtomic(excluded_file, std::string(reinterpret_cast<const char*>(excluded_.data()),
+                                                   excluded_.size() * sizeof(uint64_t)));
+    if (!s.ok()) return s;
+  }
+  summary["members"] = members;
+  summary["mutation"] = {{"policy", cfg_.mutation.policy}, {"added", rows.rows()}, {"dropped", mut.drop.size()}};
+  s = WriteFileAtomic(layout_.SummaryFile(round), summary.dump(2) + "\n");
+  if (!s.ok()) return s;
+  json rec = {{"event", "round_committed"}, {"round", round}, {"trained_rows", progress_.train_rows},
+              {"generation", next_gen}, {"train_rows", train_->header().rows},
+              {"pool_used", mut.pool_ids}, {"excluded_file", excluded_file},
+              {"summary", ens.ToJson()}, {"wall_seconds", wall_seconds}};
+  s = journal_->Append(rec);
+  if (!s.ok()) return s;
+  progress_ = ReplayJournal(journal_->records());
+  for (uint64_t id : mut.pool_ids) pool_used_[id] = true;
+  excluded_file_ = excluded_file;
+  std::printf("round %d committed: trained on %llu rows | member holdout RMSE %.4f ± %.4f | ensemble RMSE %.4f | "
+              "+%zu rows | %.1fs\n",
+              round, static_cast<unsigned long long>(rec["trained_rows"].get<uint64_t>()), ens.member_rmse_mean,
+              ens.member_rmse_std, ens.ensemble_rmse, rows.rows(), wall_seconds);
+  std::fflush(stdout);
+  if (converged) spdlog::info("ensemble RMSE {:.4f} below stop_below_error: stopping", ens.ensemble_rmse);
+  return Status::Ok();
+}
+
+void Supervisor::PrintFinalTable() const {
+  std::printf("\n%-6s %12s %28s %14s %10s\n", "round", "train rows", "member holdout RMSE (mean±std)",
+              "ensemble RMSE", "wall (s)");
+  for (const json& c : progress_.committed) {
+    const json& s = c["summary"];
+    std::printf("%-6d %12llu %19.4f ± %-7.4f %14.4f %10.1f\n", c.value("round", 0),
+                static_cast<unsigned long long>(c.value("trained_rows", uint64_t{0})),
+                s.value("member_rmse_mean", 0.0), s.value("member_rmse_std", 0.0), s.value("ensemble_rmse", 0.0),
+                c.value("wall_seconds", 0.0));
+  }
+  std::fflush(stdout);
+}
+
+int Supervisor::Run() {
+  Status s = Prepare();
+  if (!s.ok()) {
+    spdlog::error("{}", s.ToString());
+    return s.code() == Status::Code::kIOError ? exit_code::kTransientFailure : exit_code::kPermanentFailure;
+  }
+  if (progress_.finished) {
+    std::printf("run in %s already finished (%s)\n", layout_.root().c_str(), progress_.finish_reason.c_str());
+    PrintFinalTable();
+    return exit_code::kOk;
+  }
+  auto placements = PlanWorkers(cfg_.resources, DiscoverGpus());
+  workers_ = std::make_unique<WorkerPool>(
+      &executor_, PoolOptions{run_id_, opts_.worker_binary, cfg_.resources.threads_per_worker, cfg_.heartbeat_timeout_s},
+      placements);
+  s = workers_->Start();
+  if (!s.ok()) {
+    spdlog::error("{}", s.ToString());
+    return exit_code::kTransientFailure;
+  }
+  std::printf("ensembled: run '%s' in %s: %zu members, %d rounds, %zu %s workers\n", cfg_.run_name.c_str(),
+              layout_.root().c_str(), cfg_.members.size(), cfg_.rounds.count, placements.size(),
+              placements.empty() || placements[0].gpu.empty() ? "CPU" : "GPU");
+  std::fflush(stdout);
+  int code = exit_code::kOk;
+  for (int round = progress_.next_round; round < cfg_.rounds.count; ++round) {
+    auto t0 = Clock::now();
+    Status err;
+    RoundEnd end = RunRound(round, &err);
+    if (end == RoundEnd::kStopped) {
+      spdlog::warn("stopped in round {}; {} members of it are saved; run again to resume", round,
+                   progress_.done.size());
+      break;
+    }
+    if (end == RoundEnd::kFailed) {
+      spdlog::error("{}", err.ToString());
+      code = err.code() == Status::Code::kIOError ? exit_code::kTransientFailure : exit_code::kPermanentFailure;
+      break;
+    }
+    bool stop_now = false;
+    s = CommitRound(round, Since(t0), &stop_now);
+    if (!s.ok()) {
+      spdlog::error("round {} commit: {}", round, s.ToString());
+      code = s.code() == Status::Code::kIOError ? exit_code::kTransientFailure : exit_code::kPermanentFailure;
+      break;
+    }
+    if (stop_now) {
+      (void)journal_->Append({{"event", "run_finished"}, {"rounds", round + 1},
+                              {"reason", round + 1 >= cfg_.rounds.count ? "all rounds done" : "stop_below_error reached"}});
+      break;
+    }
+  }
+  workers_->Shutdown(stop_requests_ > 1 ? 0 : 10);
+  workers_.reset();
+  PrintFinalTable();
+  return code;
+}
+
+}  // namespace ens

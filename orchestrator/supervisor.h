@@ -1,0 +1,70 @@
+// Supervisor: runs a whole closed loop for one config — the heart of `ensembled run`.
+//
+//   prepare: lock state_dir, open the journal, publish (or reopen and roll back) the dataset
+//   loop over rounds: queue every member task not already done, hand tasks to idle workers,
+//     collect reports, retry lost/failed tasks up to max_task_attempts, then summarise the
+//     ensemble, decide the mutation, append the new rows (generation g+1) and commit the round
+//     to the journal. A restarted supervisor replays the journal and continues where it stopped.
+// Signals (SIGINT/SIGTERM) arrive through a signalfd: the first stops dispatching and lets
+// running tasks finish, the second stops the workers at once. Either way the journal holds
+// every finished member, so the next run resumes.
+// Single-threaded. Run() is called once.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/dataset_segment.h"
+#include "common/journal.h"
+#include "common/member_result.h"
+#include "common/run_layout.h"
+#include "common/status.h"
+#include "common/table.h"
+#include "orchestrator/executor.h"
+#include "orchestrator/worker_pool.h"
+
+namespace ens {
+
+struct SupervisorOptions {
+  std::string worker_binary;   // path of ensemble-worker
+  int signal_fd = -1;          // signalfd for SIGINT/SIGTERM/SIGCHLD, or -1 (tests)
+};
+
+class Supervisor {
+ public:
+  Supervisor(Config config, SupervisorOptions opts);
+  ~Supervisor();
+  // Returns an exit code from common/exit_codes.h.
+  int Run();
+
+ private:
+  enum class RoundEnd { kComplete, kStopped, kFailed };
+  Status Prepare();
+  Status PublishFreshData();
+  Status ReopenData(const RunProgress& p);
+  RoundEnd RunRound(int round, Status* error);
+  Status CommitRound(int round, double wall_seconds, bool* stop_now);
+  TaskSpec MakeTask(int round, int index, int attempt) const;
+  bool HandleSignals();  // false when the loop must end now
+  void PrintFinalTable() const;
+
+  Config cfg_;
+  SupervisorOptions opts_;
+  RunLayout layout_;
+  std::string run_id_;
+  int lock_fd_ = -1;
+  std::unique_ptr<Journal> journal_;
+  RunProgress progress_;
+  std::unique_ptr<DatasetWriter> train_;
+  Table holdout_, pool_;
+  std::vector<bool> pool_used_;
+  std::vector<uint64_t> excluded_;
+  std::string excluded_file_;
+  LocalExecutor executor_;
+  std::unique_ptr<WorkerPool> workers_;
+  int stop_requests_ = 0;
+};
+
+}  // namespace ens

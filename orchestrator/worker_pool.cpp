@@ -1,0 +1,270 @@
+#include "orchestrator/worker_pool.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+#include <thread>
+
+namespace ens {
+
+using Clock = std::chrono::steady_clock;
+
+const char* SlotStateName(SlotState s) {
+  switch (s) {
+    case SlotState::kDown: return "down";
+    case SlotState::kStarting: return "starting";
+    case SlotState::kIdle: return "idle";
+    case SlotState::kBusy: return "busy";
+    case SlotState::kStopping: return "stopping";
+  }
+  return "?";
+}
+
+WorkerPool::WorkerPool(Executor* executor, PoolOptions opts, std::vector<WorkerPlacement> placements)
+    : executor_(executor), opts_(std::move(opts)) {
+  slots_.resize(placements.size());
+  for (size_t i = 0; i < placements.size(); ++i) slots_[i].placement = placements[i];
+}
+
+WorkerPool::~WorkerPool() { Shutdown(0); }
+
+Status WorkerPool::Start() {
+  auto up = MessageQueue::Create(QueueName(opts_.run_id, "up"));
+  if (!up.ok()) return up.status();
+  reports_ = std::move(*up);
+  for (auto& s : slots_) {
+    auto q = MessageQueue::Create(QueueName(opts_.run_id, "s" + std::to_string(s.placement.slot)), 4);
+    if (!q.ok()) return q.status();
+    s.queue = std::move(*q);
+    Spawn(s);
+  }
+  return Status::Ok();
+}
+
+void WorkerPool::Spawn(WorkerSlot& s) {
+  WorkerLaunch l;
+  l.argv = {opts_.worker_binary, "serve", "--run-id", opts_.run_id, "--slot",
+            std::to_string(s.placement.slot)};
+  std::string threads = std::to_string(opts_.threads_per_worker);
+  l.set_env = {{"CUDA_VISIBLE_DEVICES", s.placement.gpu},
+               {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
+               {"CUBLAS_WORKSPACE_CONFIG", ":4096:8"},
+               {"OMP_NUM_THREADS", threads},
+               {"MKL_NUM_THREADS", threads},
+               {"ENSEMBLED_SLOT", std::to_string(s.placement.slot)}};
+  l.unset_env = {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID"};
+  // Drain commands a dead predecessor never read, so the new worker starts clean.
+  while (true) {
+    auto old = s.queue.Receive(0);
+    if (!old.ok() || !old->has_value()) break;
+  }
+  auto pid = executor_->Start(l);
+  s.spawns += 1;
+  s.started_at = s.last_heard = Clock::now();
+  s.tasks_done = 0;
+  if (!pid.ok()) {
+    spdlog::error("slot {}: cannot start worker: {}", s.placement.slot, pid.status().message());
+    s.state = SlotState::kDown;
+    s.respawn_at = Clock::now() + std::chrono::seconds(2);
+    return;
+  }
+  s.pid = *pid;
+  s.state = SlotState::kStarting;
+}
+
+WorkerSlot* WorkerPool::SlotFor(int slot, pid_t pid) {
+  for (auto& s : slots_)
+    if (s.placement.slot == slot && s.pid == pid && s.state != SlotState::kDown) return &s;
+  return nullptr;
+}
+
+void WorkerPool::HandleMessage(const std::string& bytes, std::vector<PoolEvent>* events) {
+  auto m = DecodeMessage(bytes);
+  if (!m.ok()) {
+    ++bad_messages_;
+    spdlog::warn("rejected a report: {}", m.status().message());
+    return;
+  }
+  WorkerSlot* s = SlotFor(m->slot, static_cast<pid_t>(m->pid));
+  if (!s) {
+    spdlog::debug("stale report from slot {} pid {}", m->slot, m->pid);
+    return;
+  }
+  s->last_heard = Clock::now();
+  switch (m->type) {
+    case MessageType::kReady:
+      if (s->state == SlotState::kStarting) s->state = SlotState::kIdle;
+      break;
+    case MessageType::kHeartbeat: s->rss_kb = m->rss_kb; break;
+    case MessageType::kDone:
+    case MessageType::kFailed: {
+      if (s->state != SlotState::kBusy || !s->task || s->task->task_id != m->task_id) {
+        ++bad_messages_;
+        spdlog::warn("slot {}: report for task {} it was not given", m->slot, m->task_id);
+        return;
+      }
+      PoolEvent e;
+      e.kind = m->type == MessageType::kDone ? PoolEvent::kDone : PoolEvent::kFailed;
+      e.slot = s->placement.slot;
+      e.pid = s->pid;
+      e.task = *s->task;
+      e.metrics = m->metrics;
+      e.error = m->error;
+      e.permanent = m->permanent;
+      if (m->metrics.contains("rss_kb_after") && m->metrics["rss_kb_after"].is_number_integer())
+        s->rss_kb = m->metrics["rss_kb_after"].get<int64_t>();
+      s->task.reset();
+      s->state = SlotState::kIdle;
+      s->tasks_done += 1;
+      events->push_back(std::move(e));
+      break;
+    }
+    default:
+      ++bad_messages_;
+      spdlog::warn("slot {}: unexpected message type {}", m->slot, MessageTypeName(m->type));
+  }
+}
+
+void WorkerPool::Reap(std::vector<PoolEvent>* events) {
+  for (;;) {
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    for (auto& s : slots_) {
+      if (s.pid != pid || s.state == SlotState::kDown) continue;
+      std::string how = WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                                            : "exited with " + std::to_string(WEXITSTATUS(status));
+      if (s.state != SlotState::kStopping)
+        spdlog::warn("slot {}: worker pid {} {}", s.placement.slot, pid, how);
+      if (s.task) {
+        PoolEvent e;
+        e.kind = PoolEvent::kLost;
+        e.slot = s.placement.slot;
+        e.pid = pid;
+        e.task = *s.task;
+        e.error = "worker pid " + std::to_string(pid) + " " + how;
+        events->push_back(std::move(e));
+        s.task.reset();
+      }
+      bool died_young = Clock::now() - s.started_at < std::chrono::seconds(10);
+      s.respawn_at = Clock::now() + (died_young ? std::chrono::seconds(1) : std::chrono::seconds(0));
+      s.state = SlotState::kDown;
+      s.pid = 0;
+    }
+  }
+}
+
+std::vector<PoolEvent> WorkerPool::Service() {
+  std::vector<PoolEvent> events;
+  for (;;) {
+    auto got = reports_.Receive(0);
+    if (!got.ok()) {
+      spdlog::error("{}", got.status().message());
+      break;
+    }
+    if (!got->has_value()) break;
+    HandleMessage(**got, &events);
+  }
+  Reap(&events);
+  auto now = Clock::now();
+  for (auto& s : slots_) {
+    if (s.state == SlotState::kDown && now >= s.respawn_at) Spawn(s);
+    bool silent = now - s.last_heard > std::chrono::duration<double>(opts_.heartbeat_timeout_s);
+    if ((s.state == SlotState::kBusy || s.state == SlotState::kStarting) && silent && s.pid > 0) {
+      spdlog::warn("slot {}: worker pid {} silent for {:.0f} s, killing it", s.placement.slot, s.pid,
+                   opts_.heartbeat_timeout_s);
+      executor_->Signal(s.pid, SIGKILL);
+      s.last_heard = now;  // reaped (and its task returned) on a later pass
+    }
+  }
+  return events;
+}
+
+bool WorkerPool::Assign(const TaskSpec& task) {
+  for (auto& s : slots_) {
+    if (s.state != SlotState::kIdle) continue;
+    Message m;
+    m.type = MessageType::kTask;
+    m.slot = s.placement.slot;
+    m.task = task;
+    Status st = s.queue.Send(EncodeMessage(m), 1000);
+    if (!st.ok()) {
+      spdlog::error("slot {}: cannot send task {}: {}", s.placement.slot, task.task_id, st.message());
+      continue;
+    }
+    s.task = task;
+    s.state = SlotState::kBusy;
+    s.last_heard = Clock::now();
+    return true;
+  }
+  return false;
+}
+
+bool WorkerPool::AllReady() const {
+  for (const auto& s : slots_)
+    if (s.state == SlotState::kStarting || s.state == SlotState::kDown) return false;
+  return true;
+}
+
+int WorkerPool::IdleCount() const {
+  int n = 0;
+  for (const auto& s : slots_) n += s.state == SlotState::kIdle;
+  return n;
+}
+
+int WorkerPool::BusyCount() const {
+  int n = 0;
+  for (const auto& s : slots_) n += s.state == SlotState::kBusy;
+  return n;
+}
+
+void WorkerPool::SignalAll(int sig) {
+  for (auto& s : slots_)
+    if (s.pid > 0) executor_->Signal(s.pid, sig);
+}
+
+void WorkerPool::Shutdown(double timeout_s) {
+  bool any = false;
+  for (auto& s : slots_) {
+    if (s.pid <= 0) continue;
+    any = true;
+    Message m;
+    m.type = MessageType::kShutdown;
+    m.slot = s.placement.slot;
+    (void)s.queue.Send(EncodeMessage(m), 0);
+    s.state = SlotState::kStopping;
+  }
+  auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  while (any) {
+    any = false;
+    for (auto& s : slots_) {
+      if (s.pid <= 0) continue;
+      int status = 0;
+      if (::waitpid(s.pid, &status, WNOHANG) == s.pid) {
+        s.pid = 0;
+        s.state = SlotState::kDown;
+      } else {
+        any = true;
+      }
+    }
+    if (!any) break;
+    if (Clock::now() >= deadline) {
+      for (auto& s : slots_) {
+        if (s.pid <= 0) continue;
+        executor_->Signal(s.pid, SIGKILL);
+        ::waitpid(s.pid, nullptr, 0);
+        s.pid = 0;
+        s.state = SlotState::kDown;
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (auto& s : slots_)
+    if (s.queue.valid()) MessageQueue::Unlink(s.queue.name());
+  if (reports_.valid()) MessageQueue::Unlink(reports_.name());
+}
+
+}  // namespace ens

@@ -1,0 +1,104 @@
+// WorkerPool: the supervisor's worker slots, their processes and their queues.
+//
+// One WorkerSlot per placement. Each slot's state moves only in WorkerPool (one place says
+// which event moves which state where):
+//   kDown     --spawn-->            kStarting
+//   kStarting --"ready"-->          kIdle
+//   kIdle     --Assign(task)-->     kBusy
+//   kBusy     --"done"/"failed"-->  kIdle      (event returned to the supervisor)
+//   any       --process exits-->    kDown      (a Busy slot's task comes back as kLost)
+//   kDown     --after backoff-->    spawn again (at least 1 s between respawns of a slot
+//                                               whose worker died within 10 s of starting)
+// Messages are decoded and validated; a bad one is logged, counted and ignored. A message
+// from a pid that is not the slot's current worker is stale and ignored.
+// Single-threaded: owned and driven by the supervisor loop.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/message_queue.h"
+#include "common/protocol.h"
+#include "common/status.h"
+#include "orchestrator/executor.h"
+#include "orchestrator/gpu_discovery.h"
+
+namespace ens {
+
+enum class SlotState { kDown, kStarting, kIdle, kBusy, kStopping };
+const char* SlotStateName(SlotState s);
+
+struct WorkerSlot {
+  using Clock = std::chrono::steady_clock;
+  WorkerPlacement placement;
+  SlotState state = SlotState::kDown;
+  pid_t pid = 0;
+  std::optional<TaskSpec> task;
+  Clock::time_point started_at{}, last_heard{}, respawn_at{};
+  int spawns = 0;
+  int tasks_done = 0;        // since this process started
+  int64_t rss_kb = 0;
+  MessageQueue queue;        // supervisor -> this slot
+};
+
+struct PoolEvent {
+  enum Kind { kDone, kFailed, kLost } kind = kDone;
+  int slot = 0;
+  pid_t pid = 0;
+  TaskSpec task;
+  nlohmann::json metrics;
+  std::string error;
+  bool permanent = false;
+};
+
+struct PoolOptions {
+  std::string run_id;
+  std::string worker_binary;
+  int threads_per_worker = 1;
+  double heartbeat_timeout_s = 60;  // busy slot silent this long: worker is killed, task lost
+};
+
+class WorkerPool {
+ public:
+  WorkerPool(Executor* executor, PoolOptions opts, std::vector<WorkerPlacement> placements);
+  ~WorkerPool();
+
+  // Creates the queues (removing stale ones of this run) and spawns every slot.
+  Status Start();
+  // fd that becomes readable when a worker reports (for the supervisor's poll()).
+  int report_fd() const { return reports_.fd(); }
+  // Reads every pending report and reaps exited workers; respawns slots whose backoff passed;
+  // kills busy workers silent past the heartbeat timeout. Returns task outcomes.
+  std::vector<PoolEvent> Service();
+  // Gives the task to an idle slot; false when none is idle.
+  bool Assign(const TaskSpec& task);
+  bool AllReady() const;
+  int IdleCount() const;
+  int BusyCount() const;
+  int bad_messages() const { return bad_messages_; }
+  const std::vector<WorkerSlot>& slots() const { return slots_; }
+  // Asks every worker to exit, waits up to timeout_s, then SIGKILLs the rest; removes queues.
+  void Shutdown(double timeout_s);
+  // Sends `sig` to every live worker.
+  void SignalAll(int sig);
+
+ private:
+  void Spawn(WorkerSlot& s);
+  void HandleMessage(const std::string& bytes, std::vector<PoolEvent>* events);
+  void Reap(std::vector<PoolEvent>* events);
+  WorkerSlot* SlotFor(int slot, pid_t pid);
+
+  Executor* executor_;
+  PoolOptions opts_;
+  std::vector<WorkerSlot> slots_;
+  MessageQueue reports_;
+  int bad_messages_ = 0;
+};
+
+}  // namespace ens

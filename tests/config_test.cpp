@@ -1,0 +1,585 @@
+// Tests of common/config: the shipped example, every class of error with its JSON pointer,
+// member resolution, path resolution and the member JSON round trip.
+#include "common/config.h"
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace ens {
+namespace {
+
+using json = nlohmann::json;
+
+// The smallest valid document; tests change one thing in it.
+json Minimal() {
+  return {{"state_dir", "state"},
+          {"members", {{"count", 1}, {"defaults", {{"layers", {{{"units", 4}}}}}}}}};
+}
+
+std::string Describe(const std::vector<ConfigError>& errors) {
+  std::string out;
+  for (const ConfigError& e : errors) out += "  " + e.pointer + ": " + e.message + "\n";
+  return out;
+}
+
+std::vector<ConfigError> Validate(const std::string& text, Config* out = nullptr,
+                                  const std::string& base_dir = "/cfg/dir") {
+  Config scratch;
+  return ValidateConfigText(text, base_dir, out != nullptr ? out : &scratch);
+}
+std::vector<ConfigError> Validate(const json& doc, Config* out = nullptr) {
+  return Validate(doc.dump(2), out);
+}
+
+// The error at `pointer`, or nullptr; asserts nothing so callers can say what they expect.
+const ConfigError* At(const std::vector<ConfigError>& errors, const std::string& pointer) {
+  for (const ConfigError& e : errors) {
+    if (e.pointer == pointer) return &e;
+  }
+  return nullptr;
+}
+
+// Requires exactly one error, at `pointer`, whose message contains `fragment`.
+void RequireOnlyError(const json& doc, const std::string& pointer, const std::string& fragment) {
+  std::vector<ConfigError> errors = Validate(doc);
+  INFO("errors:\n" << Describe(errors));
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].pointer == pointer);
+  CHECK_THAT(errors[0].message, Catch::Contains(fragment));
+}
+
+Config MustParse(const json& doc) {
+  Config c;
+  std::vector<ConfigError> errors = Validate(doc, &c);
+  INFO("errors:\n" << Describe(errors));
+  REQUIRE(errors.empty());
+  return c;
+}
+
+TEST_CASE("example.json parses into the documented demo", "[config]") {
+  const std::string path = std::string(ENS_SOURCE_DIR) + "/configs/example.json";
+  StatusOr<Config> loaded = LoadConfigFile(path);
+  INFO(loaded.status().ToString());
+  REQUIRE(loaded.ok());
+  const Config& c = loaded.value();
+  CHECK(c.run_name == "demo");
+  namespace fs = std::filesystem;
+  CHECK(c.state_dir == (fs::absolute(ENS_SOURCE_DIR) / "run/demo").lexically_normal().string());
+  CHECK(c.run_seed == 42);
+  CHECK(c.resources.gpus_mode == "auto");
+  CHECK(c.resources.workers_per_gpu == 1);
+  CHECK(c.resources.cpu_workers == 2);
+  CHECK(c.resources.threads_per_worker == 1);
+  CHECK(c.data.source == "synthetic");
+  CHECK(c.data.synthetic_features == 10);
+  CHECK(c.data.synthetic_noise == 1.0);
+  CHECK(c.data.initial_rows == 200);
+  CHECK(c.data.pool_rows == 3000);
+  CHECK(c.data.holdout_rows == 1000);
+  CHECK(c.mutation.policy == "query_by_committee");
+  CHECK(c.mutation.k == 150);
+  CHECK(c.rounds.count == 4);
+  CHECK_FALSE(c.rounds.stop_below_error.has_value());
+  CHECK(c.heartbeat_timeout_s == 60.0);
+  CHECK(c.max_task_attempts == 3);
+
+  REQUIRE(c.members.size() == 8);
+  for (size_t i = 0; i < c.members.size(); ++i) {
+    const MemberSpec& m = c.members[i];
+    INFO("member " << i);
+    char name[8];
+    std::snprintf(name, sizeof name, "m%03zu", i);
+    CHECK(m.name == name);
+    CHECK(m.epochs == 60);
+    CHECK(m.batch_size == 32);
+    CHECK(m.optimizer == "adam");
+    CHECK(m.lr == 0.003);
+    CHECK(m.loss == "huber");
+    CHECK(m.huber_delta == 1.0);
+    CHECK(m.l2 == 1e-5);
+    CHECK(m.early_stopping.enabled);
+    CHECK(m.early_stopping.patience == 10);
+    CHECK(m.early_stopping.restore_best);
+    CHECK(m.validation_split == 0.2);
+    CHECK(m.split == "random");
+    const bool relu = i % 2 == 0;
+    REQUIRE(m.layers.size() == (relu ? 2u : 3u));
+    for (const LayerSpec& l : m.layers) {
+      CHECK(l.units == (relu ? 64 : 32));
+      CHECK(l.activation == (relu ? "relu" : "tanh"));
+    }
+    CHECK(m.initializer == (relu ? "he_uniform" : "glorot_uniform"));
+  }
+}
+
+TEST_CASE("a minimal config gets the documented defaults", "[config]") {
+  Config c = MustParse(Minimal());
+  CHECK(c.run_name == "ensembled");
+  CHECK(c.run_seed == 0);
+  CHECK(c.resources.gpus_mode == "auto");
+  CHECK(c.data.source == "synthetic");
+  CHECK(c.data.pool_rows == 2000);
+  CHECK(c.mutation.policy == "none");
+  CHECK(c.rounds.count == 1);
+  REQUIRE(c.members.size() == 1);
+  const MemberSpec& m = c.members[0];
+  CHECK(m.name == "m000");
+  CHECK(m.layers[0].activation == "relu");
+  CHECK(m.epochs == 50);
+  CHECK(m.lr == 1e-3);
+  CHECK(m.weight_decay == 0.0);
+  CHECK(m.early_stopping.monitor == "val_loss");
+}
+
+TEST_CASE("comments of both kinds are accepted", "[config]") {
+  const std::string text = R"(// leading comment
+{
+  /* block
+     comment */ "state_dir": "s", // trailing
+  "members": {"count": 2, /* inline */ "defaults": {"layers": [{"units": 3}]}}
+}
+// final comment
+)";
+  Config c;
+  std::vector<ConfigError> errors = Validate(text, &c);
+  INFO(Describe(errors));
+  REQUIRE(errors.empty());
+  CHECK(c.members.size() == 2);
+}
+
+TEST_CASE("a syntax error reports origin and line:column", "[config]") {
+  const std::string text = "// header\n{\n  \"state_dir\": \"x\",\n  \"run_seed\": ,\n}\n";
+  StatusOr<Config> c = ParseConfig(text, "conf/run.json", "/cfg");
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.status().code() == Status::Code::kInvalidArgument);
+  INFO(c.status().message());
+  CHECK_THAT(c.status().message(), Catch::StartsWith("conf/run.json: syntax error at 4:15: "));
+
+  // At the end of the text the position is still a real line and column.
+  std::vector<ConfigError> eof = Validate(std::string("{\n  \"a\": 1"));
+  REQUIRE(eof.size() == 1);
+  CHECK(eof[0].pointer.empty());
+  CHECK_THAT(eof[0].message, Catch::StartsWith("syntax error at 2:"));
+}
+
+TEST_CASE("unknown keys are errors at every level, with a suggestion", "[config]") {
+  json top = Minimal();
+  top["run_nmae"] = "x";
+  RequireOnlyError(top, "/run_nmae", "unknown key 'run_nmae' (did you mean 'run_name'?)");
+
+  json layer = Minimal();
+  layer["members"]["defaults"]["layers"][0]["unist"] = 4;
+  RequireOnlyError(layer, "/members/defaults/layers/0/unist", "did you mean 'units'");
+
+  json member = Minimal();
+  member["members"]["variants"] = {{{"epcohs", 3}}};
+  RequireOnlyError(member, "/members/variants/0/epcohs", "did you mean 'epochs'");
+
+  json slash = Minimal();
+  slash["resources"] = {{"a/b~c", 1}};
+  RequireOnlyError(slash, "/resources/a~1b~0c", "unknown key 'a/b~c'");  // RFC 6901 escapes
+
+  json far = Minimal();
+  far["rounds"] = {{"zzzzzzzz", 1}};
+  std::vector<ConfigError> errors = Validate(far);
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].message == "unknown key 'zzzzzzzz'");
+}
+
+TEST_CASE("wrong types are errors", "[config]") {
+  json epochs = Minimal();
+  epochs["members"]["defaults"]["epochs"] = "ten";
+  RequireOnlyError(epochs, "/members/defaults/epochs", "must be an integer >= 1, got \"ten\"");
+
+  json fractional = Minimal();
+  fractional["members"]["defaults"]["batch_size"] = 2.5;
+  RequireOnlyError(fractional, "/members/defaults/batch_size", "must be an integer");
+
+  json section = Minimal();
+  section["rounds"] = json::array();
+  RequireOnlyError(section, "/rounds", "must be an object");
+
+  json flag = Minimal();
+  flag["members"]["defaults"]["early_stopping"] = {{"enabled", "yes"}};
+  RequireOnlyError(flag, "/members/defaults/early_stopping/enabled", "true or false");
+
+  json gpus = Minimal();
+  gpus["resources"] = {{"gpus", 2}};
+  RequireOnlyError(gpus, "/resources/gpus", "\"auto\", \"none\" or a non-empty array");
+
+  RequireOnlyError(json::array(), "", "must be an object");
+}
+
+TEST_CASE("out-of-range values are errors", "[config]") {
+  json units = Minimal();
+  units["members"]["defaults"]["layers"][0]["units"] = 0;
+  RequireOnlyError(units, "/members/defaults/layers/0/units", "must be an integer >= 1, got 0");
+
+  json dropout = Minimal();
+  dropout["members"]["defaults"]["layers"][0]["dropout"] = 1.0;
+  RequireOnlyError(dropout, "/members/defaults/layers/0/dropout", "in [0, 1)");
+
+  json split = Minimal();
+  split["members"]["defaults"]["validation_split"] = 0;
+  RequireOnlyError(split, "/members/defaults/validation_split", "in (0, 1)");
+
+  json lr = Minimal();
+  lr["members"]["defaults"]["lr"] = -0.1;
+  RequireOnlyError(lr, "/members/defaults/lr", "> 0");
+
+  json seed = Minimal();
+  seed["run_seed"] = -1;
+  RequireOnlyError(seed, "/run_seed", "unsigned");
+
+  json huge = Minimal();
+  huge["members"]["defaults"]["epochs"] = 10000000000ULL;
+  RequireOnlyError(huge, "/members/defaults/epochs", "must be an integer >= 1");
+
+  json name = Minimal();
+  name["run_name"] = "my run";
+  RequireOnlyError(name, "/run_name", "[A-Za-z0-9_.-]");
+
+  json features = Minimal();
+  features["data"] = {{"synthetic", {{"features", 4}}}};
+  RequireOnlyError(features, "/data/synthetic/features", ">= 5");
+}
+
+TEST_CASE("enum values are checked against their lists", "[config]") {
+  json activation = Minimal();
+  activation["members"]["defaults"]["layers"][0]["activation"] = "rellu";
+  RequireOnlyError(activation, "/members/defaults/layers/0/activation",
+                   "must be one of relu, tanh, sigmoid, swish, gelu, linear, got \"rellu\" "
+                   "(did you mean 'relu'?)");
+
+  json optimizer = Minimal();
+  optimizer["members"]["defaults"]["optimizer"] = "rmsprop";
+  RequireOnlyError(optimizer, "/members/defaults/optimizer", "adam, adamw, sgd");
+
+  json source = Minimal();
+  source["data"] = {{"source", "parquet"}};
+  RequireOnlyError(source, "/data/source", "synthetic, csv, npy");
+
+  json policy = Minimal();
+  policy["mutation"] = {{"policy", 7}};
+  RequireOnlyError(policy, "/mutation/policy", "must be one of none,");
+}
+
+TEST_CASE("required and conditionally required keys", "[config]") {
+  json no_state = Minimal();
+  no_state.erase("state_dir");
+  RequireOnlyError(no_state, "/state_dir", "is required");
+
+  json csv = Minimal();
+  csv["data"] = {{"source", "csv"}, {"train_path", "train.csv"}};
+  RequireOnlyError(csv, "/data/target_column", "is required when source is \"csv\"");
+
+  json npy = Minimal();
+  npy["data"] = {{"source", "npy"}, {"x_path", "x.npy"}};
+  RequireOnlyError(npy, "/data/y_path", "is required when source is \"npy\"");
+
+  json pool_k = Minimal();
+  pool_k["mutation"] = {{"policy", "query_by_committee"}, {"k", 0}};
+  RequireOnlyError(pool_k, "/mutation/k", ">= 1 when policy is \"query_by_committee\"");
+
+  json pool_no_k = Minimal();
+  pool_no_k["mutation"] = {{"policy", "append_from_pool"}};
+  RequireOnlyError(pool_no_k, "/mutation/k", ">= 1");
+
+  json command = Minimal();
+  command["mutation"] = {{"policy", "command"}, {"argv", json::array()}};
+  RequireOnlyError(command, "/mutation/argv", "non-empty array");
+
+  json command_missing = Minimal();
+  command_missing["mutation"] = {{"policy", "command"}};
+  RequireOnlyError(command_missing, "/mutation/argv", "non-empty array");
+}
+
+TEST_CASE("members: resolution order, names and layer rules", "[config]") {
+  json doc = Minimal();
+  doc["members"] = {
+      {"defaults",
+       {{"epochs", 7}, {"layers", {{{"units", 8}}}}, {"early_stopping", {{"patience", 2}}}}},
+      {"list",
+       {{{"name", "wide"}, {"layers", {{{"units", 256}}}}},
+        {{"early_stopping", {{"enabled", true}}}, {"optimizer", "adamw"}}}},
+      {"count", 3},
+      {"variants", {{{"lr", 0.5}}, {{"optimizer", "adamw"}, {"weight_decay", 0}}}}};
+  Config c = MustParse(doc);
+  REQUIRE(c.members.size() == 5);
+  CHECK(c.members[0].name == "wide");
+  CHECK(c.members[0].layers.size() == 1);
+  CHECK(c.members[0].layers[0].units == 256);  // replaced, not merged with the defaults
+  CHECK(c.members[1].name == "m001");
+  CHECK(c.members[1].early_stopping.enabled);
+  CHECK(c.members[1].early_stopping.patience == 2);  // early_stopping merges per key
+  CHECK(c.members[1].weight_decay == 0.01);          // adamw default
+  CHECK(c.members[2].name == "m002");
+  CHECK(c.members[2].lr == 0.5);
+  CHECK(c.members[3].optimizer == "adamw");
+  CHECK(c.members[3].weight_decay == 0.0);  // given explicitly, so no adamw default
+  CHECK(c.members[4].lr == 0.5);            // variants cycle
+  for (const MemberSpec& m : c.members) CHECK(m.epochs == 7);
+
+  json no_variants = Minimal();
+  no_variants["members"]["count"] = 3;
+  CHECK(MustParse(no_variants).members.size() == 3);
+
+  json count_defaults = Minimal();
+  count_defaults["members"].erase("count");
+  count_defaults["members"]["variants"] = {{{"lr", 0.1}}, {{"lr", 0.2}}};
+  CHECK(MustParse(count_defaults).members.size() == 2);  // count defaults to the variants
+}
+
+TEST_CASE("members: every error has the right pointer", "[config]") {
+  json dup = Minimal();
+  dup["members"]["list"] = {{{"name", "a"}}, {{"name", "a"}}};
+  dup["members"]["count"] = 0;
+  RequireOnlyError(dup, "/members/list/1/name", "duplicate member name 'a'");
+
+  json dup_variant = Minimal();
+  dup_variant["members"]["variants"] = {{{"name", "solo"}}};
+  dup_variant["members"]["count"] = 3;
+  RequireOnlyError(dup_variant, "/members/variants/0/name", "duplicate member name 'solo'");
+
+  json none = Minimal();
+  none["members"]["count"] = 0;
+  RequireOnlyError(none, "/members", "at least one member");
+
+  json missing = Minimal();
+  missing.erase("members");
+  RequireOnlyError(missing, "/members", "is required");
+
+  json no_layers = Minimal();
+  no_layers["members"]["defaults"].erase("layers");
+  RequireOnlyError(no_layers, "/members/defaults/layers", "at least one layer");
+
+  json empty_layers = Minimal();
+  empty_layers["members"]["list"] = {{{"layers", json::array()}}};
+  empty_layers["members"]["count"] = 0;
+  RequireOnlyError(empty_layers, "/members/list/0/layers", "non-empty array");
+
+  json no_units = Minimal();
+  no_units["members"]["defaults"]["layers"] = {{{"activation", "tanh"}}};
+  RequireOnlyError(no_units, "/members/defaults/layers/0/units", "is required");
+}
+
+TEST_CASE("several errors are all reported, one per line", "[config]") {
+  json doc = Minimal();
+  doc.erase("state_dir");
+  doc["rounds"] = {{"count", 0}};
+  doc["members"]["variants"] = {{{"layers", {{{"units", 0}}}}}, {{"epcohs", 1}}};
+  doc["members"]["count"] = 4;
+  doc["mutation"] = {{"policy", "command"}, {"timeout_s", 0}};
+  std::vector<ConfigError> errors = Validate(doc);
+  INFO(Describe(errors));
+  const std::vector<std::string> expected = {"/state_dir",
+                                             "/rounds/count",
+                                             "/members/variants/0/layers/0/units",
+                                             "/members/variants/1/epcohs",
+                                             "/mutation/argv",
+                                             "/mutation/timeout_s"};
+  CHECK(errors.size() == expected.size());  // variants used twice are still one error each
+  for (const std::string& pointer : expected) CHECK(At(errors, pointer) != nullptr);
+
+  StatusOr<Config> c = ParseConfig(doc.dump(), "x.json", "/cfg");
+  REQUIRE_FALSE(c.ok());
+  const std::string& msg = c.status().message();
+  CHECK(std::count(msg.begin(), msg.end(), '\n') == static_cast<long>(expected.size()) - 1);
+  CHECK_THAT(msg, Catch::Contains("x.json: /rounds/count: must be an integer >= 1, got 0"));
+  CHECK_THAT(msg, Catch::Contains("\nx.json: /"));
+}
+
+TEST_CASE("repeated keys are reported instead of silently overwritten", "[config]") {
+  const std::string text = R"({"state_dir": "s", "members": {"count": 1,
+    "defaults": {"layers": [{"units": 1}, {"units": 2, "units": 3}]}}, "state_dir": "t"})";
+  std::vector<ConfigError> errors = Validate(text);
+  INFO(Describe(errors));
+  REQUIRE(errors.size() == 2);
+  CHECK(At(errors, "/members/defaults/layers/1/units") != nullptr);
+  CHECK(At(errors, "/state_dir") != nullptr);
+  CHECK_THAT(errors[0].message + errors[1].message, Catch::Contains("duplicate key"));
+}
+
+TEST_CASE("relative paths resolve against the base directory", "[config]") {
+  json doc = Minimal();
+  doc["state_dir"] = "../state";
+  doc["data"] = {{"source", "csv"},
+                 {"train_path", "d/train.csv"},
+                 {"pool_path", "/abs/pool.csv"},
+                 {"target_column", "y"}};
+  doc["mutation"] = {{"policy", "command"}, {"argv", {"./tools/mutate.py", "./arg"}}};
+  Config c = MustParse(doc);
+  CHECK(c.state_dir == "/cfg/state");
+  CHECK(c.data.train_path == "/cfg/dir/d/train.csv");
+  CHECK(c.data.pool_path == "/abs/pool.csv");
+  REQUIRE(c.mutation.argv.size() == 2);
+  CHECK(c.mutation.argv[0] == "/cfg/dir/tools/mutate.py");
+  CHECK(c.mutation.argv[1] == "./arg");  // arguments are the program's business
+
+  json bare = Minimal();
+  bare["mutation"] = {{"policy", "command"}, {"argv", {"python3", "m.py"}}};
+  CHECK(MustParse(bare).mutation.argv[0] == "python3");  // looked up in PATH
+
+  json npy = Minimal();
+  npy["data"] = {{"source", "npy"}, {"train_path", "arrays/train"}};
+  Config n = MustParse(npy);
+  CHECK(n.data.x_path == "/cfg/dir/arrays/train.x.npy");
+  CHECK(n.data.y_path == "/cfg/dir/arrays/train.y.npy");
+}
+
+TEST_CASE("gpu lists accept indices and UUIDs", "[config]") {
+  json doc = Minimal();
+  doc["resources"] = {{"gpus", {0, "GPU-1234"}}, {"workers_per_gpu", 4}};
+  Config c = MustParse(doc);
+  CHECK(c.resources.gpus_mode == "list");
+  CHECK(c.resources.gpu_list == std::vector<std::string>{"0", "GPU-1234"});
+  CHECK(c.resources.workers_per_gpu == 4);
+
+  doc["resources"]["gpus"] = {1, -1, 1};
+  std::vector<ConfigError> errors = Validate(doc);
+  INFO(Describe(errors));
+  CHECK(errors.size() == 2);
+  CHECK(At(errors, "/resources/gpus/1") != nullptr);
+  CHECK(At(errors, "/resources/gpus/2") != nullptr);  // duplicate
+
+  json none = Minimal();
+  none["resources"] = {{"gpus", "none"}};
+  CHECK(MustParse(none).resources.gpus_mode == "none");
+
+  json stop = Minimal();
+  stop["rounds"] = {{"stop_below_error", 0.25}};
+  CHECK(MustParse(stop).rounds.stop_below_error == 0.25);
+}
+
+TEST_CASE("LoadConfigFile names the path and resolves against the file's folder", "[config]") {
+  StatusOr<Config> missing = LoadConfigFile("/nonexistent/dir/run.json");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().code() == Status::Code::kNotFound);
+  CHECK_THAT(missing.status().message(), Catch::Contains("/nonexistent/dir/run.json"));
+
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(ENS_BINARY_DIR) / ("config_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::path file = dir / "run.json";
+  std::ofstream(file) << "// a run\n" << Minimal().dump();
+  StatusOr<Config> loaded = LoadConfigFile(file.string());
+  INFO(loaded.status().ToString());
+  REQUIRE(loaded.ok());
+  CHECK(loaded->state_dir == (dir / "state").string());
+
+  std::ofstream(file) << "{\"state_dir\": 3}";
+  StatusOr<Config> bad = LoadConfigFile(file.string());
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.status().message(), Catch::StartsWith(file.string() + ": /state_dir: "));
+
+  StatusOr<Config> is_dir = LoadConfigFile(dir.string());
+  CHECK_FALSE(is_dir.ok());
+  CHECK_THAT(is_dir.status().message(), Catch::Contains(dir.string()));
+  fs::remove_all(dir);
+}
+
+void RequireSameMember(const MemberSpec& a, const MemberSpec& b) {
+  CHECK(a.name == b.name);
+  REQUIRE(a.layers.size() == b.layers.size());
+  for (size_t i = 0; i < a.layers.size(); ++i) {
+    CHECK(a.layers[i].units == b.layers[i].units);
+    CHECK(a.layers[i].activation == b.layers[i].activation);
+    CHECK(a.layers[i].dropout == b.layers[i].dropout);
+  }
+  CHECK(a.initializer == b.initializer);
+  CHECK(a.l1 == b.l1);
+  CHECK(a.l2 == b.l2);
+  CHECK(a.loss == b.loss);
+  CHECK(a.huber_delta == b.huber_delta);
+  CHECK(a.optimizer == b.optimizer);
+  CHECK(a.lr == b.lr);
+  CHECK(a.weight_decay == b.weight_decay);
+  CHECK(a.momentum == b.momentum);
+  CHECK(a.epochs == b.epochs);
+  CHECK(a.batch_size == b.batch_size);
+  CHECK(a.early_stopping.enabled == b.early_stopping.enabled);
+  CHECK(a.early_stopping.monitor == b.early_stopping.monitor);
+  CHECK(a.early_stopping.patience == b.early_stopping.patience);
+  CHECK(a.early_stopping.min_delta == b.early_stopping.min_delta);
+  CHECK(a.early_stopping.restore_best == b.early_stopping.restore_best);
+  CHECK(a.split == b.split);
+  CHECK(a.validation_split == b.validation_split);
+  CHECK(a.seed_offset == b.seed_offset);
+}
+
+TEST_CASE("MemberToJson and MemberFromJson round-trip exactly", "[config]") {
+  MemberSpec m;
+  m.name = "odd.one-1";
+  m.layers = {{17, "gelu", 1.0 / 3.0}, {5, "swish", 0.0}, {1, "linear", 0.1}};
+  m.initializer = "lecun_normal";
+  m.l1 = 1e-300;
+  m.l2 = 0.1 + 0.2;
+  m.loss = "mae";
+  m.huber_delta = 2.5;
+  m.optimizer = "sgd";
+  m.lr = std::nextafter(0.01, 1.0);
+  m.weight_decay = 0.0;
+  m.momentum = 0.9;
+  m.epochs = 123;
+  m.batch_size = 7;
+  m.early_stopping = {true, "val_mae", 0, 1e-7, false};
+  m.split = "bootstrap";
+  m.validation_split = 0.15;
+  m.seed_offset = 18446744073709551615ULL;
+
+  // Through text, as in task messages and checkpoints.
+  json j = json::parse(MemberToJson(m).dump());
+  MemberSpec back;
+  Status s = MemberFromJson(j, &back);
+  INFO(s.ToString());
+  REQUIRE(s.ok());
+  RequireSameMember(m, back);
+  CHECK(MemberToJson(back) == MemberToJson(m));
+
+  // adamw with an explicit zero stays zero after the trip.
+  m.optimizer = "adamw";
+  REQUIRE(MemberFromJson(json::parse(MemberToJson(m).dump()), &back).ok());
+  CHECK(back.weight_decay == 0.0);
+
+  // An unnamed spec stays unnamed: no name is invented on the way.
+  MemberSpec unnamed;
+  unnamed.layers = {{2, "relu", 0.0}};
+  REQUIRE(MemberFromJson(MemberToJson(unnamed), &back).ok());
+  CHECK(back.name.empty());
+
+  // A resolved config member survives as well.
+  Config c = MustParse(Minimal());
+  REQUIRE(MemberFromJson(MemberToJson(c.members[0]), &back).ok());
+  RequireSameMember(c.members[0], back);
+}
+
+TEST_CASE("MemberFromJson rejects bad input with pointers", "[config]") {
+  MemberSpec out;
+  out.name = "untouched";
+  json j = MemberToJson(MemberSpec{});
+  j["layers"] = {{{"units", 3}}};
+  j["bogus"] = 1;
+  j["epochs"] = 0;
+  Status s = MemberFromJson(j, &out);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.code() == Status::Code::kInvalidArgument);
+  CHECK_THAT(s.message(), Catch::Contains("/bogus: unknown key 'bogus'"));
+  CHECK_THAT(s.message(), Catch::Contains("/epochs: must be an integer >= 1"));
+  CHECK(out.name == "untouched");
+
+  Status no_layers = MemberFromJson(json{{"name", "x"}}, &out);
+  REQUIRE_FALSE(no_layers.ok());
+  CHECK_THAT(no_layers.message(), Catch::Contains("/layers"));
+
+  CHECK_FALSE(MemberFromJson(json::array(), &out).ok());
+}
+
+}  // namespace
+}  // namespace ens

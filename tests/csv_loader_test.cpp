@@ -1,0 +1,147 @@
+// LoadCsv: column selection, tolerant whitespace/line endings, and the exact
+// "file:line:column" of every rejected input.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "common/data_source.h"
+
+namespace ens {
+namespace {
+
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+
+// A fresh directory under $TMPDIR (or /tmp), removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/csv_loader_test.XXXXXX";
+    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
+    path_ = tmpl;
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string Write(const std::string& name, const std::string& content) const {
+    const std::string p = path_ + "/" + name;
+    std::ofstream(p, std::ios::binary) << content;
+    return p;
+  }
+
+ private:
+  std::string path_;
+};
+
+// The error message of loading `content`, which must fail.
+std::string LoadError(const std::string& content, const std::vector<std::string>& features = {},
+                      const std::string& target = "y") {
+  TempDir dir;
+  const std::string path = dir.Write("d.csv", content);
+  StatusOr<Table> t = LoadCsv(path, features, target);
+  REQUIRE_FALSE(t.ok());
+  CHECK(t.status().code() == Status::Code::kInvalidArgument);
+  // Report positions relative to the file name so expectations stay short.
+  const std::string& m = t.status().message();
+  REQUIRE_THAT(m, StartsWith(path));
+  return "d.csv" + m.substr(path.size());
+}
+
+TEST_CASE("LoadCsv selects named columns in the requested order, target anywhere") {
+  TempDir dir;
+  const std::string path =
+      dir.Write("d.csv", " id , b ,y,a\r\n1, 2.5 ,3,4\r\n\r\n  \r\n5,-6e-1,7,+8\r\n");
+  StatusOr<Table> t = LoadCsv(path, {"a", "b"}, "y");
+  REQUIRE(t.ok());
+  CHECK(t->features == 2);
+  CHECK(t->feature_names == std::vector<std::string>{"a", "b"});
+  CHECK(t->target_name == "y");
+  CHECK(t->x == std::vector<float>{4.0f, 2.5f, 8.0f, -0.6f});
+  CHECK(t->y == std::vector<float>{3.0f, 7.0f});
+  CHECK(t->rows() == 2);
+}
+
+TEST_CASE("LoadCsv defaults to every column but the target") {
+  TempDir dir;
+  const std::string path = dir.Write("d.csv", "a,target,b\n1,2,3\n4,5,6");  // no final newline
+  StatusOr<Table> t = LoadCsv(path, {}, "target");
+  REQUIRE(t.ok());
+  CHECK(t->feature_names == std::vector<std::string>{"a", "b"});
+  CHECK(t->target_name == "target");
+  CHECK(t->x == std::vector<float>{1, 3, 4, 6});
+  CHECK(t->y == std::vector<float>{2, 5});
+}
+
+TEST_CASE("LoadCsv ignores unselected text columns") {
+  TempDir dir;
+  const std::string path = dir.Write("d.csv", "name,a,y\nalice,1,2\n");
+  StatusOr<Table> t = LoadCsv(path, {"a"}, "y");
+  REQUIRE(t.ok());
+  CHECK(t->x == std::vector<float>{1});
+}
+
+TEST_CASE("LoadCsv names line and column of a bad number") {
+  CHECK_THAT(LoadError("a,y\n1,2\n3,abc\n"), StartsWith("d.csv:3:2: cannot parse 'abc'"));
+  CHECK_THAT(LoadError("a,y\n1,2x\n"), StartsWith("d.csv:2:2: cannot parse '2x'"));
+  CHECK_THAT(LoadError("a,y\n,2\n"), StartsWith("d.csv:2:1: empty value"));
+  CHECK_THAT(LoadError("a,y\n1e39,2\n"), StartsWith("d.csv:2:1: value '1e39' is out of float32"));
+}
+
+TEST_CASE("LoadCsv counts skipped empty lines in line numbers") {
+  CHECK_THAT(LoadError("a,y\n\n1,2\n\r\nq,3\n"), StartsWith("d.csv:5:1: "));
+}
+
+TEST_CASE("LoadCsv rejects NaN and Inf") {
+  CHECK_THAT(LoadError("a,y\n1,2\nnan,1\n"), StartsWith("d.csv:3:1: non-finite value 'nan'"));
+  CHECK_THAT(LoadError("a,y\n1,inf\n"), StartsWith("d.csv:2:2: non-finite value 'inf'"));
+  CHECK_THAT(LoadError("a,y\n1,-Infinity\n"), StartsWith("d.csv:2:2: non-finite value"));
+}
+
+TEST_CASE("LoadCsv rejects a wrong field count at the first missing or extra field") {
+  CHECK_THAT(LoadError("a,b,y\n1,2,3\n1,2\n"),
+             StartsWith("d.csv:3:3: expected 3 fields, found 2"));
+  CHECK_THAT(LoadError("a,b,y\n1,2,3,4\n"), StartsWith("d.csv:2:4: expected 3 fields, found 4"));
+}
+
+TEST_CASE("LoadCsv names a missing target or feature column at the header") {
+  CHECK_THAT(LoadError("a,b\n1,2\n", {}, "y"),
+             StartsWith("d.csv:1:1: target column 'y' not in header"));
+  CHECK_THAT(LoadError("a,y\n1,2\n", {"a", "c"}, "y"),
+             StartsWith("d.csv:1:1: feature column 'c' not in header"));
+  CHECK_THAT(LoadError("a,y\n1,2\n", {"a", "y"}, "y"), Contains("both target and feature"));
+  CHECK_THAT(LoadError("a,y\n1,2\n", {"a", "a"}, "y"), Contains("listed twice"));
+}
+
+TEST_CASE("LoadCsv rejects duplicate and empty header names") {
+  CHECK_THAT(LoadError("a,b,a,y\n1,2,3,4\n"),
+             StartsWith("d.csv:1:3: duplicate column name 'a' (first at column 1)"));
+  CHECK_THAT(LoadError("a,,y\n1,2,3\n"), StartsWith("d.csv:1:2: empty column name"));
+}
+
+TEST_CASE("LoadCsv rejects empty files and files without data rows") {
+  CHECK_THAT(LoadError(""), StartsWith("d.csv:1:1: empty file"));
+  CHECK_THAT(LoadError("\n \r\n"), StartsWith("d.csv:1:1: empty file"));
+  CHECK_THAT(LoadError("a,y\n\n"), StartsWith("d.csv:1:1: no data rows"));
+}
+
+TEST_CASE("LoadCsv says quoted fields are not supported") {
+  CHECK_THAT(LoadError("a,y\n\"1\",2\n"), StartsWith("d.csv:2:1: quoted fields are not supported"));
+  CHECK_THAT(LoadError("\"a\",y\n1,2\n"), StartsWith("d.csv:1:1: quoted fields are not supported"));
+}
+
+TEST_CASE("LoadCsv names the path of a missing file") {
+  TempDir dir;
+  const std::string path = dir.Write("present.csv", "a,y\n1,2\n") + ".missing";
+  StatusOr<Table> t = LoadCsv(path, {}, "y");
+  REQUIRE_FALSE(t.ok());
+  CHECK(t.status().code() == Status::Code::kNotFound);
+  CHECK_THAT(t.status().message(), StartsWith(path + ": "));
+}
+
+}  // namespace
+}  // namespace ens

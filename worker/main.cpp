@@ -1,0 +1,197 @@
+// ensemble-worker: trains member tasks for the supervisor; also the libtorch side of
+// `ensemblectl predict` and `ensemblectl verify`.
+//
+//   ensemble-worker serve --run-id ID --slot N   pull tasks from the slot's queue until shutdown
+//   ensemble-worker train-one --task FILE        run one task (JSON TaskSpec) and exit
+//   ensemble-worker predict --input F32 --features N --output F32 CHECKPOINT...
+//   ensemble-worker compare A B                  bitwise checkpoint comparison, JSON on stdout
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <iostream>
+
+#include "common/atomic_file.h"
+#include "common/exit_codes.h"
+#include "common/member_result.h"
+#include "common/message_queue.h"
+#include "common/protocol.h"
+#include "worker/predictor.h"
+#include "worker/task_runner.h"
+#include "worker/trainer.h"
+
+namespace ens {
+namespace {
+
+void Log(int slot, const std::string& what) {
+  std::cerr << "[worker " << slot << " pid " << ::getpid() << "] " << what << std::endl;
+}
+
+Status SendReport(MessageQueue& q, const Message& m, int timeout_ms) {
+  return q.Send(EncodeMessage(m), timeout_ms);
+}
+
+int Serve(const std::string& run_id, int slot, int max_tasks) {
+  auto up = MessageQueue::Open(QueueName(run_id, "up"));
+  auto in = MessageQueue::Open(QueueName(run_id, "s" + std::to_string(slot)));
+  if (!up.ok() || !in.ok()) {
+    Log(slot, (!up.ok() ? up.status() : in.status()).ToString());
+    return exit_code::kTransientFailure;
+  }
+  ConfigureTorchForDeterminism();
+  const int64_t pid = ::getpid();
+  Message ready;
+  ready.type = MessageType::kReady;
+  ready.slot = slot;
+  ready.pid = pid;
+  if (Status s = SendReport(*up, ready, 10000); !s.ok()) {
+    Log(slot, s.ToString());
+    return exit_code::kTransientFailure;
+  }
+  TaskRunner runner;
+  const pid_t parent = ::getppid();
+  for (int done = 0;;) {
+    auto got = in->Receive(1000);
+    if (!got.ok()) {
+      Log(slot, got.status().ToString());
+      return exit_code::kTransientFailure;
+    }
+    if (!got->has_value()) {
+      if (::getppid() != parent) return exit_code::kOk;  // supervisor gone: nobody to report to
+      continue;
+    }
+    auto msg = DecodeMessage(**got);
+    if (!msg.ok()) {
+      Log(slot, "rejected message: " + msg.status().message());
+      continue;
+    }
+    if (msg->type == MessageType::kShutdown) return exit_code::kOk;
+    if (msg->type != MessageType::kTask) {
+      Log(slot, std::string("ignored message of type ") + MessageTypeName(msg->type));
+      continue;
+    }
+    const TaskSpec& task = msg->task;
+    auto last_beat = std::chrono::steady_clock::now() - std::chrono::seconds(10);
+    auto beat = [&](int epoch) {
+      auto now = std::chrono::steady_clock::now();
+      if (now - last_beat < std::chrono::seconds(1)) return;
+      last_beat = now;
+      Message hb;
+      hb.type = MessageType::kHeartbeat;
+      hb.slot = slot;
+      hb.pid = pid;
+      hb.task_id = task.task_id;
+      hb.epoch = epoch;
+      hb.rss_kb = CurrentRssKb();
+      (void)SendReport(*up, hb, 0);  // a full queue drops a heartbeat, never blocks training
+    };
+    TaskOutcome outcome = runner.Run(task, beat);
+    Message rep;
+    rep.slot = slot;
+    rep.pid = pid;
+    rep.task_id = task.task_id;
+    if (outcome.status.ok()) {
+      rep.type = MessageType::kDone;
+      rep.metrics = {{"holdout_rmse", outcome.metrics["holdout_rmse"]},
+                     {"epochs_run", outcome.metrics["epochs_run"]},
+                     {"seconds", outcome.metrics["seconds"]},
+                     {"rss_kb_after", outcome.metrics["rss_kb_after"]}};
+    } else {
+      rep.type = MessageType::kFailed;
+      rep.error = outcome.status.message().substr(0, 3000);
+      rep.permanent = outcome.permanent;
+      Log(slot, "task " + task.task_id + " failed: " + outcome.status.message());
+    }
+    if (Status s = SendReport(*up, rep, 60000); !s.ok()) {
+      Log(slot, s.ToString());
+      return exit_code::kTransientFailure;
+    }
+    if (max_tasks > 0 && ++done >= max_tasks) return exit_code::kWorkerRecycle;
+  }
+}
+
+int TrainOne(const std::string& task_file) {
+  auto text = ReadFile(task_file);
+  if (!text.ok()) {
+    std::cerr << text.status().ToString() << "\n";
+    return exit_code::kUsage;
+  }
+  TaskSpec task;
+  Status s = TaskFromJson(nlohmann::json::parse(*text, nullptr, false), &task);
+  if (!s.ok()) {
+    std::cerr << task_file << ": " << s.message() << "\n";
+    return exit_code::kUsage;
+  }
+  ConfigureTorchForDeterminism();
+  TaskRunner runner;
+  TaskOutcome o = runner.Run(task, nullptr);
+  if (!o.status.ok()) {
+    std::cerr << o.status.ToString() << "\n";
+    return o.permanent ? exit_code::kPermanentFailure : exit_code::kTransientFailure;
+  }
+  std::cout << o.metrics.dump() << "\n";
+  return exit_code::kOk;
+}
+
+int Predict(const std::string& input, int features, const std::string& output,
+            const std::vector<std::string>& checkpoints) {
+  auto bytes = ReadFile(input);
+  if (!bytes.ok() || features <= 0 || bytes->size() % (sizeof(float) * features) != 0) {
+    std::cerr << "predict: bad input " << input << "\n";
+    return exit_code::kUsage;
+  }
+  std::vector<float> rows(bytes->size() / sizeof(float));
+  std::memcpy(rows.data(), bytes->data(), bytes->size());
+  auto preds = PredictWithCheckpoints(checkpoints, rows, features);
+  if (!preds.ok()) {
+    std::cerr << preds.status().ToString() << "\n";
+    return exit_code::kPermanentFailure;
+  }
+  std::vector<float> flat;
+  for (const auto& p : *preds) flat.insert(flat.end(), p.begin(), p.end());
+  Status s = WriteFileAtomic(output, FloatsToBytes(flat));
+  if (!s.ok()) {
+    std::cerr << s.ToString() << "\n";
+    return exit_code::kTransientFailure;
+  }
+  return exit_code::kOk;
+}
+
+}  // namespace
+}  // namespace ens
+
+int main(int argc, char** argv) {
+  CLI::App app{"ensemble-worker: trains ensemble members for ensembled"};
+  app.require_subcommand(1);
+  std::string run_id, task_file, input, output, a, b;
+  int slot = 0, max_tasks = 0, features = 0;
+  std::vector<std::string> checkpoints;
+  auto* serve = app.add_subcommand("serve", "serve tasks from the supervisor's queues");
+  serve->add_option("--run-id", run_id, "run id (names the queues)")->required();
+  serve->add_option("--slot", slot, "worker slot")->required()->check(CLI::NonNegativeNumber);
+  serve->add_option("--max-tasks", max_tasks, "exit cleanly after this many tasks (0: never)");
+  auto* one = app.add_subcommand("train-one", "run one task from a JSON file and exit");
+  one->add_option("--task", task_file, "TaskSpec JSON file")->required();
+  auto* predict = app.add_subcommand("predict", "predict raw float32 rows with checkpoints");
+  predict->add_option("--input", input, "raw float32 rows")->required();
+  predict->add_option("--features", features, "features per row")->required();
+  predict->add_option("--output", output, "raw float32 [members x rows]")->required();
+  predict->add_option("checkpoints", checkpoints, "checkpoint files")->required();
+  auto* compare = app.add_subcommand("compare", "compare two checkpoints bit for bit");
+  compare->add_option("a", a)->required();
+  compare->add_option("b", b)->required();
+  CLI11_PARSE(app, argc, argv);
+
+  // The supervisor forwards signals; a worker dies with the default action.
+  if (*serve) return ens::Serve(run_id, slot, max_tasks);
+  if (*one) return ens::TrainOne(task_file);
+  if (*predict) return ens::Predict(input, features, output, checkpoints);
+  auto r = ens::CompareCheckpoints(a, b);
+  if (!r.ok()) {
+    std::cerr << r.status().ToString() << "\n";
+    return ens::exit_code::kPermanentFailure;
+  }
+  std::cout << r->dump() << "\n";
+  return (*r)["equal"].get<bool>() ? 0 : ens::exit_code::kVerifyMismatch;
+}

@@ -1,0 +1,167 @@
+#include "worker/task_runner.h"
+
+#include <malloc.h>
+#include <algorithm>
+#include <cstring>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+
+#include "common/atomic_file.h"
+#include "common/member_result.h"
+#include "common/run_layout.h"
+#include "common/seed.h"
+#include "worker/trainer.h"
+
+namespace ens {
+namespace {
+
+int64_t ProcStatusKb(const char* key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  size_t klen = std::strlen(key);
+  while (std::getline(in, line))
+    if (line.compare(0, klen, key) == 0) return std::atoll(line.c_str() + klen);
+  return 0;
+}
+
+// The member's split of rows [0, n): validation = the first round(f * n) of a seeded
+// permutation (at least 1); training = the rest, or a bootstrap sample of the rest.
+Status SplitRows(const TaskSpec& t, std::vector<int64_t>* train, std::vector<int64_t>* val) {
+  std::vector<int64_t> rows;
+  std::vector<uint64_t> excluded;
+  if (!t.excluded_file.empty()) {
+    auto bytes = ReadFile(t.excluded_file);
+    if (!bytes.ok()) return bytes.status();
+    if (bytes->size() % sizeof(uint64_t) != 0)
+      return Status::Corruption(t.excluded_file + ": not a list of row ids");
+    excluded.resize(bytes->size() / sizeof(uint64_t));
+    std::memcpy(excluded.data(), bytes->data(), bytes->size());
+    std::sort(excluded.begin(), excluded.end());
+  }
+  for (uint64_t i = 0; i < t.rows; ++i)
+    if (!std::binary_search(excluded.begin(), excluded.end(), i)) rows.push_back(static_cast<int64_t>(i));
+  uint64_t n = rows.size();
+  uint64_t nval = static_cast<uint64_t>(std::llround(t.member.validation_split * static_cast<double>(n)));
+  nval = std::max<uint64_t>(nval, 1);
+  if (n < 2 || nval >= n)
+    return Status::InvalidArgument("member " + t.member.name + ": " + std::to_string(n) +
+                                   " training rows are too few for validation_split " +
+                                   std::to_string(t.member.validation_split));
+  std::vector<int64_t> perm = std::move(rows);
+  SeededRng rng(StreamSeed(t.seed, SeedStream::kSplit));
+  for (uint64_t i = n; i > 1; --i) std::swap(perm[i - 1], perm[rng.Below(i)]);
+  val->assign(perm.begin(), perm.begin() + nval);
+  std::vector<int64_t> rest(perm.begin() + nval, perm.end());
+  if (t.member.split == "bootstrap") {
+    train->resize(rest.size());
+    for (auto& r : *train) r = rest[rng.Below(rest.size())];
+  } else {
+    *train = std::move(rest);
+  }
+  return Status::Ok();
+}
+
+std::string JsonLines(const std::vector<nlohmann::json>& rows) {
+  std::string out;
+  for (const auto& r : rows) out += r.dump() + "\n";
+  return out;
+}
+
+}  // namespace
+
+int64_t CurrentRssKb() { return ProcStatusKb("VmRSS:"); }
+int64_t PeakRssKb() { return ProcStatusKb("VmHWM:"); }
+
+Status TaskRunner::EnsureMapped(const TaskSpec& task) {
+  bool fresh = task.data_dir != data_dir_ || !train_ || train_->header().generation < task.generation ||
+               train_->header().rows < task.rows;
+  if (!fresh) return Status::Ok();
+  train_.reset();
+  auto train = DatasetView::Map(RunLayout::TrainSegment(task.data_dir));
+  if (!train.ok()) return train.status();
+  if ((*train)->header().rows < task.rows)
+    return Status::Corruption(RunLayout::TrainSegment(task.data_dir) + ": has " +
+                              std::to_string((*train)->header().rows) + " rows, task needs " +
+                              std::to_string(task.rows));
+  if (task.data_dir != data_dir_ || !holdout_) {
+    auto holdout = DatasetView::Map(RunLayout::HoldoutSegment(task.data_dir));
+    if (!holdout.ok()) return holdout.status();
+    auto pool = DatasetView::Map(RunLayout::PoolSegment(task.data_dir));
+    if (!pool.ok()) return pool.status();
+    holdout_ = std::move(*holdout);
+    pool_ = std::move(*pool);
+  }
+  if (holdout_->header().features != (*train)->header().features ||
+      pool_->header().features != (*train)->header().features)
+    return Status::Corruption(task.data_dir + ": segments disagree on the feature count");
+  train_ = std::move(*train);
+  data_dir_ = task.data_dir;
+  return Status::Ok();
+}
+
+TaskOutcome TaskRunner::Run(const TaskSpec& task, const std::function<void(int)>& on_epoch) {
+  TaskOutcome out;
+  auto t0 = std::chrono::steady_clock::now();
+  int64_t rss_before = CurrentRssKb();
+  out.status = EnsureMapped(task);
+  if (!out.status.ok()) return out;
+  TrainInputs in;
+  in.task = &task;
+  in.rows = train_->data();
+  in.features = static_cast<int>(train_->header().features);
+  in.holdout = holdout_->data();
+  in.holdout_rows = holdout_->header().rows;
+  in.pool = pool_->data();
+  in.pool_rows = pool_->header().rows;
+  in.on_epoch = on_epoch;
+  out.status = SplitRows(task, &in.train_idx, &in.val_idx);
+  if (!out.status.ok()) {
+    out.permanent = true;
+    return out;
+  }
+  std::string tmp = task.out_dir + ".tmp";
+  out.status = RemoveTree(tmp);
+  if (out.status.ok()) out.status = MakeDirs(tmp);
+  if (!out.status.ok()) return out;
+  in.checkpoint_path = tmp + "/checkpoint.pt";
+
+  TrainOutputs res;
+  out.status = TrainMember(in, &res);
+  out.permanent = res.permanent_failure;
+  if (!out.status.ok()) return out;
+
+  nlohmann::json& m = res.metrics;
+  m.update({{"member", task.member.name}, {"round", task.round}, {"index", task.member_index},
+            {"seed", task.seed}, {"generation", task.generation}, {"train_rows", in.train_idx.size()},
+            {"val_rows", in.val_idx.size()}, {"threads", task.threads}, {"attempt", task.attempt},
+            {"pid", static_cast<int64_t>(::getpid())}});
+  nlohmann::json member = {{"spec", MemberToJson(task.member)}, {"seed", task.seed},
+                           {"round", task.round}, {"index", task.member_index},
+                           {"generation", task.generation}, {"rows", task.rows}, {"norm", res.norm}};
+  // Model, optimizer and every tensor of the task died with TrainMember's frame.
+  ReleaseTorchCaches();
+  malloc_trim(0);
+  m["rss_kb_before"] = rss_before;
+  m["rss_kb_after"] = CurrentRssKb();
+  m["rss_kb_peak"] = PeakRssKb();
+  m["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (auto s : {FsyncFile(in.checkpoint_path), WriteFileAtomic(tmp + "/member.json", member.dump(2) + "\n"),
+                 WriteFileAtomic(tmp + "/history.jsonl", JsonLines(res.history)),
+                 WriteFileAtomic(tmp + "/holdout_pred.f32", FloatsToBytes(res.holdout_pred)),
+                 WriteFileAtomic(tmp + "/pool_pred.f32", FloatsToBytes(res.pool_pred)),
+                 WriteFileAtomic(tmp + "/metrics.json", m.dump(2) + "\n")}) {
+    if (!s.ok()) {
+      out.status = s;
+      return out;
+    }
+  }
+  out.status = MakeDirs(ParentDir(task.out_dir));
+  if (out.status.ok()) out.status = RenameDirAtomic(tmp, task.out_dir);
+  out.metrics = m;
+  return out;
+}
+
+}  // namespace ens

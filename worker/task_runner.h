@@ -1,0 +1,44 @@
+// TaskRunner: runs one member task end to end inside a worker process.
+//
+// Maps the dataset segments the task names (kept mapped across tasks, re-mapped when the
+// task needs a newer generation), splits the rows with the member's split seed, trains,
+// and writes the member directory to <out_dir>.tmp, fsyncs, then renames it to out_dir, so
+// a member directory that exists is complete. After the task, every tensor of it is gone
+// and freed heap is returned to the OS (malloc_trim). Not thread-safe.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/dataset_segment.h"
+#include "common/protocol.h"
+#include "common/status.h"
+
+namespace ens {
+
+struct TaskOutcome {
+  Status status;
+  bool permanent = false;   // with !status.ok(): retrying cannot help
+  nlohmann::json metrics;   // with status.ok(): the metrics.json content
+};
+
+class TaskRunner {
+ public:
+  TaskRunner() = default;
+  // REQUIRES: task validated (DecodeMessage / TaskFromJson).
+  TaskOutcome Run(const TaskSpec& task, const std::function<void(int epoch)>& on_epoch);
+
+ private:
+  Status EnsureMapped(const TaskSpec& task);
+  std::string data_dir_;
+  std::unique_ptr<DatasetView> train_, holdout_, pool_;
+};
+
+// Current and peak resident set of this process, in KiB (from /proc/self/status).
+int64_t CurrentRssKb();
+int64_t PeakRssKb();
+
+}  // namespace ens

@@ -1,0 +1,236 @@
+#include "worker/trainer.h"
+
+#include <c10/cuda/CUDACachingAllocator.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "common/seed.h"
+#include "worker/mlp.h"
+
+namespace ens {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+torch::Device PickDevice() {
+  return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+}
+
+torch::Tensor LossFn(const MemberSpec& s, const torch::Tensor& pred, const torch::Tensor& y) {
+  torch::Tensor e = pred - y;
+  if (s.loss == "mae") return e.abs().mean();
+  if (s.loss == "huber") {
+    torch::Tensor a = e.abs();
+    float d = static_cast<float>(s.huber_delta);
+    return torch::where(a <= d, 0.5 * e * e, d * (a - 0.5f * d)).mean();
+  }
+  return (e * e).mean();
+}
+
+torch::Tensor Penalty(const MemberSpec& s, const Mlp& m) {
+  torch::Tensor p = torch::zeros({}, m.weights[0].options().requires_grad(false));
+  for (const auto& w : m.weights) {
+    if (s.l1 > 0) p = p + static_cast<float>(s.l1) * w.abs().sum();
+    if (s.l2 > 0) p = p + static_cast<float>(s.l2) * (w * w).sum();
+  }
+  return p;
+}
+
+std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const MemberSpec& s,
+                                                       const std::vector<torch::Tensor>& params) {
+  if (s.optimizer == "sgd")
+    return std::make_unique<torch::optim::SGD>(
+        params, torch::optim::SGDOptions(s.lr).momentum(s.momentum).weight_decay(s.weight_decay));
+  if (s.optimizer == "adamw")
+    return std::make_unique<torch::optim::AdamW>(
+        params, torch::optim::AdamWOptions(s.lr).weight_decay(s.weight_decay));
+  return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(s.lr));
+}
+
+// Rows `idx` of the segment as a [n, stride] tensor (a copy of just those rows).
+torch::Tensor Gather(const torch::Tensor& all, const std::vector<int64_t>& idx, size_t begin, size_t end) {
+  torch::Tensor ix = torch::from_blob(const_cast<int64_t*>(idx.data() + begin),
+                                      {static_cast<int64_t>(end - begin)}, torch::kLong);
+  return all.index_select(0, ix.to(all.device()));
+}
+
+struct EvalResult {
+  double loss = 0, mae = 0, mse = 0;
+};
+
+// Loss in standardised units; mae/mse in original target units.
+EvalResult Evaluate(const Mlp& m, const torch::Tensor& all, const std::vector<int64_t>& idx, int features) {
+  torch::NoGradGuard ng;
+  torch::Tensor rows = Gather(all, idx, 0, idx.size());
+  torch::Tensor x = (rows.narrow(1, 0, features) - m.x_mean) / m.x_std;
+  torch::Tensor y = rows.select(1, features);
+  torch::Tensor pred = m.Forward(x, false);
+  torch::Tensor yn = (y - m.y_mean) / m.y_std;
+  torch::Tensor err = pred * m.y_std + m.y_mean - y;
+  return {LossFn(m.spec, pred, yn).item<double>(), err.abs().mean().item<double>(),
+          (err * err).mean().item<double>()};
+}
+
+// Mean and std (population, floored) of the training split, accumulated in double in row order.
+void Standardise(const TrainInputs& in, Mlp* m, nlohmann::json* norm) {
+  int f = in.features;
+  std::vector<double> sum(f + 1, 0.0), sq(f + 1, 0.0);
+  for (int64_t r : in.train_idx) {
+    const float* row = in.rows + r * (f + 1);
+    for (int c = 0; c <= f; ++c) {
+      sum[c] += row[c];
+      sq[c] += static_cast<double>(row[c]) * row[c];
+    }
+  }
+  double n = static_cast<double>(in.train_idx.size());
+  std::vector<float> mean(f + 1), stdv(f + 1);
+  for (int c = 0; c <= f; ++c) {
+    mean[c] = static_cast<float>(sum[c] / n);
+    double var = std::max(0.0, sq[c] / n - (sum[c] / n) * (sum[c] / n));
+    stdv[c] = static_cast<float>(std::max(std::sqrt(var), 1e-6));
+  }
+  auto dev = m->weights[0].device();
+  m->x_mean = torch::tensor(std::vector<float>(mean.begin(), mean.begin() + f)).to(dev);
+  m->x_std = torch::tensor(std::vector<float>(stdv.begin(), stdv.begin() + f)).to(dev);
+  m->y_mean = torch::tensor(std::vector<float>{mean[f]}).to(dev);
+  m->y_std = torch::tensor(std::vector<float>{stdv[f]}).to(dev);
+  *norm = {{"x_mean", std::vector<float>(mean.begin(), mean.begin() + f)},
+           {"x_std", std::vector<float>(stdv.begin(), stdv.begin() + f)},
+           {"y_mean", mean[f]},
+           {"y_std", stdv[f]}};
+}
+
+std::vector<float> PredictRows(const Mlp& m, const float* rows, uint64_t n, int features) {
+  std::vector<float> out(n);
+  if (n == 0) return out;
+  torch::Tensor all = torch::from_blob(const_cast<float*>(rows), {static_cast<int64_t>(n), features + 1});
+  const int64_t kChunk = 8192;
+  for (int64_t b = 0; b < static_cast<int64_t>(n); b += kChunk) {
+    int64_t len = std::min<int64_t>(kChunk, static_cast<int64_t>(n) - b);
+    torch::Tensor p = m.PredictRaw(all.narrow(0, b, len).narrow(1, 0, features)).to(torch::kCPU).contiguous();
+    std::memcpy(out.data() + b, p.data_ptr<float>(), len * sizeof(float));
+  }
+  return out;
+}
+
+double Monitored(const std::string& monitor, const EvalResult& v) {
+  if (monitor == "val_mae") return v.mae;
+  if (monitor == "val_mse") return v.mse;
+  return v.loss;
+}
+
+}  // namespace
+
+void ConfigureTorchForDeterminism() {
+  at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  at::globalContext().setDeterministicCuDNN(true);
+  at::globalContext().setBenchmarkCuDNN(false);
+  torch::set_num_interop_threads(1);
+}
+
+std::string TorchDeviceDescription() {
+  return torch::cuda::is_available() ? "cuda" : "cpu";
+}
+
+void ReleaseTorchCaches() {
+  // The CUDA caching allocator is emptied through the public c10 API when CUDA is in use.
+  if (torch::cuda::is_available()) c10::cuda::CUDACachingAllocator::emptyCache();
+}
+
+Status TrainMember(const TrainInputs& in, TrainOutputs* out) {
+  const TaskSpec& task = *in.task;
+  const MemberSpec& s = task.member;
+  torch::set_num_threads(task.threads);
+  torch::manual_seed(StreamSeed(task.seed, SeedStream::kDropout));
+  torch::Device device = PickDevice();
+  Mlp m = BuildMlp(s, in.features, StreamSeed(task.seed, SeedStream::kInit), device);
+  Standardise(in, &m, &out->norm);
+
+  torch::Tensor all = torch::from_blob(const_cast<float*>(in.rows),
+                                       {static_cast<int64_t>(task.rows), in.features + 1});
+  if (device.is_cuda()) all = all.to(device);  // one copy of this member's generation on its GPU
+  auto opt = MakeOptimizer(s, m.Parameters());
+  SeededRng shuffle_rng(StreamSeed(task.seed, SeedStream::kShuffle));
+  std::vector<int64_t> order = in.train_idx;
+  std::vector<torch::Tensor> best;
+  double best_value = INFINITY;
+  int best_epoch = -1, since_best = 0, epoch = 0;
+  auto t_start = Clock::now();
+
+  for (epoch = 0; epoch < s.epochs; ++epoch) {
+    auto t0 = Clock::now();
+    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[shuffle_rng.Below(i)]);
+    double loss_sum = 0, abs_sum = 0, sq_sum = 0;
+    for (size_t b = 0; b < order.size(); b += s.batch_size) {
+      size_t e = std::min(order.size(), b + static_cast<size_t>(s.batch_size));
+      torch::Tensor rows = Gather(all, order, b, e);
+      torch::Tensor x = (rows.narrow(1, 0, in.features) - m.x_mean) / m.x_std;
+      torch::Tensor y = rows.select(1, in.features);
+      torch::Tensor yn = (y - m.y_mean) / m.y_std;
+      torch::Tensor pred = m.Forward(x, true);
+      torch::Tensor loss = LossFn(s, pred, yn);
+      torch::Tensor total = loss + Penalty(s, m);
+      opt->zero_grad();
+      total.backward();
+      opt->step();
+      torch::NoGradGuard ng;
+      torch::Tensor err = pred.detach() * m.y_std + m.y_mean - y;
+      double n = static_cast<double>(e - b);
+      loss_sum += loss.item<double>() * n;
+      abs_sum += err.abs().sum().item<double>();
+      sq_sum += (err * err).sum().item<double>();
+    }
+    double n = static_cast<double>(order.size());
+    EvalResult val = Evaluate(m, all, in.val_idx, in.features);
+    if (!std::isfinite(loss_sum) || !std::isfinite(val.loss)) {
+      out->permanent_failure = true;
+      return Status::InvalidArgument("member " + s.name + ": loss became non-finite at epoch " +
+                                     std::to_string(epoch + 1));
+    }
+    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    out->history.push_back({{"epoch", epoch + 1}, {"loss", loss_sum / n}, {"val_loss", val.loss},
+                            {"mae", abs_sum / n}, {"mse", sq_sum / n}, {"val_mae", val.mae},
+                            {"val_mse", val.mse}, {"lr", s.lr}, {"seconds", secs}});
+    if (in.on_epoch) in.on_epoch(epoch + 1);
+    double v = Monitored(s.early_stopping.monitor, val);
+    if (v < best_value - s.early_stopping.min_delta) {
+      best_value = v;
+      best_epoch = epoch + 1;
+      since_best = 0;
+      if (s.early_stopping.enabled && s.early_stopping.restore_best) {
+        best.clear();
+        for (const auto& p : m.Parameters()) best.push_back(p.detach().clone());
+      }
+    } else if (s.early_stopping.enabled && ++since_best > s.early_stopping.patience) {
+      ++epoch;
+      break;
+    }
+  }
+  if (!best.empty()) {
+    torch::NoGradGuard ng;
+    auto params = m.Parameters();
+    for (size_t i = 0; i < params.size(); ++i) params[i].copy_(best[i]);
+  }
+  Status st = SaveCheckpoint(m, in.checkpoint_path);
+  if (!st.ok()) return st;
+  out->holdout_pred = PredictRows(m, in.holdout, in.holdout_rows, in.features);
+  out->pool_pred = PredictRows(m, in.pool, in.pool_rows, in.features);
+  double se = 0, ae = 0;
+  for (uint64_t r = 0; r < in.holdout_rows; ++r) {
+    double d = out->holdout_pred[r] - in.holdout[r * (in.features + 1) + in.features];
+    se += d * d;
+    ae += std::abs(d);
+  }
+  double hn = std::max<double>(1.0, static_cast<double>(in.holdout_rows));
+  out->metrics = {{"epochs_run", epoch},
+                  {"best_epoch", best_epoch},
+                  {"best_val_loss", best_value},
+                  {"holdout_rmse", std::sqrt(se / hn)},
+                  {"holdout_mae", ae / hn},
+                  {"train_seconds", std::chrono::duration<double>(Clock::now() - t_start).count()},
+                  {"device", TorchDeviceDescription()}};
+  return Status::Ok();
+}
+
+}  // namespace ens

@@ -1,0 +1,56 @@
+// Trainer: trains one member with libtorch and produces everything its directory holds.
+//
+// The only place (with predictor.cpp) that includes libtorch. Inputs point into the
+// read-only dataset mapping; nothing here writes to them. Each call re-seeds every
+// generator it uses from the task seed: weight init uses its own CPU generator, dropout the
+// re-seeded default generator, shuffling the project's SeededRng, so the result depends on
+// (member spec, seed, data) only — not on what this process trained before.
+// Not thread-safe: one task at a time per process.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/protocol.h"
+#include "common/status.h"
+
+namespace ens {
+
+struct TrainInputs {
+  const TaskSpec* task = nullptr;
+  const float* rows = nullptr;          // train segment rows, stride features+1, target last
+  int features = 0;
+  std::vector<int64_t> train_idx;       // rows of this member's training split (may repeat: bootstrap)
+  std::vector<int64_t> val_idx;         // rows of its validation split
+  const float* holdout = nullptr;
+  uint64_t holdout_rows = 0;
+  const float* pool = nullptr;
+  uint64_t pool_rows = 0;
+  std::string checkpoint_path;          // where to save the torch archive
+  std::function<void(int epoch)> on_epoch;  // called after every epoch (heartbeats)
+};
+
+struct TrainOutputs {
+  std::vector<nlohmann::json> history;  // one object per epoch
+  nlohmann::json metrics;               // training metrics (member_result.h keys it owns)
+  nlohmann::json norm;                  // {"x_mean":[..],"x_std":[..],"y_mean":v,"y_std":v}
+  std::vector<float> holdout_pred;
+  std::vector<float> pool_pred;
+  bool permanent_failure = false;       // set with a non-ok status: retrying cannot help
+};
+
+// Process-wide, once at worker start: deterministic algorithms, cuDNN settings, 1 inter-op
+// thread. REQUIRES: CUBLAS_WORKSPACE_CONFIG already in the environment (the supervisor sets it).
+void ConfigureTorchForDeterminism();
+std::string TorchDeviceDescription();
+
+Status TrainMember(const TrainInputs& in, TrainOutputs* out);
+
+// Frees what the allocator caches (CUDA caching allocator) after a task.
+void ReleaseTorchCaches();
+
+}  // namespace ens
