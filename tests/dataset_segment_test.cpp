@@ -1,0 +1,310 @@
+// Tests of common/dataset_segment: writer/reader round trips, appends, growth, rollback, and
+// every kind of damage the reader must refuse (written byte by byte with pwrite).
+#include "common/dataset_segment.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstddef>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace ens {
+namespace {
+
+// A mkdtemp directory removed with everything in it at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "ens-segment-XXXXXX").string();
+    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// rows x features table; value of (r, c) = r * 10 + c + offset, target = -(r + offset).
+Table MakeTable(int rows, int features, float offset = 0) {
+  Table t;
+  t.features = features;
+  std::vector<float> row(features);
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < features; ++c) row[c] = static_cast<float>(r * 10 + c) + offset;
+    t.AppendRow(row.data(), -(static_cast<float>(r) + offset));
+  }
+  return t;
+}
+
+std::unique_ptr<DatasetWriter> MustCreate(const std::string& path, const Table& t, uint64_t gen) {
+  auto w = DatasetWriter::Create(path, t, gen);
+  INFO(w.status().ToString());
+  REQUIRE(w.ok());
+  return std::move(w.value());
+}
+
+std::unique_ptr<DatasetView> MustMap(const std::string& path) {
+  auto v = DatasetView::Map(path);
+  INFO(v.status().ToString());
+  REQUIRE(v.ok());
+  return std::move(v.value());
+}
+
+// Checks that view rows [begin, begin + t.rows()) hold t.
+void CheckRows(const DatasetView& v, uint64_t begin, const Table& t) {
+  for (size_t r = 0; r < t.rows(); ++r) {
+    const float* row = v.data() + (begin + r) * v.stride();
+    for (int c = 0; c < t.features; ++c) {
+      INFO("row " << begin + r << " col " << c);
+      REQUIRE(row[c] == t.x[r * t.features + c]);
+    }
+    REQUIRE(row[t.features] == t.y[r]);
+  }
+}
+
+void Pwrite(const std::string& path, const void* bytes, size_t n, off_t off) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  REQUIRE(::pwrite(fd, bytes, n, off) == static_cast<ssize_t>(n));
+  ::close(fd);
+}
+
+uint64_t FileSize(const std::string& path) { return std::filesystem::file_size(path); }
+
+// Requires Map to fail with a Corruption that names the path and contains `fragment`.
+void RequireRefused(const std::string& path, const std::string& fragment) {
+  auto v = DatasetView::Map(path);
+  REQUIRE_FALSE(v.ok());
+  INFO(v.status().ToString());
+  CHECK(v.status().code() == Status::Code::kCorruption);
+  CHECK_THAT(v.status().message(), Catch::Contains(path));
+  CHECK_THAT(v.status().message(), Catch::Contains(fragment));
+}
+
+TEST_CASE("Create then Map round-trips every value and fills the header", "[segment]") {
+  TempDir dir;
+  const std::string path = dir.File("train.bin");
+  Table t = MakeTable(37, 3, 0.5f);
+  auto w = MustCreate(path, t, 5);
+  CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
+  CHECK(w->path() == path);
+
+  auto v = MustMap(path);
+  const SegmentHeader& h = v->header();
+  CHECK(std::string(h.magic, 8) == "ENSDSET1");
+  CHECK(h.layout_version == kSegmentLayoutVersion);
+  CHECK(h.dtype == kDtypeFloat32);
+  CHECK(h.generation == 5);
+  CHECK(h.rows == 37);
+  CHECK(h.features == 3);
+  CHECK(h.capacity_rows >= 37);
+  CHECK(v->stride() == 4);
+  CHECK(FileSize(path) == kSegmentHeaderBytes + h.capacity_rows * 4 * sizeof(float));
+  // The checksum is FNV-1a over exactly the rows' bytes.
+  CHECK(h.checksum == Fnv1a64(v->data(), 37 * 4 * sizeof(float), kFnvOffset));
+  CHECK(h.checksum == w->header().checksum);
+  CheckRows(*v, 0, t);
+
+  auto back = w->Read(10, 20);
+  REQUIRE(back.ok());
+  CHECK(back->rows() == 10);
+  CHECK(back->x[0] == t.x[10 * 3]);
+  CHECK(back->y[9] == t.y[19]);
+  CHECK_FALSE(w->Read(20, 38).ok());
+}
+
+TEST_CASE("Fnv1a64 matches the published test vectors", "[segment]") {
+  CHECK(Fnv1a64("", 0, kFnvOffset) == 0xcbf29ce484222325ULL);
+  CHECK(Fnv1a64("a", 1, kFnvOffset) == 0xaf63dc4c8601ec8cULL);
+  CHECK(Fnv1a64("foobar", 6, kFnvOffset) == 0x85944171f73967e8ULL);
+  // Incremental continuation equals one pass.
+  CHECK(Fnv1a64("bar", 3, Fnv1a64("foo", 3, kFnvOffset)) == 0x85944171f73967e8ULL);
+}
+
+TEST_CASE("Append grows rows and generation and keeps the checksum valid", "[segment]") {
+  TempDir dir;
+  const std::string path = dir.File("train.bin");
+  Table first = MakeTable(10, 2);
+  Table more = MakeTable(4, 2, 1000.0f);
+  auto w = MustCreate(path, first, 0);
+  REQUIRE(w->Append(more, 1).ok());
+  CHECK(w->header().rows == 14);
+  CHECK(w->header().generation == 1);
+
+  auto v = MustMap(path);
+  CHECK(v->header().rows == 14);
+  CHECK(v->header().generation == 1);
+  CheckRows(*v, 0, first);
+  CheckRows(*v, 10, more);
+
+  SECTION("rows with another feature count are refused, naming the path") {
+    Status s = w->Append(MakeTable(1, 3), 2);
+    CHECK(s.code() == Status::Code::kInvalidArgument);
+    CHECK_THAT(s.message(), Catch::Contains(path));
+    CHECK(w->header().rows == 14);
+  }
+  SECTION("a writer reopened for resume continues the same checksum") {
+    w.reset();
+    auto reopened = DatasetWriter::Open(path);
+    REQUIRE(reopened.ok());
+    CHECK(reopened.value()->header().rows == 14);
+    REQUIRE(reopened.value()->Append(MakeTable(3, 2, 7.0f), 2).ok());
+    auto v2 = MustMap(path);
+    CHECK(v2->header().rows == 17);
+    CHECK(v2->header().generation == 2);
+    CheckRows(*v2, 14, MakeTable(3, 2, 7.0f));
+  }
+}
+
+TEST_CASE("Append beyond capacity grows the file; an older mapping keeps its prefix",
+          "[segment]") {
+  TempDir dir;
+  const std::string path = dir.File("train.bin");
+  Table first = MakeTable(5, 2);
+  auto w = MustCreate(path, first, 0);
+  const uint64_t cap = w->header().capacity_rows;
+  const uint64_t old_size = FileSize(path);
+
+  auto old_view = MustMap(path);  // maps the file at its old size
+  Table big = MakeTable(static_cast<int>(cap), 2, 3.0f);  // 5 + cap rows > cap
+  REQUIRE(w->Append(big, 1).ok());
+  CHECK(w->header().rows == 5 + cap);
+  CHECK(w->header().capacity_rows >= 5 + cap);
+  CHECK(FileSize(path) > old_size);
+  CHECK(FileSize(path) == kSegmentHeaderBytes + w->header().capacity_rows * 3 * sizeof(float));
+
+  // The old reader still sees its generation and bytes, and they still checksum.
+  CHECK(old_view->header().rows == 5);
+  CHECK(old_view->header().generation == 0);
+  CheckRows(*old_view, 0, first);
+  CHECK(Fnv1a64(old_view->data(), 5 * 3 * sizeof(float), kFnvOffset) ==
+        old_view->header().checksum);
+
+  auto new_view = MustMap(path);
+  CheckRows(*new_view, 0, first);
+  CheckRows(*new_view, 5, big);
+}
+
+TEST_CASE("Rollback restores rows, generation and checksum", "[segment]") {
+  TempDir dir;
+  const std::string path = dir.File("train.bin");
+  auto w = MustCreate(path, MakeTable(20, 4), 3);
+  const SegmentHeader before = w->header();
+  REQUIRE(w->Append(MakeTable(6, 4, 50.0f), 4).ok());
+  CHECK(w->header().checksum != before.checksum);
+
+  REQUIRE(w->Rollback(20, 3).ok());
+  CHECK(w->header().rows == 20);
+  CHECK(w->header().generation == 3);
+  CHECK(w->header().checksum == before.checksum);
+  auto v = MustMap(path);
+  CHECK(v->header().rows == 20);
+  CHECK(v->header().generation == 3);
+  CHECK(v->header().checksum == before.checksum);
+  CheckRows(*v, 0, MakeTable(20, 4));
+
+  // Rolling "forward" past the rows the segment holds is corruption, not a guess.
+  Status s = w->Rollback(21, 4);
+  CHECK(s.code() == Status::Code::kCorruption);
+  CHECK_THAT(s.message(), Catch::Contains(path));
+}
+
+TEST_CASE("The reader refuses a damaged segment and names the path", "[segment]") {
+  TempDir dir;
+  const std::string path = dir.File("train.bin");
+  Table t = MakeTable(8, 3);
+  auto w = MustCreate(path, t, 1);
+  w.reset();
+  REQUIRE(DatasetView::Map(path).ok());
+
+  SECTION("bad magic") {
+    Pwrite(path, "XXXX", 4, 0);
+    RequireRefused(path, "magic");
+  }
+  SECTION("wrong layout version") {
+    uint32_t version = kSegmentLayoutVersion + 1;
+    Pwrite(path, &version, sizeof version, offsetof(SegmentHeader, layout_version));
+    RequireRefused(path, "layout version 2");
+  }
+  SECTION("truncated below what the header promises") {
+    REQUIRE(::truncate(path.c_str(), kSegmentHeaderBytes + 8 * 4 * sizeof(float)) == 0);
+    RequireRefused(path, "shorter");
+  }
+  SECTION("truncated inside the header") {
+    REQUIRE(::truncate(path.c_str(), 100) == 0);
+    RequireRefused(path, "shorter");
+  }
+  SECTION("a flipped data byte inside the rows") {
+    const off_t off = kSegmentHeaderBytes + 5 * 4 * sizeof(float) + 2;
+    unsigned char b = 0;
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    REQUIRE(::pread(fd, &b, 1, off) == 1);
+    ::close(fd);
+    b ^= 0x01;
+    Pwrite(path, &b, 1, off);
+    RequireRefused(path, "checksum");
+  }
+  SECTION("rows greater than capacity") {
+    SegmentHeader h{};
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    REQUIRE(::pread(fd, &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h));
+    ::close(fd);
+    uint64_t rows = h.capacity_rows + 1;
+    Pwrite(path, &rows, sizeof rows, offsetof(SegmentHeader, rows));
+    RequireRefused(path, "capacity");
+  }
+  SECTION("DatasetWriter::Open refuses it too") {
+    Pwrite(path, "XXXX", 4, 0);
+    auto reopened = DatasetWriter::Open(path);
+    REQUIRE_FALSE(reopened.ok());
+    CHECK(reopened.status().code() == Status::Code::kCorruption);
+    CHECK_THAT(reopened.status().message(), Catch::Contains(path));
+  }
+}
+
+TEST_CASE("A missing segment is an error naming the path", "[segment]") {
+  TempDir dir;
+  const std::string path = dir.File("absent.bin");
+  auto v = DatasetView::Map(path);
+  REQUIRE_FALSE(v.ok());
+  CHECK_THAT(v.status().message(), Catch::Contains(path));
+}
+
+TEST_CASE("The reader maps the file read-only and shared", "[segment]") {
+  TempDir dir;
+  const std::string path = dir.File("mapped.bin");
+  MustCreate(path, MakeTable(3, 2), 0);
+  auto v = MustMap(path);
+  std::ifstream maps("/proc/self/maps");
+  REQUIRE(maps.good());
+  std::string line, found;
+  while (std::getline(maps, line)) {
+    if (line.size() >= path.size() && line.compare(line.size() - path.size(), path.size(), path) == 0)
+      found += line + "\n";
+  }
+  INFO("mappings of " << path << ":\n" << found);
+  REQUIRE_FALSE(found.empty());
+  // perms are the second field of every mapping of the file: "r--s" (no write, shared).
+  std::istringstream lines(found);
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::string range, perms;
+    fields >> range >> perms;
+    CHECK(perms == "r--s");
+  }
+}
+
+}  // namespace
+}  // namespace ens

@@ -1,0 +1,332 @@
+// Tests of common/protocol: every message type survives encode/decode, and every malformed
+// message is rejected with a reason that says what is wrong.
+#include "common/protocol.h"
+
+#include <catch2/catch.hpp>
+#include <string>
+
+namespace ens {
+namespace {
+
+using json = nlohmann::json;
+
+Message MustDecode(const std::string& bytes) {
+  StatusOr<Message> m = DecodeMessage(bytes);
+  INFO(bytes << "\n-> " << m.status().ToString());
+  REQUIRE(m.ok());
+  return m.value();
+}
+
+Message RoundTrip(const Message& m) {
+  std::string bytes = EncodeMessage(m);
+  REQUIRE(bytes.size() <= kMaxMessageBytes);
+  return MustDecode(bytes);
+}
+
+// Requires DecodeMessage to reject `bytes` with InvalidArgument whose message holds every fragment.
+void RequireRejected(const std::string& bytes, std::initializer_list<const char*> fragments) {
+  StatusOr<Message> m = DecodeMessage(bytes);
+  INFO("input: " << bytes.substr(0, 300));
+  REQUIRE_FALSE(m.ok());
+  INFO("status: " << m.status().ToString());
+  CHECK(m.status().code() == Status::Code::kInvalidArgument);
+  for (const char* f : fragments) CHECK_THAT(m.status().message(), Catch::Contains(f));
+}
+
+MemberSpec FullMember() {
+  MemberSpec m;
+  m.name = "wide_tanh";
+  m.layers = {{64, "tanh", 0.1}, {32, "gelu", 0.0}, {8, "linear", 0.25}};
+  m.initializer = "he_uniform";
+  m.l1 = 1e-5;
+  m.l2 = 0.003;
+  m.loss = "huber";
+  m.huber_delta = 0.75;
+  m.optimizer = "sgd";
+  m.lr = 0.0125;
+  m.weight_decay = 0.0001;
+  m.momentum = 0.9;
+  m.epochs = 123;
+  m.batch_size = 17;
+  m.early_stopping = {true, "val_mae", 7, 0.001, false};
+  m.split = "bootstrap";
+  m.validation_split = 0.3;
+  m.seed_offset = 99;
+  return m;
+}
+
+TaskSpec FullTask() {
+  TaskSpec t;
+  t.task_id = "r3-wide_tanh";
+  t.round = 3;
+  t.member_index = 11;
+  t.seed = 0xFEDCBA9876543210ULL;  // above INT64_MAX: must stay unsigned
+  t.generation = 4;
+  t.rows = 1234;
+  t.data_dir = "/state/data/g4";
+  t.out_dir = "/state/rounds/3/wide_tanh";
+  t.excluded_file = "/state/data/g4/excluded.u64";
+  t.attempt = 2;
+  t.threads = 4;
+  t.member = FullMember();
+  return t;
+}
+
+json Encoded(const Message& m) { return json::parse(EncodeMessage(m)); }
+
+TEST_CASE("Every message type round-trips", "[protocol]") {
+  Message m;
+  m.slot = 7;
+  m.pid = 4242;
+
+  SECTION("ready") {
+    m.type = MessageType::kReady;
+    Message d = RoundTrip(m);
+    CHECK(d.type == MessageType::kReady);
+    CHECK(d.slot == 7);
+    CHECK(d.pid == 4242);
+  }
+  SECTION("heartbeat") {
+    m.type = MessageType::kHeartbeat;
+    m.task_id = "r0-m001";
+    m.epoch = 12;
+    m.rss_kb = 5'000'000'000LL;
+    Message d = RoundTrip(m);
+    CHECK(d.type == MessageType::kHeartbeat);
+    CHECK(d.pid == 4242);
+    CHECK(d.task_id == "r0-m001");
+    CHECK(d.epoch == 12);
+    CHECK(d.rss_kb == 5'000'000'000LL);
+  }
+  SECTION("done") {
+    m.type = MessageType::kDone;
+    m.task_id = "r1-m000";
+    m.metrics = {{"holdout_rmse", 0.5}, {"device", "cuda:0"}, {"epochs_run", 9}};
+    Message d = RoundTrip(m);
+    CHECK(d.type == MessageType::kDone);
+    CHECK(d.task_id == "r1-m000");
+    CHECK(d.metrics == m.metrics);
+  }
+  SECTION("failed") {
+    m.type = MessageType::kFailed;
+    m.task_id = "r2-m003";
+    m.error = "CUDA out of memory: \"tried\" to allocate\n2 GiB";
+    m.permanent = true;
+    Message d = RoundTrip(m);
+    CHECK(d.type == MessageType::kFailed);
+    CHECK(d.error == m.error);
+    CHECK(d.permanent);
+    m.permanent = false;
+    CHECK_FALSE(RoundTrip(m).permanent);
+  }
+  SECTION("shutdown") {
+    m.type = MessageType::kShutdown;
+    Message d = RoundTrip(m);
+    CHECK(d.type == MessageType::kShutdown);
+    CHECK(d.slot == 7);
+  }
+  SECTION("task with a full MemberSpec") {
+    m.type = MessageType::kTask;
+    m.task = FullTask();
+    Message d = RoundTrip(m);
+    REQUIRE(d.type == MessageType::kTask);
+    const TaskSpec& t = d.task;
+    CHECK(t.task_id == "r3-wide_tanh");
+    CHECK(t.round == 3);
+    CHECK(t.member_index == 11);
+    CHECK(t.seed == 0xFEDCBA9876543210ULL);
+    CHECK(t.generation == 4);
+    CHECK(t.rows == 1234);
+    CHECK(t.data_dir == "/state/data/g4");
+    CHECK(t.out_dir == "/state/rounds/3/wide_tanh");
+    CHECK(t.excluded_file == "/state/data/g4/excluded.u64");
+    CHECK(t.attempt == 2);
+    CHECK(t.threads == 4);
+    const MemberSpec& mem = t.member;
+    CHECK(mem.name == "wide_tanh");
+    REQUIRE(mem.layers.size() == 3);
+    CHECK(mem.layers[0].units == 64);
+    CHECK(mem.layers[0].activation == "tanh");
+    CHECK(mem.layers[0].dropout == 0.1);
+    CHECK(mem.layers[2].activation == "linear");
+    CHECK(mem.layers[2].dropout == 0.25);
+    CHECK(mem.initializer == "he_uniform");
+    CHECK(mem.l1 == 1e-5);
+    CHECK(mem.l2 == 0.003);
+    CHECK(mem.loss == "huber");
+    CHECK(mem.huber_delta == 0.75);
+    CHECK(mem.optimizer == "sgd");
+    CHECK(mem.lr == 0.0125);
+    CHECK(mem.weight_decay == 0.0001);
+    CHECK(mem.momentum == 0.9);
+    CHECK(mem.epochs == 123);
+    CHECK(mem.batch_size == 17);
+    CHECK(mem.early_stopping.enabled);
+    CHECK(mem.early_stopping.monitor == "val_mae");
+    CHECK(mem.early_stopping.patience == 7);
+    CHECK(mem.early_stopping.min_delta == 0.001);
+    CHECK_FALSE(mem.early_stopping.restore_best);
+    CHECK(mem.split == "bootstrap");
+    CHECK(mem.validation_split == 0.3);
+    CHECK(mem.seed_offset == 99);
+    CHECK(MemberToJson(mem) == MemberToJson(FullMember()));
+  }
+}
+
+TEST_CASE("Encoding carries version, type name and slot", "[protocol]") {
+  Message m;
+  m.type = MessageType::kHeartbeat;
+  m.slot = 3;
+  m.pid = 10;
+  json j = Encoded(m);
+  CHECK(j["v"] == kProtocolVersion);
+  CHECK(j["type"] == "heartbeat");
+  CHECK(j["slot"] == 3);
+  CHECK(std::string(MessageTypeName(MessageType::kTask)) == "task");
+  CHECK(std::string(MessageTypeName(MessageType::kShutdown)) == "shutdown");
+}
+
+TEST_CASE("A message of exactly kMaxMessageBytes is accepted, one byte more is not",
+          "[protocol]") {
+  Message m;
+  m.type = MessageType::kReady;
+  m.pid = 1;
+  std::string bytes = EncodeMessage(m);
+  bytes.append(kMaxMessageBytes - bytes.size(), ' ');  // trailing whitespace is valid JSON
+  REQUIRE(bytes.size() == kMaxMessageBytes);
+  CHECK(MustDecode(bytes).pid == 1);
+  bytes.push_back(' ');
+  RequireRejected(bytes, {"8193 bytes", "exceeds 8192"});
+}
+
+TEST_CASE("Malformed messages are rejected with the reason", "[protocol]") {
+  Message ready;
+  ready.type = MessageType::kReady;
+  ready.pid = 55;
+  const json good = Encoded(ready);
+
+  SECTION("not JSON") { RequireRejected("hello there", {"not a JSON object"}); }
+  SECTION("a JSON array") { RequireRejected("[1, 2, 3]", {"not a JSON object"}); }
+  SECTION("empty") { RequireRejected("", {"not a JSON object"}); }
+  SECTION("a truncated encoding") {
+    Message task;
+    task.type = MessageType::kTask;
+    task.task = FullTask();
+    std::string bytes = EncodeMessage(task);
+    RequireRejected(bytes.substr(0, bytes.size() / 2), {"not a JSON object"});
+  }
+  SECTION("wrong version") {
+    json j = good;
+    j["v"] = kProtocolVersion + 1;
+    RequireRejected(j.dump(), {"protocol version 2", "expected 1"});
+  }
+  SECTION("version missing") {
+    json j = good;
+    j.erase("v");
+    RequireRejected(j.dump(), {"'v'"});
+  }
+  SECTION("unknown type") {
+    json j = good;
+    j["type"] = "reboot";
+    RequireRejected(j.dump(), {"unknown type 'reboot'"});
+  }
+  SECTION("negative slot") {
+    json j = good;
+    j["slot"] = -1;
+    RequireRejected(j.dump(), {"'slot'", "out of range"});
+  }
+  SECTION("slot as a string") {
+    json j = good;
+    j["slot"] = "0";
+    RequireRejected(j.dump(), {"'slot'", "not an integer"});
+  }
+  SECTION("pid as a string") {
+    json j = good;
+    j["pid"] = "55";
+    RequireRejected(j.dump(), {"ready", "'pid'", "not an integer"});
+  }
+  SECTION("pid zero") {
+    json j = good;
+    j["pid"] = 0;
+    RequireRejected(j.dump(), {"'pid'", "out of range"});
+  }
+  SECTION("done without metrics object") {
+    Message done;
+    done.type = MessageType::kDone;
+    done.pid = 9;
+    done.task_id = "t";
+    json j = Encoded(done);
+    j["metrics"] = json::array();
+    RequireRejected(j.dump(), {"'metrics'"});
+  }
+  SECTION("failed with a non-boolean permanent") {
+    Message failed;
+    failed.type = MessageType::kFailed;
+    failed.pid = 9;
+    failed.task_id = "t";
+    failed.error = "boom";
+    json j = Encoded(failed);
+    j["permanent"] = 1;
+    RequireRejected(j.dump(), {"'permanent'"});
+  }
+  SECTION("heartbeat without task_id") {
+    Message hb;
+    hb.type = MessageType::kHeartbeat;
+    hb.pid = 9;
+    json j = Encoded(hb);
+    j.erase("task_id");
+    RequireRejected(j.dump(), {"heartbeat", "'task_id'"});
+  }
+}
+
+TEST_CASE("Malformed tasks are rejected with the field at fault", "[protocol]") {
+  Message task;
+  task.type = MessageType::kTask;
+  task.task = FullTask();
+  const json good = Encoded(task);
+  REQUIRE(DecodeMessage(good.dump()).ok());
+
+  SECTION("task missing") {
+    json j = good;
+    j.erase("task");
+    RequireRejected(j.dump(), {"'task' missing"});
+  }
+  SECTION("task not an object") {
+    json j = good;
+    j["task"] = "r0-m000";
+    RequireRejected(j.dump(), {"task: not an object"});
+  }
+  SECTION("task without member") {
+    json j = good;
+    j["task"].erase("member");
+    RequireRejected(j.dump(), {"task", "'member' missing"});
+  }
+  SECTION("member with an unknown key") {
+    json j = good;
+    j["task"]["member"]["learning_rate"] = 0.1;
+    RequireRejected(j.dump(), {"member", "unknown key 'learning_rate'"});
+  }
+  SECTION("member with an invalid value") {
+    json j = good;
+    j["task"]["member"]["epochs"] = 0;
+    RequireRejected(j.dump(), {"member", "/epochs"});
+  }
+  SECTION("negative seed") {
+    json j = good;
+    j["task"]["seed"] = -5;
+    RequireRejected(j.dump(), {"'seed'", "unsigned"});
+  }
+  SECTION("attempt zero") {
+    json j = good;
+    j["task"]["attempt"] = 0;
+    RequireRejected(j.dump(), {"'attempt'", "out of range"});
+  }
+  SECTION("task_id too long") {
+    json j = good;
+    j["task"]["task_id"] = std::string(257, 'x');
+    RequireRejected(j.dump(), {"'task_id'"});
+  }
+}
+
+}  // namespace
+}  // namespace ens

@@ -1,0 +1,104 @@
+// Test support: temp directories and running the real binaries as child processes.
+// Header-only; used by the integration tests. Not thread-safe.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace ens::testing {
+
+inline std::string BinaryPath(const std::string& name) { return std::string(ENS_BINARY_DIR) + "/" + name; }
+
+// A directory under /tmp removed when the object dies.
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/ensembled-test-XXXXXX";
+    path_ = ::mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& rel) const { return path_ + "/" + rel; }
+
+ private:
+  std::string path_;
+};
+
+inline void WriteText(const std::string& path, const std::string& text) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path) << text;
+}
+
+inline std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Starts argv[0] with stdout/stderr redirected to files; returns the pid.
+inline pid_t Spawn(const std::vector<std::string>& argv, const std::string& out_file,
+                   const std::string& err_file) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int out = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int err = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Exit code, or 128 + signal.
+inline int Wait(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+struct RunResult {
+  int code = -1;
+  std::string out, err;
+};
+
+inline RunResult Run(const std::vector<std::string>& argv, const std::string& scratch_dir) {
+  static int n = 0;
+  std::string o = scratch_dir + "/run" + std::to_string(++n) + ".out";
+  std::string e = scratch_dir + "/run" + std::to_string(n) + ".err";
+  RunResult r;
+  r.code = Wait(Spawn(argv, o, e));
+  r.out = ReadText(o);
+  r.err = ReadText(e);
+  return r;
+}
+
+// Child pids of `pid` (Linux /proc/PID/task/PID/children).
+inline std::vector<pid_t> ChildrenOf(pid_t pid) {
+  std::vector<pid_t> out;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  pid_t c;
+  while (in >> c) out.push_back(c);
+  return out;
+}
+
+inline std::string MapsOf(pid_t pid) { return ReadText("/proc/" + std::to_string(pid) + "/maps"); }
+
+}  // namespace ens::testing
