@@ -8,13 +8,18 @@
 namespace ens::ctl {
 
 // Reads the run state (run.json, journal, summaries) and prints where the run stands.
-int Status(const std::string& state_dir, bool as_json);
+int ShowStatus(const std::string& state_dir, bool as_json);
 // Ensemble mean and std per input row, from the members of `round` (-1: the latest committed).
 int Predict(const std::string& state_dir, int round, const std::string& input_csv,
             const std::string& output_csv);
+// Retrains members of `round` (-1: latest committed) alone, each in a fresh worker process,
+// and compares them bit for bit with the recorded ones. `member` non-empty: just that one;
+// else `sample` > 0: that many, chosen repeatably; else all. Exit kVerifyMismatch on any difference.
+int Verify(const std::string& state_dir, int round, const std::string& member, int sample);
 // Prints every config error as "<JSON pointer>: <message>"; non-zero exit when any.
 int ValidateConfig(const std::string& path);
 // Runs a program (argv[0] a path) and waits; returns its exit code, or -signal.
-int RunAndWait(const std::vector<std::string>& argv);
+// `stdout_path` non-empty: the program's stdout goes to that file.
+int RunAndWait(const std::vector<std::string>& argv, const std::string& stdout_path = "");
 
 }  // namespace ens::ctl

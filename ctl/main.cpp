@@ -44,11 +44,22 @@ int main(int argc, char** argv) {
   predict->add_option("--output,-o", output, "output CSV (default: stdout)");
   predict->add_option("--round,-r", round, "round whose members predict (default: latest committed)");
 
+  std::string member;
+  int sample = 0;
+  bool all = false;
+  auto* verify = app.add_subcommand("verify", "retrain members alone and compare them bit for bit");
+  verify->add_option("--state-dir,-s", state_dir, "the run's state directory")->required();
+  verify->add_option("--round,-r", round, "round (default: latest committed)");
+  auto* only = verify->add_option("--member,-m", member, "just this member");
+  auto* some = verify->add_option("--sample", sample, "this many members, chosen repeatably")->excludes(only);
+  verify->add_flag("--all", all, "every member of the round (the default)")->excludes(only)->excludes(some);
+
   auto* validate = app.add_subcommand("validate-config", "check a config; print every error");
   validate->add_option("config", config, "config file")->required();
   CLI11_PARSE(app, argc, argv);
 
-  if (*status) return ens::ctl::Status(state_dir, as_json);
+  if (*status) return ens::ctl::ShowStatus(state_dir, as_json);
   if (*predict) return ens::ctl::Predict(state_dir, round, input, output);
+  if (*verify) return ens::ctl::Verify(state_dir, round, member, sample);
   return ens::ctl::ValidateConfig(config);
 }

@@ -1,3 +1,4 @@
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,14 +20,19 @@ namespace ens::ctl {
 
 using json = nlohmann::json;
 
-int RunAndWait(const std::vector<std::string>& argv) {
+int RunAndWait(const std::vector<std::string>& argv, const std::string& stdout_path) {
   std::vector<std::string> args = argv;
   std::vector<char*> cargv;
   for (auto& a : args) cargv.push_back(a.data());
   cargv.push_back(nullptr);
+  std::fflush(stdout);
   pid_t pid = ::fork();
   if (pid < 0) return -1;
   if (pid == 0) {
+    if (!stdout_path.empty()) {
+      int fd = ::open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (fd < 0 || ::dup2(fd, 1) < 0) ::_exit(126);
+    }
     ::execv(cargv[0], cargv.data());
     std::perror(cargv[0]);
     ::_exit(127);

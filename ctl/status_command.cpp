@@ -11,7 +11,7 @@ namespace ens::ctl {
 
 using json = nlohmann::json;
 
-int Status(const std::string& state_dir, bool as_json) {
+int ShowStatus(const std::string& state_dir, bool as_json) {
   RunLayout layout(state_dir);
   auto run_text = ReadFile(layout.RunFile());
   if (!run_text.ok()) {

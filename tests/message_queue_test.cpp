@@ -179,12 +179,10 @@ TEST_CASE("A sender SIGKILLed mid-loop does not wedge the queue", "[mq]") {
   }
 
   // Parent: take some messages so the child keeps sending, then kill it mid-stream.
-  int got = 0;
   for (int i = 0; i < 200; ++i) {
     auto m = MustReceive(q, 2000);
     REQUIRE(m.has_value());
     REQUIRE(m->size() == payload.size() + 1);
-    ++got;
   }
   REQUIRE(::kill(child, SIGKILL) == 0);
   int status = 0;

@@ -47,7 +47,7 @@ TEST_CASE("SeedStream values are the on-disk contract", "[seed]") {
 TEST_CASE("MemberSeed differs by member, round and run seed", "[seed]") {
   std::set<uint64_t> seen;
   int made = 0;
-  for (uint64_t run : {0ULL, 1ULL, 42ULL}) {
+  for (uint64_t run : {uint64_t{0}, uint64_t{1}, uint64_t{42}}) {
     for (uint64_t member = 0; member < 16; ++member) {
       for (uint64_t round = 0; round < 8; ++round) {
         seen.insert(MemberSeed(run, member, round));
@@ -66,7 +66,7 @@ TEST_CASE("StreamSeed gives a distinct seed per stream and per member seed", "[s
   const SeedStream streams[] = {SeedStream::kInit, SeedStream::kDropout, SeedStream::kShuffle,
                                 SeedStream::kSplit, SeedStream::kData};
   std::set<uint64_t> seen;
-  for (uint64_t member_seed : {0ULL, 1ULL, MemberSeed(42, 0, 0)}) {
+  for (uint64_t member_seed : {uint64_t{0}, uint64_t{1}, MemberSeed(42, 0, 0)}) {
     for (SeedStream s : streams) {
       uint64_t v = StreamSeed(member_seed, s);
       CHECK(v != member_seed);

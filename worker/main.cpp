@@ -2,7 +2,7 @@
 // `ensemblectl predict` and `ensemblectl verify`.
 //
 //   ensemble-worker serve --run-id ID --slot N   pull tasks from the slot's queue until shutdown
-//   ensemble-worker train-one --task FILE        run one task (JSON TaskSpec) and exit
+//   ensemble-worker train-one --task FILE...     run tasks (JSON TaskSpec) in order, then exit
 //   ensemble-worker predict --input F32 --features N --output F32 CHECKPOINT...
 //   ensemble-worker compare A B                  bitwise checkpoint comparison, JSON on stdout
 #include <signal.h>
@@ -111,26 +111,30 @@ int Serve(const std::string& run_id, int slot, int max_tasks) {
   }
 }
 
-int TrainOne(const std::string& task_file) {
-  auto text = ReadFile(task_file);
-  if (!text.ok()) {
-    std::cerr << text.status().ToString() << "\n";
-    return exit_code::kUsage;
-  }
-  TaskSpec task;
-  Status s = TaskFromJson(nlohmann::json::parse(*text, nullptr, false), &task);
-  if (!s.ok()) {
-    std::cerr << task_file << ": " << s.message() << "\n";
-    return exit_code::kUsage;
-  }
+// Runs the tasks in order in this one process (verify and the reproducibility tests use it
+// to show that what a process trained before does not change a member's bits).
+int TrainSequence(const std::vector<std::string>& task_files) {
   ConfigureTorchForDeterminism();
   TaskRunner runner;
-  TaskOutcome o = runner.Run(task, nullptr);
-  if (!o.status.ok()) {
-    std::cerr << o.status.ToString() << "\n";
-    return o.permanent ? exit_code::kPermanentFailure : exit_code::kTransientFailure;
+  for (const auto& task_file : task_files) {
+    auto text = ReadFile(task_file);
+    if (!text.ok()) {
+      std::cerr << text.status().ToString() << "\n";
+      return exit_code::kUsage;
+    }
+    TaskSpec task;
+    Status s = TaskFromJson(nlohmann::json::parse(*text, nullptr, false), &task);
+    if (!s.ok()) {
+      std::cerr << task_file << ": " << s.message() << "\n";
+      return exit_code::kUsage;
+    }
+    TaskOutcome o = runner.Run(task, nullptr);
+    if (!o.status.ok()) {
+      std::cerr << task_file << ": " << o.status.ToString() << "\n";
+      return o.permanent ? exit_code::kPermanentFailure : exit_code::kTransientFailure;
+    }
+    std::cout << o.metrics.dump() << "\n";
   }
-  std::cout << o.metrics.dump() << "\n";
   return exit_code::kOk;
 }
 
@@ -164,15 +168,16 @@ int Predict(const std::string& input, int features, const std::string& output,
 int main(int argc, char** argv) {
   CLI::App app{"ensemble-worker: trains ensemble members for ensembled"};
   app.require_subcommand(1);
-  std::string run_id, task_file, input, output, a, b;
+  std::string run_id, input, output, a, b;
+  std::vector<std::string> task_files;
   int slot = 0, max_tasks = 0, features = 0;
   std::vector<std::string> checkpoints;
   auto* serve = app.add_subcommand("serve", "serve tasks from the supervisor's queues");
   serve->add_option("--run-id", run_id, "run id (names the queues)")->required();
   serve->add_option("--slot", slot, "worker slot")->required()->check(CLI::NonNegativeNumber);
   serve->add_option("--max-tasks", max_tasks, "exit cleanly after this many tasks (0: never)");
-  auto* one = app.add_subcommand("train-one", "run one task from a JSON file and exit");
-  one->add_option("--task", task_file, "TaskSpec JSON file")->required();
+  auto* one = app.add_subcommand("train-one", "run tasks from JSON files, in order, in this process");
+  one->add_option("--task", task_files, "TaskSpec JSON file (repeatable)")->required();
   auto* predict = app.add_subcommand("predict", "predict raw float32 rows with checkpoints");
   predict->add_option("--input", input, "raw float32 rows")->required();
   predict->add_option("--features", features, "features per row")->required();
@@ -185,7 +190,7 @@ int main(int argc, char** argv) {
 
   // The supervisor forwards signals; a worker dies with the default action.
   if (*serve) return ens::Serve(run_id, slot, max_tasks);
-  if (*one) return ens::TrainOne(task_file);
+  if (*one) return ens::TrainSequence(task_files);
   if (*predict) return ens::Predict(input, features, output, checkpoints);
   auto r = ens::CompareCheckpoints(a, b);
   if (!r.ok()) {

@@ -140,7 +140,9 @@ TaskOutcome TaskRunner::Run(const TaskSpec& task, const std::function<void(int)>
             {"pid", static_cast<int64_t>(::getpid())}});
   nlohmann::json member = {{"spec", MemberToJson(task.member)}, {"seed", task.seed},
                            {"round", task.round}, {"index", task.member_index},
-                           {"generation", task.generation}, {"rows", task.rows}, {"norm", res.norm}};
+                           {"generation", task.generation}, {"rows", task.rows},
+                           {"excluded_file", task.excluded_file}, {"threads", task.threads},
+                           {"norm", res.norm}};
   // Model, optimizer and every tensor of the task died with TrainMember's frame.
   ReleaseTorchCaches();
   malloc_trim(0);

@@ -1,0 +1,238 @@
+// Tests of common/journal: durable append and reopen, the torn-tail rule, corruption with a
+// line number, and ReplayJournal's view of where a run stands.
+#include "common/journal.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace ens {
+namespace {
+
+using json = nlohmann::json;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "ens-journal-XXXXXX").string();
+    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void Spew(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  REQUIRE(out.good());
+}
+
+std::unique_ptr<Journal> MustOpen(const std::string& path) {
+  auto j = Journal::Open(path);
+  INFO(j.status().ToString());
+  REQUIRE(j.ok());
+  return std::move(j.value());
+}
+
+std::vector<std::string> Events(const std::vector<json>& records) {
+  std::vector<std::string> out;
+  for (const json& r : records) out.push_back(r.value("event", "?"));
+  return out;
+}
+
+TEST_CASE("Appended records read back after reopen", "[journal]") {
+  TempDir dir;
+  const std::string path = dir.File("journal.jsonl");
+  const int64_t before = static_cast<int64_t>(std::time(nullptr));
+  {
+    auto j = MustOpen(path);
+    CHECK(j->records().empty());
+    REQUIRE(j->Append({{"event", "run_started"}, {"train_rows", 100}}).ok());
+    REQUIRE(j->Append({{"event", "member_done"}, {"round", 0}, {"member", "m000"}}).ok());
+    REQUIRE(j->Append({{"event", "round_committed"}, {"round", 0}, {"generation", 1}}).ok());
+    CHECK(j->records().size() == 3);
+    CHECK(j->records()[0].contains("time"));
+  }
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  // One JSON object per line.
+  std::string text = Slurp(path);
+  CHECK(std::count(text.begin(), text.end(), '\n') == 3);
+  CHECK(text.back() == '\n');
+
+  auto j = MustOpen(path);
+  CHECK(j->torn_lines_dropped() == 0);
+  REQUIRE(j->records().size() == 3);
+  CHECK(Events(j->records()) ==
+        std::vector<std::string>{"run_started", "member_done", "round_committed"});
+  CHECK(j->records()[1]["member"] == "m000");
+  CHECK(j->records()[0]["train_rows"] == 100);
+  CHECK(j->records()[2]["time"].get<int64_t>() >= before);
+  // Appending after a reopen continues the file.
+  REQUIRE(j->Append({{"event", "run_finished"}, {"reason", "rounds"}}).ok());
+  auto read = ReadJournal(path);
+  REQUIRE(read.ok());
+  CHECK(read->size() == 4);
+  CHECK(read->back()["reason"] == "rounds");
+}
+
+TEST_CASE("A torn last line is dropped and truncated away on Open", "[journal]") {
+  TempDir dir;
+  const std::string path = dir.File("journal.jsonl");
+  const std::string good =
+      "{\"event\":\"run_started\",\"train_rows\":5}\n"
+      "{\"event\":\"member_done\",\"round\":0,\"member\":\"a\"}\n";
+  std::string torn;
+  SECTION("half a JSON object") { torn = "{\"event\":\"member_do"; }
+  SECTION("a whole object whose newline never made it") {
+    torn = "{\"event\":\"member_done\",\"round\":0,\"member\":\"b\"}";
+  }
+  Spew(path, good + torn);
+
+  // ReadJournal drops it too, but leaves the file alone.
+  auto read = ReadJournal(path);
+  REQUIRE(read.ok());
+  CHECK(read->size() == 2);
+  CHECK(Slurp(path) == good + torn);
+
+  {
+    auto j = MustOpen(path);
+    CHECK(j->torn_lines_dropped() == 1);
+    CHECK(j->records().size() == 2);
+    CHECK(Slurp(path) == good);
+    REQUIRE(j->Append({{"event", "member_done"}, {"round", 0}, {"member", "c"}}).ok());
+  }
+  auto j = MustOpen(path);
+  CHECK(j->torn_lines_dropped() == 0);
+  REQUIRE(j->records().size() == 3);
+  CHECK(j->records()[2]["member"] == "c");
+}
+
+TEST_CASE("A bad line before the last is Corruption naming its line number", "[journal]") {
+  TempDir dir;
+  const std::string path = dir.File("journal.jsonl");
+  std::string bad;
+  SECTION("not JSON") { bad = "this is not json"; }
+  SECTION("JSON without an event") { bad = "{\"round\":1}"; }
+  SECTION("an event that is not a string") { bad = "{\"event\":7}"; }
+  SECTION("an empty line") { bad = ""; }
+  const std::string text = "{\"event\":\"run_started\"}\n"
+                           "{\"event\":\"member_done\",\"round\":0,\"member\":\"a\"}\n" +
+                           bad + "\n{\"event\":\"run_finished\"}\n";
+  Spew(path, text);
+
+  auto j = Journal::Open(path);
+  REQUIRE_FALSE(j.ok());
+  INFO(j.status().ToString());
+  CHECK(j.status().code() == Status::Code::kCorruption);
+  CHECK_THAT(j.status().message(), Catch::Contains(path + ":3"));
+  CHECK(Slurp(path) == text);  // never "repaired" by guessing
+
+  auto read = ReadJournal(path);
+  REQUIRE_FALSE(read.ok());
+  CHECK_THAT(read.status().message(), Catch::Contains(path + ":3"));
+}
+
+TEST_CASE("ReadJournal of a missing file is an error naming it", "[journal]") {
+  TempDir dir;
+  const std::string path = dir.File("nope.jsonl");
+  auto read = ReadJournal(path);
+  REQUIRE_FALSE(read.ok());
+  CHECK_THAT(read.status().message(), Catch::Contains(path));
+}
+
+json Rec(const std::string& event, json fields = json::object()) {
+  fields["event"] = event;
+  return fields;
+}
+
+TEST_CASE("ReplayJournal follows rounds, generations and pool use", "[journal]") {
+  std::vector<json> records = {
+      Rec("run_started", {{"train_rows", 100}, {"features", 10}}),
+      Rec("member_done", {{"round", 0}, {"member", "m000"}}),
+      Rec("member_failed", {{"round", 0}, {"member", "m001"}, {"error", "oom"}}),
+      Rec("member_done", {{"round", 0}, {"member", "m001"}}),
+      Rec("round_committed",
+          {{"round", 0}, {"generation", 1}, {"train_rows", 110}, {"pool_used", {3, 7}}}),
+  };
+  RunProgress p = ReplayJournal(records);
+  CHECK(p.started);
+  CHECK_FALSE(p.finished);
+  CHECK(p.next_round == 1);
+  CHECK(p.generation == 1);
+  CHECK(p.train_rows == 110);
+  CHECK(p.pool_used == std::vector<uint64_t>{3, 7});
+  CHECK(p.done.empty());
+  CHECK(p.failed.empty());
+  CHECK(p.committed.size() == 1);
+
+  records.push_back(Rec("member_done", {{"round", 1}, {"member", "m000"}, {"attempt", 1}}));
+  records.push_back(Rec("member_done", {{"round", 0}, {"member", "m007"}}));  // older round
+  records.push_back(Rec("member_failed", {{"round", 1}, {"member", "m001"}, {"attempt", 1}}));
+  records.push_back(Rec("member_failed", {{"round", 1}, {"member", "m002"}, {"attempt", 1}}));
+  records.push_back(Rec("member_done", {{"round", 1}, {"member", "m002"}, {"attempt", 2}}));
+  p = ReplayJournal(records);
+  CHECK(p.next_round == 1);
+  REQUIRE(p.done.size() == 2);
+  CHECK(p.done.count("m000") == 1);
+  CHECK(p.done.count("m002") == 1);
+  CHECK(p.done.count("m007") == 0);
+  CHECK(p.done["m002"]["attempt"] == 2);
+  REQUIRE(p.failed.size() == 1);  // m002's failure was superseded by its success
+  CHECK(p.failed.count("m001") == 1);
+
+  records.push_back(Rec("round_committed", {{"round", 0}, {"generation", 9}}));  // stale commit
+  records.push_back(Rec("round_committed",
+                        {{"round", 1}, {"generation", 2}, {"train_rows", 120}, {"pool_used", {1}}}));
+  records.push_back(Rec("run_finished", {{"rounds", 2}, {"reason", "rounds"}}));
+  p = ReplayJournal(records);
+  CHECK(p.next_round == 2);
+  CHECK(p.generation == 2);
+  CHECK(p.train_rows == 120);
+  CHECK(p.pool_used == std::vector<uint64_t>{3, 7, 1});
+  CHECK(p.committed.size() == 2);
+  CHECK(p.done.empty());
+  CHECK(p.failed.empty());
+  CHECK(p.finished);
+  CHECK(p.finish_reason == "rounds");
+}
+
+TEST_CASE("ReplayJournal of nothing is a run not started", "[journal]") {
+  RunProgress p = ReplayJournal({});
+  CHECK_FALSE(p.started);
+  CHECK(p.next_round == 0);
+  CHECK(p.generation == 0);
+  CHECK(p.train_rows == 0);
+  // run_started alone sets the initial train rows, round 0, generation 0.
+  p = ReplayJournal({Rec("run_started", {{"train_rows", 42}})});
+  CHECK(p.started);
+  CHECK(p.next_round == 0);
+  CHECK(p.train_rows == 42);
+}
+
+}  // namespace
+}  // namespace ens

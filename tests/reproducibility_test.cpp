@@ -1,0 +1,114 @@
+// A member's bits depend only on (member spec, seed, dataset generation): not on the number
+// of workers, which worker ran it, or what that worker process trained before.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "common/protocol.h"
+#include "common/run_layout.h"
+#include "support/process_harness.h"
+
+namespace ens {
+namespace {
+
+using json = nlohmann::json;
+using namespace ens::testing;
+
+std::string Config(const std::string& state_dir, int workers) {
+  return R"({"run_name": "repro", "state_dir": ")" + state_dir + R"(", "run_seed": 5,
+    "resources": {"gpus": "none", "cpu_workers": )" + std::to_string(workers) + R"(, "threads_per_worker": 1},
+    "data": {"synthetic": {"initial_rows": 160, "pool_rows": 200, "holdout_rows": 100}},
+    "members": {"defaults": {"epochs": 8, "batch_size": 16,
+                             "layers": [{"units": 12, "dropout": 0.1}, {"units": 8}]},
+                "count": 5,
+                "variants": [{"split": "random"}, {"split": "bootstrap", "optimizer": "adamw"}]},
+    "mutation": {"policy": "append_from_pool", "k": 30},
+    "rounds": {"count": 2}})";
+}
+
+const char* kMembers[] = {"m000", "m001", "m002", "m003", "m004"};
+
+// "equal" or what differs, via ensemble-worker compare (bitwise) and the raw predictions.
+std::string Compare(const std::string& a, const std::string& b, const std::string& scratch) {
+  auto r = Run({BinaryPath("ensemble-worker"), "compare", a + "/checkpoint.pt", b + "/checkpoint.pt"}, scratch);
+  if (r.code != 0) return "checkpoint: " + r.out + r.err;
+  if (ReadText(a + "/holdout_pred.f32") != ReadText(b + "/holdout_pred.f32")) return "holdout predictions";
+  if (ReadText(a + "/pool_pred.f32") != ReadText(b + "/pool_pred.f32")) return "pool predictions";
+  return "equal";
+}
+
+TEST_CASE("one worker and three workers produce bitwise identical members", "[reproducibility]") {
+  TempDir tmp;
+  for (int workers : {1, 3}) {
+    std::string cfg = tmp / ("w" + std::to_string(workers) + ".json");
+    WriteText(cfg, Config(tmp / ("state" + std::to_string(workers)), workers));
+    auto r = Run({BinaryPath("ensembled"), "run", "--config", cfg}, tmp.path());
+    INFO(r.out << r.err);
+    REQUIRE(r.code == 0);
+  }
+  RunLayout one(tmp / "state1"), three(tmp / "state3");
+  for (int round : {0, 1})
+    for (const char* m : kMembers) {
+      INFO("round " << round << " member " << m);
+      CHECK(Compare(one.MemberDir(round, m), three.MemberDir(round, m), tmp.path()) == "equal");
+    }
+  // The two members of a pair differ from each other, so "equal" above is not vacuous.
+  CHECK(Compare(one.MemberDir(0, "m000"), one.MemberDir(0, "m002"), tmp.path()) != "equal");
+
+  SECTION("ensemblectl verify passes on the untouched run") {
+    auto v = Run({BinaryPath("ensemblectl"), "verify", "--state-dir", tmp / "state3", "--all"}, tmp.path());
+    INFO(v.out << v.err);
+    CHECK(v.code == 0);
+    CHECK(v.out.find("5 member(s) checked, 0 mismatch(es)") != std::string::npos);
+  }
+  SECTION("ensemblectl verify names the member and tensor of an altered checkpoint") {
+    std::filesystem::copy_file(three.MemberDir(1, "m000") + "/checkpoint.pt",
+                               three.MemberDir(1, "m002") + "/checkpoint.pt",
+                               std::filesystem::copy_options::overwrite_existing);
+    auto v = Run({BinaryPath("ensemblectl"), "verify", "--state-dir", tmp / "state3", "--round", "1"}, tmp.path());
+    INFO(v.out << v.err);
+    CHECK(v.code == 3);
+    CHECK(v.out.find("m002            1  tensor layer0.weight differs") != std::string::npos);
+    CHECK(v.out.find("m000            1  equal") != std::string::npos);
+  }
+}
+
+TEST_CASE("a worker that trained another member first gives the same bits as a fresh one", "[reproducibility]") {
+  TempDir tmp;
+  WriteText(tmp / "cfg.json", Config(tmp / "state", 2));
+  auto r = Run({BinaryPath("ensembled"), "run", "--config", tmp / "cfg.json"}, tmp.path());
+  REQUIRE(r.code == 0);
+  RunLayout layout(tmp / "state");
+  // Tasks rebuilt from the recorded member.json files of round 1.
+  auto task_for = [&](const std::string& name, const std::string& out_dir) {
+    json m = json::parse(ReadText(layout.MemberDir(1, name) + "/member.json"));
+    TaskSpec t;
+    REQUIRE(MemberFromJson(m["spec"], &t.member).ok());
+    t.task_id = "t-" + name;
+    t.round = 1;
+    t.member_index = m["index"];
+    t.seed = m["seed"];
+    t.generation = m["generation"];
+    t.rows = m["rows"];
+    t.threads = 1;
+    t.data_dir = layout.DataDir();
+    t.out_dir = out_dir;
+    std::string file = tmp / (name + "-" + std::to_string(std::hash<std::string>{}(out_dir)) + ".json");
+    WriteText(file, TaskToJson(t).dump());
+    return file;
+  };
+  std::string other = task_for("m001", tmp / "seq/m001");
+  std::string after = task_for("m000", tmp / "seq/m000");
+  std::string alone = task_for("m000", tmp / "alone/m000");
+  auto seq = Run({BinaryPath("ensemble-worker"), "train-one", "--task", other, "--task", after}, tmp.path());
+  INFO(seq.err);
+  REQUIRE(seq.code == 0);
+  auto fresh = Run({BinaryPath("ensemble-worker"), "train-one", "--task", alone}, tmp.path());
+  REQUIRE(fresh.code == 0);
+  CHECK(Compare(tmp / "seq/m000", tmp / "alone/m000", tmp.path()) == "equal");
+  CHECK(Compare(tmp / "seq/m000", layout.MemberDir(1, "m000"), tmp.path()) == "equal");
+  CHECK(Compare(tmp / "seq/m001", tmp / "seq/m000", tmp.path()) != "equal");
+}
+
+}  // namespace
+}  // namespace ens
