@@ -28,7 +28,10 @@ using Words = std::span<const std::string_view>;
 
 constexpr std::array kTopKeys{
     "run_name"sv, "state_dir"sv, "run_seed"sv, "resources"sv,           "data"sv,
-    "members"sv,  "mutation"sv,  "rounds"sv,   "heartbeat_timeout_s"sv, "max_task_attempts"sv};
+    "members"sv,  "mutation"sv,  "rounds"sv,   "heartbeat_timeout_s"sv, "max_task_attempts"sv,
+    "recycle"sv,  "min_members"sv, "stop_timeout_s"sv, "save_checkpoints"sv};
+constexpr std::array kRecycleKeys{"after_tasks"sv, "rss_mb"sv, "rss_growth_pct"sv,
+                                  "gpu_reserved_mb"sv};
 constexpr std::array kResourceKeys{"gpus"sv, "workers_per_gpu"sv, "cpu_workers"sv,
                                    "threads_per_worker"sv};
 constexpr std::array kDataKeys{"source"sv,        "synthetic"sv,    "train_path"sv,
@@ -577,6 +580,17 @@ void ReadRounds(Validator& v, const json& root, RoundsSpec* r) {
   }
 }
 
+void ReadRecycle(Validator& v, const json& root, RecycleSpec* r) {
+  const std::string p = "/recycle";
+  const json* j = v.Section(root, "", "recycle", kRecycleKeys);
+  if (j == nullptr) return;
+  constexpr Range kNonNegative{0, kInf, false, true, "must be a number >= 0"};
+  v.Int(*j, p, "after_tasks", 0, INT_MAX, &r->after_tasks);
+  v.Number(*j, p, "rss_mb", kNonNegative, &r->rss_mb);
+  v.Number(*j, p, "rss_growth_pct", kNonNegative, &r->rss_growth_pct);
+  v.Number(*j, p, "gpu_reserved_mb", kNonNegative, &r->gpu_reserved_mb);
+}
+
 void ReadTop(Validator& v, const json& root, const std::string& base_dir, Config* c) {
   if (!v.Object(root, "", kTopKeys)) return;
   v.Name(root, "", "run_name", &c->run_name);
@@ -590,6 +604,12 @@ void ReadTop(Validator& v, const json& root, const std::string& base_dir, Config
   ReadRounds(v, root, &c->rounds);
   v.Number(root, "", "heartbeat_timeout_s", kPositive, &c->heartbeat_timeout_s);
   v.Int(root, "", "max_task_attempts", 1, INT_MAX, &c->max_task_attempts);
+  ReadRecycle(v, root, &c->recycle);
+  v.Int(root, "", "min_members", 0, INT_MAX, &c->min_members);
+  if (c->min_members > static_cast<int>(c->members.size()) && !c->members.empty())
+    v.Error("/min_members", "is larger than the number of members (" + std::to_string(c->members.size()) + ")");
+  v.Number(root, "", "stop_timeout_s", kPositive, &c->stop_timeout_s);
+  v.Bool(root, "", "save_checkpoints", &c->save_checkpoints);
 }
 
 // ---- parsing -----------------------------------------------------------------------------

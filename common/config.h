@@ -94,6 +94,16 @@ struct RoundsSpec {
   std::optional<double> stop_below_error;     // stop when ensemble holdout RMSE < this. Default: none
 };
 
+// When a worker process is replaced by a fresh one (a clean exit after it reported, then a
+// respawn). Recycling never loses, repeats or changes a task; it bounds memory growth of
+// long runs however libraries behave. A limit of 0 is off.
+struct RecycleSpec {
+  int after_tasks = 1000;             // tasks per worker process, >= 0. Default: 1000
+  double rss_mb = 0;                  // resident set after a task, MiB, >= 0. Default: 0 (off)
+  double rss_growth_pct = 25;         // RSS above the RSS after the process's first task, %. Default: 25
+  double gpu_reserved_mb = 0;         // CUDA caching allocator reserve after a task, MiB. Default: 0 (off)
+};
+
 struct Config {
   std::string run_name = "ensembled";    // [A-Za-z0-9_.-]{1,64}. Default: "ensembled"
   std::string state_dir;                 // REQUIRED (relative paths: to the config file's folder)
@@ -103,8 +113,12 @@ struct Config {
   std::vector<MemberSpec> members;       // resolved: explicit list + count x variants
   MutationSpec mutation;
   RoundsSpec rounds;
+  RecycleSpec recycle;
   double heartbeat_timeout_s = 60.0;     // > 0. Default: 60
   int max_task_attempts = 3;             // >= 1. Default: 3
+  int min_members = 0;                   // members that must succeed for a round to commit; 0 = all. Default: 0
+  double stop_timeout_s = 300.0;         // SIGTERM: how long running tasks may finish, > 0. Default: 300
+  bool save_checkpoints = true;          // false: no checkpoint.pt (predict/verify then unavailable). Default: true
 };
 
 // Parses and validates text (JSON with // and /* */ comments). `origin` names the source

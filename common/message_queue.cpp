@@ -86,11 +86,17 @@ Status MessageQueue::Send(std::string_view bytes, int timeout_ms) {
   if (bytes.size() > static_cast<size_t>(msgsize_))
     return Status::InvalidArgument("message of " + std::to_string(bytes.size()) +
                                    " bytes is larger than queue " + name_ + " allows");
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
   for (;;) {
     if (mq_send(mq_, bytes.data(), bytes.size(), 0) == 0) return Status::Ok();
     if (errno == EINTR) continue;
     if (errno != EAGAIN) return Status::FromErrno("mq_send " + name_, errno);
-    if (!WaitFor(fd(), POLLOUT, timeout_ms)) return Status::Timeout("queue " + name_ + " is full");
+    int left = timeout_ms < 0 ? -1
+                              : static_cast<int>(std::max<int64_t>(
+                                    0, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           deadline - std::chrono::steady_clock::now())
+                                           .count()));
+    if (left == 0 || !WaitFor(fd(), POLLOUT, left)) return Status::Timeout("queue " + name_ + " is full");
   }
 }
 

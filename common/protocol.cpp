@@ -63,7 +63,8 @@ json TaskToJson(const TaskSpec& t) {
   return json{{"task_id", t.task_id}, {"round", t.round},         {"member_index", t.member_index},
               {"seed", t.seed},       {"generation", t.generation}, {"rows", t.rows},
               {"data_dir", t.data_dir}, {"out_dir", t.out_dir}, {"excluded_file", t.excluded_file},   {"attempt", t.attempt},
-              {"threads", t.threads}, {"member", MemberToJson(t.member)}};
+              {"threads", t.threads}, {"save_checkpoint", t.save_checkpoint},
+              {"member", MemberToJson(t.member)}};
 }
 
 Status TaskFromJson(const json& j, TaskSpec* out) {
@@ -84,6 +85,10 @@ Status TaskFromJson(const json& j, TaskSpec* out) {
   out->member_index = static_cast<int>(index);
   out->attempt = static_cast<int>(attempt);
   out->threads = static_cast<int>(threads);
+  auto save = j.find("save_checkpoint");
+  if (save == j.end() || !save->is_boolean())
+    return Status::InvalidArgument("task: field 'save_checkpoint' missing or not a boolean");
+  out->save_checkpoint = save->get<bool>();
   auto it = j.find("member");
   if (it == j.end()) return Status::InvalidArgument("task: field 'member' missing");
   Status s = MemberFromJson(*it, &out->member);
@@ -107,6 +112,10 @@ std::string EncodeMessage(const Message& m) {
       break;
     case MessageType::kTask: j["task"] = TaskToJson(m.task); break;
     case MessageType::kShutdown: break;
+  }
+  if ((m.type == MessageType::kDone || m.type == MessageType::kFailed) && m.recycle) {
+    j["recycle"] = true;
+    j["recycle_reason"] = m.recycle_reason;
   }
   return j.dump();
 }
@@ -169,6 +178,15 @@ StatusOr<Message> DecodeMessage(std::string_view bytes) {
       break;
     }
     case MessageType::kShutdown: break;
+  }
+  if (ok && (m.type == MessageType::kDone || m.type == MessageType::kFailed) && j.contains("recycle")) {
+    if (!j["recycle"].is_boolean()) {
+      ok = false;
+      err = "field 'recycle' not a boolean";
+    } else {
+      m.recycle = j["recycle"].get<bool>();
+      if (j.contains("recycle_reason")) ok = GetString(j, "recycle_reason", 512, &m.recycle_reason, &err);
+    }
   }
   if (!ok) return Status::InvalidArgument("message '" + type + "': " + err);
   return m;

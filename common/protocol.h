@@ -5,8 +5,9 @@
 // Worker -> supervisor (the shared report queue):
 //   ready     {pid}                              after the worker mapped nothing yet but is up
 //   heartbeat {pid, task_id, epoch, rss_kb}      while training, at most every ~second
-//   done      {pid, task_id, metrics{...}}       results are on disk before this is sent
-//   failed    {pid, task_id, error, permanent}   permanent: retrying cannot help
+//   done      {pid, task_id, metrics{...}, recycle}          results are on disk before this is sent
+//   failed    {pid, task_id, error, permanent, recycle}      permanent: retrying cannot help
+//   (recycle: optional bool, default false: this worker exits 0 right after the report)
 // Supervisor -> worker (one queue per slot):
 //   task      {task}                             see TaskSpec
 //   shutdown  {}                                 finish nothing more, exit 0
@@ -41,6 +42,7 @@ struct TaskSpec {
   std::string excluded_file; // "" or raw uint64 row ids dropped from this generation
   int attempt = 1;
   int threads = 1;           // intra-op threads for this task
+  bool save_checkpoint = true;  // false: no checkpoint.pt (config save_checkpoints)
   MemberSpec member;
 };
 
@@ -57,6 +59,8 @@ struct Message {
   nlohmann::json metrics;    // done: object
   std::string error;         // failed
   bool permanent = false;    // failed
+  bool recycle = false;      // done, failed: the worker exits after this report
+  std::string recycle_reason;  // done, failed: why (optional, for logs)
   TaskSpec task;             // task
 };
 

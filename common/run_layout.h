@@ -4,6 +4,8 @@
 //     run.json                     run id, config digest, feature names (written once)
 //     config.json                  the config the run started with (resolved)
 //     journal.jsonl                append-only journal (journal.h)
+//     supervisor.lock              flock held by the running supervisor
+//     status.json                  live view (workers, progress), rewritten ~1/s while running
 //     data/train.bin               dataset segment: training rows, grows by mutation
 //     data/holdout.bin             dataset segment: fixed holdout the ensemble is scored on
 //     data/pool.bin                dataset segment: candidate pool for mutation
@@ -31,6 +33,7 @@ class RunLayout {
   std::string ConfigFile() const { return root_ + "/config.json"; }
   std::string JournalFile() const { return root_ + "/journal.jsonl"; }
   std::string LockFile() const { return root_ + "/supervisor.lock"; }
+  std::string StatusFile() const { return root_ + "/status.json"; }
   std::string DataDir() const { return root_ + "/data"; }
   std::string RoundDir(int round) const;
   std::string SummaryFile(int round) const { return RoundDir(round) + "/summary.json"; }

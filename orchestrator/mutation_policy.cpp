@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "common/seed.h"
@@ -64,6 +65,7 @@ StatusOr<std::string> RunCommand(const std::vector<std::string>& argv, const std
   pid_t pid = ::fork();
   if (pid < 0) return Status::FromErrno("fork for mutation command", errno);
   if (pid == 0) {
+    ::setpgid(0, 0);  // its own group: a timeout kills whatever it started too
     ::dup2(in_pipe[0], 0);
     ::dup2(out_pipe[1], 1);
     sigset_t none;
@@ -72,11 +74,12 @@ StatusOr<std::string> RunCommand(const std::vector<std::string>& argv, const std
     ::execvp(cargv[0], cargv.data());
     ::_exit(127);
   }
+  ::setpgid(pid, pid);
   ::close(in_pipe[0]);
   ::close(out_pipe[1]);
   ::fcntl(in_pipe[1], F_SETFL, O_NONBLOCK);
   ::fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
-  ::signal(SIGPIPE, SIG_IGN);
+  // SIGPIPE is ignored process-wide by ensembled's main(); a closed stdin shows up as EPIPE.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   std::string out;
   size_t written = 0;
@@ -117,14 +120,14 @@ StatusOr<std::string> RunCommand(const std::vector<std::string>& argv, const std
   }
   if (wfd >= 0) ::close(wfd);
   if (rfd >= 0) ::close(rfd);
-  if (timed_out) ::kill(pid, SIGKILL);
+  if (timed_out) ::kill(-pid, SIGKILL);
   int status = 0;
   while (!timed_out) {  // output closed: give the program the rest of the timeout to exit
     pid_t r = ::waitpid(pid, &status, WNOHANG);
     if (r == pid) break;
     if (std::chrono::steady_clock::now() >= deadline) {
       timed_out = true;
-      ::kill(pid, SIGKILL);
+      ::kill(-pid, SIGKILL);
       break;
     }
     ::usleep(10000);
@@ -167,8 +170,9 @@ StatusOr<Mutation> ParseCommandOutput(const std::string& text, int features, uin
         return Status::InvalidArgument(where + ": must be an array of " + std::to_string(features + 1) +
                                        " numbers (features then target)");
       for (size_t c = 0; c < a.size(); ++c) {
-        if (!a[c].is_number() || !std::isfinite(a[c].get<double>()))
-          return Status::InvalidArgument(where + "/" + std::to_string(c) + ": not a finite number");
+        double v = a[c].is_number() ? a[c].get<double>() : NAN;
+        if (!std::isfinite(v) || std::fabs(v) > std::numeric_limits<float>::max())
+          return Status::InvalidArgument(where + "/" + std::to_string(c) + ": not a finite float32 number");
       }
       for (int c = 0; c < features; ++c) row[c] = a[c].get<float>();
       m.add.AppendRow(row.data(), a[features].get<float>());

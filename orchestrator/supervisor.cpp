@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -134,6 +135,7 @@ TaskSpec Supervisor::MakeTask(int round, int index, int attempt) const {
   t.excluded_file = excluded_file_;
   t.attempt = attempt;
   t.threads = cfg_.resources.threads_per_worker;
+  t.save_checkpoint = cfg_.save_checkpoints;
   t.member = m;
   return t;
 }
@@ -144,8 +146,12 @@ bool Supervisor::HandleSignals() {
   while (::read(opts_.signal_fd, &si, sizeof(si)) == sizeof(si)) {
     if (si.ssi_signo == SIGINT || si.ssi_signo == SIGTERM) {
       ++stop_requests_;
-      if (stop_requests_ == 1)
-        spdlog::warn("stop requested: no new tasks; waiting for running ones (signal again to stop now)");
+      if (stop_requests_ == 1) {
+        stop_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(cfg_.stop_timeout_s));
+        spdlog::warn("stop requested: no new tasks; running ones get {:.0f} s to finish (signal again to stop now)",
+                     cfg_.stop_timeout_s);
+      }
     }
   }
   return stop_requests_ < 2;
@@ -162,9 +168,14 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
     if (stop_requests_ == 0)
       while (!pending.empty() && workers_->Assign(pending.front())) pending.pop_front();
     if (stop_requests_ > 0 && workers_->BusyCount() == 0) return RoundEnd::kStopped;
+    if (stop_requests_ > 0 && Clock::now() > stop_deadline_) {
+      spdlog::warn("stop_timeout_s passed: stopping the running tasks");
+      return RoundEnd::kStopped;
+    }
     struct pollfd fds[2] = {{workers_->report_fd(), POLLIN, 0}, {opts_.signal_fd, POLLIN, 0}};
     ::poll(fds, opts_.signal_fd >= 0 ? 2 : 1, 200);
     if (!HandleSignals()) return RoundEnd::kStopped;
+    WriteStatusFile(round, failed, false);
     for (PoolEvent& e : workers_->Service()) {
       const std::string& name = e.task.member.name;
       if (e.kind == PoolEvent::kDone) {
@@ -204,11 +215,15 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
       ++failed;
     }
   }
-  if (failed > 0) {
+  size_t needed = cfg_.min_members > 0 ? static_cast<size_t>(cfg_.min_members) : cfg_.members.size();
+  if (finished < needed) {
     *error = Status::InvalidArgument("round " + std::to_string(round) + ": " + std::to_string(failed) +
-                                     " member(s) failed; first: " + first_failure);
+                                     " member(s) failed, " + std::to_string(finished) + " succeeded, " +
+                                     std::to_string(needed) + " needed (min_members); first failure: " + first_failure);
     return RoundEnd::kFailed;
   }
+  if (failed > 0)
+    spdlog::warn("round {}: {} member(s) failed; continuing with {} (min_members {})", round, failed, finished, needed);
   return RoundEnd::kComplete;
 }
 
@@ -216,6 +231,7 @@ Status Supervisor::CommitRound(int round, double wall_seconds, bool* stop_now) {
   std::vector<MemberResult> results;
   json members = json::array();
   for (const auto& m : cfg_.members) {
+    if (!progress_.done.count(m.name)) continue;  // failed, and min_members allowed it
     auto r = LoadMemberResult(layout_.MemberDir(round, m.name), holdout_.rows(), pool_.rows());
     if (!r.ok()) return r.status();
     members.push_back(r->metrics);
@@ -275,6 +291,36 @@ Status Supervisor::CommitRound(int round, double wall_seconds, bool* stop_now) {
   return Status::Ok();
 }
 
+void Supervisor::WriteStatusFile(int round, size_t failed, bool force) {
+  auto now = Clock::now();
+  if (!force && now - last_status_write_ < std::chrono::seconds(1)) return;
+  last_status_write_ = now;
+  json workers = json::array();
+  for (const auto& w : workers_->slots())
+    workers.push_back({{"slot", w.placement.slot}, {"gpu", w.placement.gpu.empty() ? "cpu" : w.placement.gpu},
+                       {"pid", w.pid}, {"state", SlotStateName(w.state)},
+                       {"member", w.task ? w.task->member.name : ""}, {"rss_kb", w.rss_kb},
+                       {"tasks_since_start", w.tasks_done}, {"spawns", w.spawns}, {"recycles", w.recycles}});
+  double per_member = 0;
+  int timed = 0;
+  for (const auto& [name, rec] : progress_.done) {
+    per_member += rec["metrics"].value("seconds", 0.0);
+    ++timed;
+  }
+  size_t left = cfg_.members.size() - progress_.done.size() - failed;
+  double eta = timed ? per_member / timed * static_cast<double>(left) /
+                           std::max<size_t>(1, workers_->slots().size())
+                     : -1;
+  json st = {{"pid", ::getpid()}, {"updated", static_cast<int64_t>(std::time(nullptr))},
+             {"round", round}, {"rounds", cfg_.rounds.count}, {"members_total", cfg_.members.size()},
+             {"members_done", progress_.done.size()}, {"members_failed", failed},
+             {"members_running", workers_->BusyCount()}, {"eta_round_s", eta},
+             {"stopping", stop_requests_ > 0}, {"bad_messages", workers_->bad_messages()},
+             {"unplanned_restarts", workers_->unplanned_restarts()}, {"workers", workers}};
+  Status s = WriteFileAtomic(layout_.StatusFile(), st.dump(2) + "\n");
+  if (!s.ok()) spdlog::warn("{}", s.ToString());
+}
+
 void Supervisor::PrintFinalTable() const {
   std::printf("\n%-6s %12s %28s %14s %10s\n", "round", "train rows", "member holdout RMSE (mean±std)",
               "ensemble RMSE", "wall (s)");
@@ -301,7 +347,8 @@ int Supervisor::Run() {
   }
   auto placements = PlanWorkers(cfg_.resources, DiscoverGpus());
   workers_ = std::make_unique<WorkerPool>(
-      &executor_, PoolOptions{run_id_, opts_.worker_binary, cfg_.resources.threads_per_worker, cfg_.heartbeat_timeout_s},
+      &executor_,
+      PoolOptions{run_id_, opts_.worker_binary, cfg_.resources.threads_per_worker, cfg_.heartbeat_timeout_s, cfg_.recycle},
       placements);
   s = workers_->Start();
   if (!s.ok()) {

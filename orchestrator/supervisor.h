@@ -11,6 +11,7 @@
 // Single-threaded. Run() is called once.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,6 +50,8 @@ class Supervisor {
   TaskSpec MakeTask(int round, int index, int attempt) const;
   bool HandleSignals();  // false when the loop must end now
   void PrintFinalTable() const;
+  // status.json: live workers and round progress for `ensemblectl status` (at most 1/s unless forced).
+  void WriteStatusFile(int round, size_t failed, bool force);
 
   Config cfg_;
   SupervisorOptions opts_;
@@ -65,6 +68,7 @@ class Supervisor {
   LocalExecutor executor_;
   std::unique_ptr<WorkerPool> workers_;
   int stop_requests_ = 0;
+  std::chrono::steady_clock::time_point stop_deadline_{}, last_status_write_{};
 };
 
 }  // namespace ens

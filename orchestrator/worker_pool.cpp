@@ -45,8 +45,11 @@ Status WorkerPool::Start() {
 
 void WorkerPool::Spawn(WorkerSlot& s) {
   WorkerLaunch l;
-  l.argv = {opts_.worker_binary, "serve", "--run-id", opts_.run_id, "--slot",
-            std::to_string(s.placement.slot)};
+  l.argv = {opts_.worker_binary, "serve", "--run-id", opts_.run_id, "--slot", std::to_string(s.placement.slot),
+            "--recycle-after-tasks", std::to_string(opts_.recycle.after_tasks),
+            "--recycle-rss-mb", std::to_string(opts_.recycle.rss_mb),
+            "--recycle-rss-growth-pct", std::to_string(opts_.recycle.rss_growth_pct),
+            "--recycle-gpu-reserved-mb", std::to_string(opts_.recycle.gpu_reserved_mb)};
   std::string threads = std::to_string(opts_.threads_per_worker);
   l.set_env = {{"CUDA_VISIBLE_DEVICES", s.placement.gpu},
                {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
@@ -64,6 +67,7 @@ void WorkerPool::Spawn(WorkerSlot& s) {
   s.spawns += 1;
   s.started_at = s.last_heard = Clock::now();
   s.tasks_done = 0;
+  s.recycling = false;
   if (!pid.ok()) {
     spdlog::error("slot {}: cannot start worker: {}", s.placement.slot, pid.status().message());
     s.state = SlotState::kDown;
@@ -116,7 +120,9 @@ void WorkerPool::HandleMessage(const std::string& bytes, std::vector<PoolEvent>*
       if (m->metrics.contains("rss_kb_after") && m->metrics["rss_kb_after"].is_number_integer())
         s->rss_kb = m->metrics["rss_kb_after"].get<int64_t>();
       s->task.reset();
-      s->state = SlotState::kIdle;
+      s->state = m->recycle ? SlotState::kStopping : SlotState::kIdle;
+      s->recycling = m->recycle;
+      if (m->recycle) spdlog::info("slot {}: worker pid {} recycles: {}", s->placement.slot, s->pid, m->recycle_reason);
       s->tasks_done += 1;
       events->push_back(std::move(e));
       break;
@@ -136,8 +142,12 @@ void WorkerPool::Reap(std::vector<PoolEvent>* events) {
       if (s.pid != pid || s.state == SlotState::kDown) continue;
       std::string how = WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
                                             : "exited with " + std::to_string(WEXITSTATUS(status));
-      if (s.state != SlotState::kStopping)
+      bool planned = s.recycling && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (planned) s.recycles += 1;
+      else if (s.state != SlotState::kStopping) {
         spdlog::warn("slot {}: worker pid {} {}", s.placement.slot, pid, how);
+        ++unplanned_restarts_;
+      }
       if (s.task) {
         PoolEvent e;
         e.kind = PoolEvent::kLost;
@@ -148,7 +158,7 @@ void WorkerPool::Reap(std::vector<PoolEvent>* events) {
         events->push_back(std::move(e));
         s.task.reset();
       }
-      bool died_young = Clock::now() - s.started_at < std::chrono::seconds(10);
+      bool died_young = !planned && Clock::now() - s.started_at < std::chrono::seconds(10);
       s.respawn_at = Clock::now() + (died_young ? std::chrono::seconds(1) : std::chrono::seconds(0));
       s.state = SlotState::kDown;
       s.pid = 0;

@@ -6,6 +6,7 @@
 //   kStarting --"ready"-->          kIdle
 //   kIdle     --Assign(task)-->     kBusy
 //   kBusy     --"done"/"failed"-->  kIdle      (event returned to the supervisor)
+//   kBusy     --report + recycle--> kStopping  (no new task; respawned at once when it exits)
 //   any       --process exits-->    kDown      (a Busy slot's task comes back as kLost)
 //   kDown     --after backoff-->    spawn again (at least 1 s between respawns of a slot
 //                                               whose worker died within 10 s of starting)
@@ -23,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/config.h"
 #include "common/message_queue.h"
 #include "common/protocol.h"
 #include "common/status.h"
@@ -43,6 +45,8 @@ struct WorkerSlot {
   Clock::time_point started_at{}, last_heard{}, respawn_at{};
   int spawns = 0;
   int tasks_done = 0;        // since this process started
+  int recycles = 0;          // planned replacements (recycle policy)
+  bool recycling = false;    // the current process announced it exits after its report
   int64_t rss_kb = 0;
   MessageQueue queue;        // supervisor -> this slot
 };
@@ -62,6 +66,7 @@ struct PoolOptions {
   std::string worker_binary;
   int threads_per_worker = 1;
   double heartbeat_timeout_s = 60;  // busy slot silent this long: worker is killed, task lost
+  RecycleSpec recycle;              // passed to every worker
 };
 
 class WorkerPool {
@@ -82,6 +87,7 @@ class WorkerPool {
   int IdleCount() const;
   int BusyCount() const;
   int bad_messages() const { return bad_messages_; }
+  int unplanned_restarts() const { return unplanned_restarts_; }
   const std::vector<WorkerSlot>& slots() const { return slots_; }
   // Asks every worker to exit, waits up to timeout_s, then SIGKILLs the rest; removes queues.
   void Shutdown(double timeout_s);
@@ -99,6 +105,7 @@ class WorkerPool {
   std::vector<WorkerSlot> slots_;
   MessageQueue reports_;
   int bad_messages_ = 0;
+  int unplanned_restarts_ = 0;
 };
 
 }  // namespace ens

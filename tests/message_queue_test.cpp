@@ -47,6 +47,17 @@ std::optional<std::string> MustReceive(MessageQueue& q, int timeout_ms) {
   return r.value();
 }
 
+// Kills and reaps a forked child if a failed REQUIRE leaves the test early.
+struct ChildGuard {
+  pid_t pid = -1;
+  ~ChildGuard() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
 int64_t MsSince(Clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
 }
@@ -178,6 +189,7 @@ TEST_CASE("A sender SIGKILLed mid-loop does not wedge the queue", "[mq]") {
     }
   }
 
+  ChildGuard guard{child};
   // Parent: take some messages so the child keeps sending, then kill it mid-stream.
   for (int i = 0; i < 200; ++i) {
     auto m = MustReceive(q, 2000);
@@ -187,6 +199,7 @@ TEST_CASE("A sender SIGKILLed mid-loop does not wedge the queue", "[mq]") {
   REQUIRE(::kill(child, SIGKILL) == 0);
   int status = 0;
   REQUIRE(::waitpid(child, &status, 0) == child);
+  guard.pid = -1;
   CHECK(WIFSIGNALED(status));
   CHECK(WTERMSIG(status) == SIGKILL);
 

@@ -68,6 +68,7 @@ TaskSpec FullTask() {
   t.excluded_file = "/state/data/g4/excluded.u64";
   t.attempt = 2;
   t.threads = 4;
+  t.save_checkpoint = false;  // the non-default value, so a dropped field shows
   t.member = FullMember();
   return t;
 }
@@ -106,6 +107,12 @@ TEST_CASE("Every message type round-trips", "[protocol]") {
     CHECK(d.type == MessageType::kDone);
     CHECK(d.task_id == "r1-m000");
     CHECK(d.metrics == m.metrics);
+    CHECK_FALSE(d.recycle);
+    m.recycle = true;
+    m.recycle_reason = "rss above limit";
+    Message r = RoundTrip(m);
+    CHECK(r.recycle);
+    CHECK(r.recycle_reason == "rss above limit");
   }
   SECTION("failed") {
     m.type = MessageType::kFailed;
@@ -116,8 +123,12 @@ TEST_CASE("Every message type round-trips", "[protocol]") {
     CHECK(d.type == MessageType::kFailed);
     CHECK(d.error == m.error);
     CHECK(d.permanent);
+    CHECK_FALSE(d.recycle);
     m.permanent = false;
-    CHECK_FALSE(RoundTrip(m).permanent);
+    m.recycle = true;
+    Message r = RoundTrip(m);
+    CHECK_FALSE(r.permanent);
+    CHECK(r.recycle);
   }
   SECTION("shutdown") {
     m.type = MessageType::kShutdown;
@@ -142,6 +153,7 @@ TEST_CASE("Every message type round-trips", "[protocol]") {
     CHECK(t.excluded_file == "/state/data/g4/excluded.u64");
     CHECK(t.attempt == 2);
     CHECK(t.threads == 4);
+    CHECK_FALSE(t.save_checkpoint);
     const MemberSpec& mem = t.member;
     CHECK(mem.name == "wide_tanh");
     REQUIRE(mem.layers.size() == 3);
@@ -269,6 +281,15 @@ TEST_CASE("Malformed messages are rejected with the reason", "[protocol]") {
     j["permanent"] = 1;
     RequireRejected(j.dump(), {"'permanent'"});
   }
+  SECTION("recycle that is not a boolean") {
+    Message done;
+    done.type = MessageType::kDone;
+    done.pid = 9;
+    done.task_id = "t";
+    json j = Encoded(done);
+    j["recycle"] = "yes";
+    RequireRejected(j.dump(), {"done", "'recycle'"});
+  }
   SECTION("heartbeat without task_id") {
     Message hb;
     hb.type = MessageType::kHeartbeat;
@@ -310,6 +331,11 @@ TEST_CASE("Malformed tasks are rejected with the field at fault", "[protocol]") 
     json j = good;
     j["task"]["member"]["epochs"] = 0;
     RequireRejected(j.dump(), {"member", "/epochs"});
+  }
+  SECTION("save_checkpoint that is not a boolean") {
+    json j = good;
+    j["task"]["save_checkpoint"] = 1;
+    RequireRejected(j.dump(), {"'save_checkpoint'"});
   }
   SECTION("negative seed") {
     json j = good;

@@ -17,6 +17,7 @@
 #include "common/member_result.h"
 #include "common/message_queue.h"
 #include "common/protocol.h"
+#include "common/recycle_policy.h"
 #include "worker/predictor.h"
 #include "worker/task_runner.h"
 #include "worker/trainer.h"
@@ -32,7 +33,7 @@ Status SendReport(MessageQueue& q, const Message& m, int timeout_ms) {
   return q.Send(EncodeMessage(m), timeout_ms);
 }
 
-int Serve(const std::string& run_id, int slot, int max_tasks) {
+int Serve(const std::string& run_id, int slot, const RecycleSpec& recycle_spec) {
   auto up = MessageQueue::Open(QueueName(run_id, "up"));
   auto in = MessageQueue::Open(QueueName(run_id, "s" + std::to_string(slot)));
   if (!up.ok() || !in.ok()) {
@@ -50,8 +51,9 @@ int Serve(const std::string& run_id, int slot, int max_tasks) {
     return exit_code::kTransientFailure;
   }
   TaskRunner runner;
+  RecyclePolicy recycle(recycle_spec);
   const pid_t parent = ::getppid();
-  for (int done = 0;;) {
+  for (;;) {
     auto got = in->Receive(1000);
     if (!got.ok()) {
       Log(slot, got.status().ToString());
@@ -103,11 +105,16 @@ int Serve(const std::string& run_id, int slot, int max_tasks) {
       rep.permanent = outcome.permanent;
       Log(slot, "task " + task.task_id + " failed: " + outcome.status.message());
     }
+    rep.recycle_reason = recycle.AfterTask({CurrentRssKb(), CudaReservedKb()});
+    rep.recycle = !rep.recycle_reason.empty();
     if (Status s = SendReport(*up, rep, 60000); !s.ok()) {
       Log(slot, s.ToString());
       return exit_code::kTransientFailure;
     }
-    if (max_tasks > 0 && ++done >= max_tasks) return exit_code::kWorkerRecycle;
+    if (rep.recycle) {
+      Log(slot, "recycling: " + rep.recycle_reason);
+      return exit_code::kWorkerRecycle;
+    }
   }
 }
 
@@ -170,12 +177,16 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string run_id, input, output, a, b;
   std::vector<std::string> task_files;
-  int slot = 0, max_tasks = 0, features = 0;
+  int slot = 0, features = 0;
+  ens::RecycleSpec recycle;
   std::vector<std::string> checkpoints;
   auto* serve = app.add_subcommand("serve", "serve tasks from the supervisor's queues");
   serve->add_option("--run-id", run_id, "run id (names the queues)")->required();
   serve->add_option("--slot", slot, "worker slot")->required()->check(CLI::NonNegativeNumber);
-  serve->add_option("--max-tasks", max_tasks, "exit cleanly after this many tasks (0: never)");
+  serve->add_option("--recycle-after-tasks", recycle.after_tasks, "exit cleanly after this many tasks (0: never)");
+  serve->add_option("--recycle-rss-mb", recycle.rss_mb, "exit cleanly when RSS passes this (0: off)");
+  serve->add_option("--recycle-rss-growth-pct", recycle.rss_growth_pct, "exit cleanly when RSS grew this % (0: off)");
+  serve->add_option("--recycle-gpu-reserved-mb", recycle.gpu_reserved_mb, "exit cleanly past this GPU reserve (0: off)");
   auto* one = app.add_subcommand("train-one", "run tasks from JSON files, in order, in this process");
   one->add_option("--task", task_files, "TaskSpec JSON file (repeatable)")->required();
   auto* predict = app.add_subcommand("predict", "predict raw float32 rows with checkpoints");
@@ -189,7 +200,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   // The supervisor forwards signals; a worker dies with the default action.
-  if (*serve) return ens::Serve(run_id, slot, max_tasks);
+  if (*serve) return ens::Serve(run_id, slot, recycle);
   if (*one) return ens::TrainSequence(task_files);
   if (*predict) return ens::Predict(input, features, output, checkpoints);
   auto r = ens::CompareCheckpoints(a, b);

@@ -150,7 +150,7 @@ TaskOutcome TaskRunner::Run(const TaskSpec& task, const std::function<void(int)>
   m["rss_kb_after"] = CurrentRssKb();
   m["rss_kb_peak"] = PeakRssKb();
   m["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (auto s : {FsyncFile(in.checkpoint_path), WriteFileAtomic(tmp + "/member.json", member.dump(2) + "\n"),
+  for (auto s : {task.save_checkpoint ? FsyncFile(in.checkpoint_path) : Status::Ok(), WriteFileAtomic(tmp + "/member.json", member.dump(2) + "\n"),
                  WriteFileAtomic(tmp + "/history.jsonl", JsonLines(res.history)),
                  WriteFileAtomic(tmp + "/holdout_pred.f32", FloatsToBytes(res.holdout_pred)),
                  WriteFileAtomic(tmp + "/pool_pred.f32", FloatsToBytes(res.pool_pred)),

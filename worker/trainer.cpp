@@ -11,6 +11,7 @@
 namespace ens {
 namespace {
 
+using c10::CachingAllocator::StatType;
 using Clock = std::chrono::steady_clock;
 
 torch::Device PickDevice() {
@@ -138,12 +139,19 @@ void ReleaseTorchCaches() {
   if (torch::cuda::is_available()) c10::cuda::CUDACachingAllocator::emptyCache();
 }
 
+int64_t CudaReservedKb() {
+  if (!torch::cuda::is_available()) return 0;
+  auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
+  return stats.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current / 1024;
+}
+
 Status TrainMember(const TrainInputs& in, TrainOutputs* out) {
   const TaskSpec& task = *in.task;
   const MemberSpec& s = task.member;
   torch::set_num_threads(task.threads);
   torch::manual_seed(StreamSeed(task.seed, SeedStream::kDropout));
   torch::Device device = PickDevice();
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(0);
   Mlp m = BuildMlp(s, in.features, StreamSeed(task.seed, SeedStream::kInit), device);
   Standardise(in, &m, &out->norm);
 
@@ -212,8 +220,10 @@ Status TrainMember(const TrainInputs& in, TrainOutputs* out) {
     auto params = m.Parameters();
     for (size_t i = 0; i < params.size(); ++i) params[i].copy_(best[i]);
   }
-  Status st = SaveCheckpoint(m, in.checkpoint_path);
-  if (!st.ok()) return st;
+  if (task.save_checkpoint) {
+    Status st = SaveCheckpoint(m, in.checkpoint_path);
+    if (!st.ok()) return st;
+  }
   out->holdout_pred = PredictRows(m, in.holdout, in.holdout_rows, in.features);
   out->pool_pred = PredictRows(m, in.pool, in.pool_rows, in.features);
   double se = 0, ae = 0;
@@ -230,6 +240,12 @@ Status TrainMember(const TrainInputs& in, TrainOutputs* out) {
                   {"holdout_mae", ae / hn},
                   {"train_seconds", std::chrono::duration<double>(Clock::now() - t_start).count()},
                   {"device", TorchDeviceDescription()}};
+  if (device.is_cuda()) {
+    auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
+    const auto agg = static_cast<size_t>(StatType::AGGREGATE);
+    out->metrics["gpu_allocated_peak_mb"] = stats.allocated_bytes[agg].peak / 1048576.0;
+    out->metrics["gpu_reserved_peak_mb"] = stats.reserved_bytes[agg].peak / 1048576.0;
+  }
   return Status::Ok();
 }
 

@@ -52,5 +52,7 @@ Status TrainMember(const TrainInputs& in, TrainOutputs* out);
 
 // Frees what the allocator caches (CUDA caching allocator) after a task.
 void ReleaseTorchCaches();
+// CUDA caching allocator: bytes reserved now, in KiB (0 without CUDA).
+int64_t CudaReservedKb();
 
 }  // namespace ens
