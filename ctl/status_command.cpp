@@ -1,3 +1,7 @@
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <iostream>
 
@@ -25,6 +29,16 @@ int ShowStatus(const std::string& state_dir, bool as_json) {
     return exit_code::kPermanentFailure;
   }
   RunProgress p = ReplayJournal(*recs);
+  // Live view: only when a supervisor holds the state directory's lock right now.
+  json live;
+  int lock = ::open(layout.LockFile().c_str(), O_RDONLY | O_CLOEXEC);
+  bool running = lock >= 0 && ::flock(lock, LOCK_EX | LOCK_NB) != 0;
+  if (lock >= 0) ::close(lock);
+  if (running) {
+    auto text = ReadFile(layout.StatusFile());
+    if (text.ok()) live = json::parse(*text, nullptr, false);
+    if (live.is_discarded()) live = json();
+  }
   json last = p.committed.empty() ? json() : p.committed.back()["summary"];
   json out = {{"run", run},
               {"finished", p.finished},
@@ -35,6 +49,8 @@ int ShowStatus(const std::string& state_dir, bool as_json) {
               {"train_rows", p.train_rows},
               {"members_done", p.done.size()},
               {"members_failed", p.failed.size()},
+              {"running", running},
+              {"live", live},
               {"last_summary", last},
               {"rounds", p.committed}};
   if (as_json) {
@@ -43,7 +59,21 @@ int ShowStatus(const std::string& state_dir, bool as_json) {
   }
   std::printf("run %s (%s) in %s\n", run.value("run_name", "?").c_str(), run.value("run_id", "?").c_str(),
               state_dir.c_str());
-  std::printf("state: %s\n", p.finished ? ("finished: " + p.finish_reason).c_str() : "in progress or stopped");
+  std::string state = p.finished ? "finished: " + p.finish_reason : running ? "running" : "stopped (run again to resume)";
+  std::printf("state: %s\n", state.c_str());
+  if (live.is_object()) {
+    std::printf("round %d of %d: %d/%d members done, %d running, %d failed; ETA of the round %s\n",
+                live.value("round", 0) + 1, live.value("rounds", 0), live.value("members_done", 0),
+                live.value("members_total", 0), live.value("members_running", 0), live.value("members_failed", 0),
+                live.value("eta_round_s", -1.0) < 0 ? "unknown"
+                                                    : (std::to_string(static_cast<int>(live["eta_round_s"].get<double>())) + " s").c_str());
+    std::printf("%-5s %-6s %-8s %-9s %-10s %10s %8s %8s\n", "slot", "gpu", "pid", "state", "member", "RSS MiB",
+                "tasks", "recycles");
+    for (const auto& w : live["workers"])
+      std::printf("%-5d %-6s %-8d %-9s %-10s %10.1f %8d %8d\n", w.value("slot", 0), w.value("gpu", "").c_str(),
+                  w.value("pid", 0), w.value("state", "").c_str(), w.value("member", "").c_str(),
+                  w.value("rss_kb", 0) / 1024.0, w.value("tasks_since_start", 0), w.value("recycles", 0));
+  }
   std::printf("rounds committed: %zu; current round %d: %zu members done, %zu failed; generation %llu, %llu train rows\n",
               p.committed.size(), p.next_round, p.done.size(), p.failed.size(),
               static_cast<unsigned long long>(p.generation), static_cast<unsigned long long>(p.train_rows));
