@@ -18,6 +18,7 @@
 #include "common/atomic_file.h"
 #include "common/data_source.h"
 #include "common/exit_codes.h"
+#include "common/fault_injection.h"
 #include "common/seed.h"
 #include "orchestrator/ensemble_summary.h"
 #include "orchestrator/mutation_policy.h"
@@ -166,7 +167,10 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
   std::string first_failure;
   while (finished + failed < cfg_.members.size()) {
     if (stop_requests_ == 0)
-      while (!pending.empty() && workers_->Assign(pending.front())) pending.pop_front();
+      while (!pending.empty() && workers_->Assign(pending.front())) {
+        pending.pop_front();
+        CrashPoint("after_dispatch");
+      }
     if (stop_requests_ > 0 && workers_->BusyCount() == 0) return RoundEnd::kStopped;
     if (stop_requests_ > 0 && Clock::now() > stop_deadline_) {
       spdlog::warn("stop_timeout_s passed: stopping the running tasks");
@@ -191,6 +195,7 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
           }
           progress_.done[name] = rec;
           ++finished;
+          CrashPoint("after_member_done");
           std::printf("  round %d  %-8s done   holdout_rmse %7.4f  epochs %3d  %5.1fs  slot %d pid %d\n", round,
                       name.c_str(), r->metrics.value("holdout_rmse", 0.0), r->metrics.value("epochs_run", 0),
                       r->metrics.value("seconds", 0.0), e.slot, e.pid);
@@ -259,6 +264,7 @@ Status Supervisor::CommitRound(int round, double wall_seconds, bool* stop_now) {
   uint64_t next_gen = progress_.generation + 1;
   Status s = train_->Append(rows, next_gen);
   if (!s.ok()) return s;
+  CrashPoint("after_mutation_append");
   std::string excluded_file = excluded_file_;
   if (!mut.drop.empty()) {
     excluded_.insert(excluded_.end(), mut.drop.begin(), mut.drop.end());
@@ -273,12 +279,14 @@ Status Supervisor::CommitRound(int round, double wall_seconds, bool* stop_now) {
   summary["mutation"] = {{"policy", cfg_.mutation.policy}, {"added", rows.rows()}, {"dropped", mut.drop.size()}};
   s = WriteFileAtomic(layout_.SummaryFile(round), summary.dump(2) + "\n");
   if (!s.ok()) return s;
+  CrashPoint("after_summary");
   json rec = {{"event", "round_committed"}, {"round", round}, {"trained_rows", progress_.train_rows},
               {"generation", next_gen}, {"train_rows", train_->header().rows},
               {"pool_used", mut.pool_ids}, {"excluded_file", excluded_file},
               {"summary", ens.ToJson()}, {"wall_seconds", wall_seconds}};
   s = journal_->Append(rec);
   if (!s.ok()) return s;
+  CrashPoint("after_round_commit");
   progress_ = ReplayJournal(journal_->records());
   for (uint64_t id : mut.pool_ids) pool_used_[id] = true;
   excluded_file_ = excluded_file;
@@ -348,7 +356,8 @@ int Supervisor::Run() {
   auto placements = PlanWorkers(cfg_.resources, DiscoverGpus());
   workers_ = std::make_unique<WorkerPool>(
       &executor_,
-      PoolOptions{run_id_, opts_.worker_binary, cfg_.resources.threads_per_worker, cfg_.heartbeat_timeout_s, cfg_.recycle},
+      PoolOptions{run_id_, opts_.worker_binary, cfg_.resources.threads_per_worker, cfg_.heartbeat_timeout_s,
+                  std::min(5.0, cfg_.heartbeat_timeout_s), cfg_.recycle},
       placements);
   s = workers_->Start();
   if (!s.ok()) {

@@ -68,6 +68,7 @@ void WorkerPool::Spawn(WorkerSlot& s) {
   s.started_at = s.last_heard = Clock::now();
   s.tasks_done = 0;
   s.recycling = false;
+  s.term_sent = {};
   if (!pid.ok()) {
     spdlog::error("slot {}: cannot start worker: {}", s.placement.slot, pid.status().message());
     s.state = SlotState::kDown;
@@ -182,11 +183,17 @@ std::vector<PoolEvent> WorkerPool::Service() {
   for (auto& s : slots_) {
     if (s.state == SlotState::kDown && now >= s.respawn_at) Spawn(s);
     bool silent = now - s.last_heard > std::chrono::duration<double>(opts_.heartbeat_timeout_s);
-    if ((s.state == SlotState::kBusy || s.state == SlotState::kStarting) && silent && s.pid > 0) {
-      spdlog::warn("slot {}: worker pid {} silent for {:.0f} s, killing it", s.placement.slot, s.pid,
+    bool watched = s.state == SlotState::kBusy || s.state == SlotState::kStarting;
+    if (watched && silent && s.pid > 0 && s.term_sent == Clock::time_point{}) {
+      spdlog::warn("slot {}: worker pid {} silent for {:.0f} s: SIGTERM", s.placement.slot, s.pid,
                    opts_.heartbeat_timeout_s);
+      executor_->Signal(s.pid, SIGTERM);
+      s.term_sent = now;
+    } else if (s.pid > 0 && s.term_sent != Clock::time_point{} &&
+               now - s.term_sent > std::chrono::duration<double>(opts_.kill_grace_s)) {
+      spdlog::warn("slot {}: worker pid {} ignored SIGTERM: SIGKILL", s.placement.slot, s.pid);
       executor_->Signal(s.pid, SIGKILL);
-      s.last_heard = now;  // reaped (and its task returned) on a later pass
+      s.term_sent = now + std::chrono::hours(24);  // once
     }
   }
   return events;

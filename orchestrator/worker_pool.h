@@ -8,6 +8,7 @@
 //   kBusy     --"done"/"failed"-->  kIdle      (event returned to the supervisor)
 //   kBusy     --report + recycle--> kStopping  (no new task; respawned at once when it exits)
 //   any       --process exits-->    kDown      (a Busy slot's task comes back as kLost)
+//   kBusy     --silent past heartbeat_timeout_s--> SIGTERM; still there after kill_grace_s --> SIGKILL
 //   kDown     --after backoff-->    spawn again (at least 1 s between respawns of a slot
 //                                               whose worker died within 10 s of starting)
 // Messages are decoded and validated; a bad one is logged, counted and ignored. A message
@@ -43,6 +44,7 @@ struct WorkerSlot {
   pid_t pid = 0;
   std::optional<TaskSpec> task;
   Clock::time_point started_at{}, last_heard{}, respawn_at{};
+  Clock::time_point term_sent{};  // hung: when SIGTERM went out (SIGKILL follows after a grace period)
   int spawns = 0;
   int tasks_done = 0;        // since this process started
   int recycles = 0;          // planned replacements (recycle policy)
@@ -65,7 +67,8 @@ struct PoolOptions {
   std::string run_id;
   std::string worker_binary;
   int threads_per_worker = 1;
-  double heartbeat_timeout_s = 60;  // busy slot silent this long: worker is killed, task lost
+  double heartbeat_timeout_s = 60;  // busy slot silent this long: SIGTERM, then SIGKILL, task retried
+  double kill_grace_s = 5;          // SIGTERM -> SIGKILL
   RecycleSpec recycle;              // passed to every worker
 };
 

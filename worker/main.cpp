@@ -29,6 +29,14 @@ void Log(int slot, const std::string& what) {
   std::cerr << "[worker " << slot << " pid " << ::getpid() << "] " << what << std::endl;
 }
 
+// Test hook for the hung-worker test: ENSEMBLED_TEST_HANG=<task_id>:<attempt> makes this
+// worker stop making progress (and sending heartbeats) on that attempt of that task.
+void HangIfTold(const TaskSpec& task) {
+  const char* hang = std::getenv("ENSEMBLED_TEST_HANG");
+  if (hang && std::string(hang) == task.task_id + ":" + std::to_string(task.attempt))
+    for (;;) ::pause();
+}
+
 Status SendReport(MessageQueue& q, const Message& m, int timeout_ms) {
   return q.Send(EncodeMessage(m), timeout_ms);
 }
@@ -74,6 +82,7 @@ int Serve(const std::string& run_id, int slot, const RecycleSpec& recycle_spec) 
       continue;
     }
     const TaskSpec& task = msg->task;
+    HangIfTold(task);
     auto last_beat = std::chrono::steady_clock::now() - std::chrono::seconds(10);
     auto beat = [&](int epoch) {
       auto now = std::chrono::steady_clock::now();

@@ -102,7 +102,7 @@ Status TaskRunner::EnsureMapped(const TaskSpec& task) {
   return Status::Ok();
 }
 
-TaskOutcome TaskRunner::Run(const TaskSpec& task, const std::function<void(int)>& on_epoch) {
+TaskOutcome TaskRunner::Run(const TaskSpec& task, const std::function<void(int)>& on_progress) {
   TaskOutcome out;
   auto t0 = std::chrono::steady_clock::now();
   int64_t rss_before = CurrentRssKb();
@@ -116,7 +116,7 @@ TaskOutcome TaskRunner::Run(const TaskSpec& task, const std::function<void(int)>
   in.holdout_rows = holdout_->header().rows;
   in.pool = pool_->data();
   in.pool_rows = pool_->header().rows;
-  in.on_epoch = on_epoch;
+  in.on_progress = on_progress;
   out.status = SplitRows(task, &in.train_idx, &in.val_idx);
   if (!out.status.ok()) {
     out.permanent = true;

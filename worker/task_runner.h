@@ -29,7 +29,7 @@ class TaskRunner {
  public:
   TaskRunner() = default;
   // REQUIRES: task validated (DecodeMessage / TaskFromJson).
-  TaskOutcome Run(const TaskSpec& task, const std::function<void(int epoch)>& on_epoch);
+  TaskOutcome Run(const TaskSpec& task, const std::function<void(int epoch)>& on_progress);
 
  private:
   Status EnsureMapped(const TaskSpec& task);

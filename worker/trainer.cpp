@@ -188,6 +188,7 @@ Status TrainMember(const TrainInputs& in, TrainOutputs* out) {
       loss_sum += loss.item<double>() * n;
       abs_sum += err.abs().sum().item<double>();
       sq_sum += (err * err).sum().item<double>();
+      if (in.on_progress) in.on_progress(epoch + 1);
     }
     double n = static_cast<double>(order.size());
     EvalResult val = Evaluate(m, all, in.val_idx, in.features);
@@ -200,7 +201,7 @@ Status TrainMember(const TrainInputs& in, TrainOutputs* out) {
     out->history.push_back({{"epoch", epoch + 1}, {"loss", loss_sum / n}, {"val_loss", val.loss},
                             {"mae", abs_sum / n}, {"mse", sq_sum / n}, {"val_mae", val.mae},
                             {"val_mse", val.mse}, {"lr", s.lr}, {"seconds", secs}});
-    if (in.on_epoch) in.on_epoch(epoch + 1);
+    if (in.on_progress) in.on_progress(epoch + 1);
     double v = Monitored(s.early_stopping.monitor, val);
     if (v < best_value - s.early_stopping.min_delta) {
       best_value = v;

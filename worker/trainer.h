@@ -31,7 +31,7 @@ struct TrainInputs {
   const float* pool = nullptr;
   uint64_t pool_rows = 0;
   std::string checkpoint_path;          // where to save the torch archive
-  std::function<void(int epoch)> on_epoch;  // called after every epoch (heartbeats)
+  std::function<void(int epoch)> on_progress;  // called after every batch (heartbeats; cheap)
 };
 
 struct TrainOutputs {

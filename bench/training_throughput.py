@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Training throughput: the seed-000 model (9 -> 6 sigmoid -> 1, Huber delta 0.35, Adam,
+batch 32), 64 members, one round, 2 CPU workers / 2 concurrent processes, 1 thread each.
+
+Sides: ensembled (persistent libtorch workers), Keras baseline and PyTorch-Python baseline
+(bench/_baselines.py: a fresh forked process per member, 2 at a time, framework imported once in
+the parent before forking). Same rows, split fraction, epochs, batch size on all sides.
+
+  member-steps      optimizer steps summed over members: epochs x ceil(train_rows / 32) each
+  end-to-end /s     member-steps / wall time of the whole side (process launch to exit)
+  in-training /s    member-steps / (sum of members' train_seconds / 2): the training loops'
+                    own rate, with 2 running at once (fit + per-epoch validation + predict)
+  packed            a "packed" ensembled mode (several members in one batched model) does not
+                    exist yet: reported as n/a, not measured.
+
+Usage: bench/training_throughput.py [--members 64] [--epochs 10] [--rows 2048] [--sides ...]
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common as C  # noqa: E402
+
+C.ensure_numpy()
+
+
+def run_ensembled(args, work):
+    state = os.path.join(work, "state")
+    cfg = {
+        "run_name": "bench-throughput",
+        "state_dir": state,
+        "run_seed": 11,
+        "resources": {"gpus": "none", "cpu_workers": args.parallel, "threads_per_worker": 1},
+        "data": {"source": "synthetic",
+                 "synthetic": {"features": 9, "noise": 1.0, "initial_rows": args.rows, "pool_rows": 0,
+                               "holdout_rows": args.holdout_rows}},
+        "members": {"defaults": C.member_defaults(args.epochs, 32, 0.2), "count": args.members},
+        "mutation": {"policy": "none"},
+        "rounds": {"count": 1},
+    }
+    d = C.Daemon(C.write_config(work, cfg), os.path.join(work, "ensembled.log"))
+    rc = d.wait(timeout=900)
+    if rc != 0:
+        sys.exit("ensembled exited %d; see %s" % (rc, os.path.join(work, "ensembled.log")))
+    recs = C.journal(state)
+    members = [x["metrics"] for x in recs if x.get("event") == "member_done"]
+    commit = next(x for x in recs if x.get("event") == "round_committed")
+    return {"total_seconds": d.t_end - d.t_start, "round_seconds": commit["wall_seconds"],
+            "members": [{"member": m["member"], "train_seconds": m["train_seconds"],
+                         "steps": m["epochs_run"] * math.ceil(m["train_rows"] / 32),
+                         "train_rows": m["train_rows"]} for m in members]}, state
+
+
+def run_baseline(args, work, side, state):
+    import numpy as np
+    data = os.path.join(state, "data")
+    paths = {}
+    for name in ("train", "pool", "holdout"):
+        arr = C.read_segment(os.path.join(data, name + ".bin"))
+        paths[name] = os.path.join(work, name + ".npy")
+        np.save(paths[name], np.ascontiguousarray(arr))
+    spec = {"framework": "keras" if side == "keras" else "torch", "workdir": os.path.join(work, side),
+            "features": 9, "train_path": paths["train"], "pool_path": paths["pool"],
+            "holdout_path": paths["holdout"], "rounds": 1, "members": args.members, "k": 0,
+            "epochs": args.epochs, "batch_size": 32, "validation_split": 0.2, "lr": 0.001, "hidden": 6,
+            "huber_delta": 0.35, "l1": 1e-5, "l2": 1e-4, "parallel": args.parallel, "threads": 1,
+            "run_seed": 11, "import_in_parent": True, "calibrate_epochs": 0}
+    spec_path, out_path = os.path.join(work, side + "-spec.json"), os.path.join(work, side + "-out.json")
+    with open(spec_path, "w") as f:
+        json.dump(spec, f)
+    t0 = time.monotonic()
+    p = subprocess.run([C.BENCH_PY, os.path.join(C.REPO, "bench", "_baselines.py"), "--spec", spec_path,
+                        "--out", out_path], capture_output=True, text=True, timeout=1800)
+    wall = time.monotonic() - t0
+    if p.returncode != 0:
+        print(p.stderr[-4000:], file=sys.stderr)
+        sys.exit("%s baseline failed (exit %d)" % (side, p.returncode))
+    with open(out_path) as f:
+        res = json.load(f)
+    r = res["rounds"][0]
+    return {"total_seconds": wall, "round_seconds": r["dispatch_to_done_seconds"],
+            "parent_import_seconds": res["parent_import_seconds"],
+            "members": [{"member": m["member"], "train_seconds": m["train_seconds"], "steps": m["steps"],
+                         "task_seconds": m["task_seconds"]} for m in r["members"]]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--members", type=int, default=64)
+    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--rows", type=int, default=2048, help="training-set rows; 0.2 of them validate")
+    ap.add_argument("--holdout-rows", type=int, default=1000)
+    ap.add_argument("--parallel", type=int, default=2)
+    ap.add_argument("--sides", default="ensembled,keras,torch-py")
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    sides = args.sides.split(",")
+    C.wait_for_binaries()
+    info = C.machine_info()
+    work = C.tempdir("bench-throughput-")
+    print("work dir:", work)
+    raw = {}
+    try:
+        raw["ensembled"], state = run_ensembled(args, work)
+        for side in ("keras", "torch-py"):
+            if side in sides:
+                if not os.path.exists(C.BENCH_PY):
+                    print("skipping %s: %s missing (run bench/setup_baselines.sh)" % (side, C.BENCH_PY))
+                    continue
+                raw[side] = run_baseline(args, work, side, state)
+        if "ensembled" not in sides:
+            raw.pop("ensembled")
+    finally:
+        if not args.keep:
+            C.rmtree(work)
+    summ = {}
+    for side, r in raw.items():
+        steps = sum(m["steps"] for m in r["members"])
+        train = sum(m["train_seconds"] for m in r["members"])
+        summ[side] = {"members": len(r["members"]), "member_steps": steps, "total_seconds": r["total_seconds"],
+                      "round_seconds": r["round_seconds"], "sum_train_seconds": train,
+                      "end_to_end_steps_per_s": steps / r["total_seconds"],
+                      "round_steps_per_s": steps / r["round_seconds"],
+                      "in_training_steps_per_s": steps / (train / args.parallel),
+                      "train_share_of_wall": (train / args.parallel) / r["total_seconds"]}
+    print("\ntraining throughput: %d members x %d epochs x 32-row batches over %d training rows, "
+          "%d workers, 1 thread each" % (args.members, args.epochs, round(args.rows * 0.8), args.parallel))
+    C.print_table(["side", "member-steps", "wall s", "end-to-end steps/s", "round-only steps/s",
+                   "in-training steps/s", "training share of wall", "packed"],
+                  [[k, s["member_steps"], s["total_seconds"], s["end_to_end_steps_per_s"],
+                    s["round_steps_per_s"], s["in_training_steps_per_s"], s["train_share_of_wall"], "n/a"]
+                   for k, s in summ.items()])
+    print("(round-only: ensembled = journal wall_seconds of the round, dispatch to last member done;"
+          " baselines = first process start to last member done, parent import excluded)")
+    ratios = {}
+    if "ensembled" in summ:
+        e = summ["ensembled"]
+        for k in ("keras", "torch-py"):
+            if k in summ:
+                ratios[k] = {"end_to_end": e["end_to_end_steps_per_s"] / summ[k]["end_to_end_steps_per_s"],
+                             "in_training": e["in_training_steps_per_s"] / summ[k]["in_training_steps_per_s"]}
+        print("\nratios ensembled / baseline (x faster)")
+        C.print_table(["baseline", "end-to-end", "in-training", "packed"],
+                      [[k, v["end_to_end"], v["in_training"], "n/a"] for k, v in ratios.items()])
+    C.write_result("training_throughput", {"machine": info, "args": vars(args), "summary": summ,
+                                           "ratios": ratios, "packed": "n/a (no packed mode in ensembled yet)",
+                                           "raw": raw})
+
+
+if __name__ == "__main__":
+    main()

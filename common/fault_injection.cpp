@@ -1,0 +1,27 @@
+#include "common/fault_injection.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+
+namespace ens {
+
+void CrashPoint(const char* point) {
+  const char* spec = std::getenv("ENSEMBLED_CRASH_AT");
+  if (spec == nullptr) return;
+  std::string s(spec);
+  int nth = 1;
+  if (auto colon = s.find(':'); colon != std::string::npos) {
+    nth = std::atoi(s.c_str() + colon + 1);
+    s.resize(colon);
+  }
+  if (s != point) return;
+  static std::map<std::string, int> hits;
+  if (++hits[s] == nth) ::kill(::getpid(), SIGKILL);
+}
+
+}  // namespace ens
