@@ -65,6 +65,12 @@ def machine_info():
                     break
     except OSError:
         pass
+    for b in (ENSEMBLED, WORKER):
+        try:
+            info["mtime_" + os.path.basename(b)] = datetime.datetime.fromtimestamp(
+                os.path.getmtime(b), datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        except OSError:
+            pass
     try:
         info["loadavg_at_start"] = open("/proc/loadavg").read().split()[:3]
     except OSError:
@@ -149,6 +155,7 @@ class Daemon:
     """`ensembled run --config ...` with every stdout line timestamped on arrival."""
 
     def __init__(self, config_path, log_path):
+        wait_for_binaries()  # build/ may be mid-rebuild
         self.lines = []  # (monotonic time, line)
         self.log = open(log_path, "w")
         self.t_start = time.monotonic()

@@ -8,14 +8,16 @@ validation_split 0.01), and samples every ~0.5 s while it runs:
   - each worker's /proc/PID/smaps_rollup (Pss, Pss_Anon, Pss_File) and, from /proc/PID/smaps,
     the Pss/Rss of its data/train.bin mapping;
   - the supervisor's smaps_rollup Pss.
-The reported moment is the first sample where all 8 workers have (almost) all of the table
-resident in their train.bin mapping (each worker checksums the whole table when it maps it,
-so every page is touched), plus the sample with the largest summed worker Pss.
+Reported moments: the first sample where all 8 workers have (almost) all of the table resident
+in their train.bin mapping (each worker checksums the whole table when it maps it, so every page
+is touched); the sample with the largest summed worker Pss; the last sample. Sampling goes on
+for --window seconds after the first of these, or until a member finishes.
   worker base   = worker Pss - its Pss of the train.bin mapping
   goal          = sum of worker Pss <= 1.1 GiB + 8 x base (mean base)
 Then SIGTERM twice (stop at once).
 
-A second, small run (--small-rows rows, same config otherwise) gives the base of a worker on a
+A second, small run (--small-rows rows, same config but 100000 epochs so that it is still
+training when sampled; it is stopped the same way) gives the base of a worker on a
 tiny table, to show how much of the base grows with the row count.
 
 Usage: bench/shared_memory.py [--rows 24000000] [--workers 8] [--small-rows 20000]
@@ -100,7 +102,7 @@ def sample(sup, workers):
     return s
 
 
-def run_one(args, rows, work, label, poll_s=0.5):
+def run_one(args, rows, work, label, epochs, poll_s=0.5):
     print("[%s] generating %d x 10 float32 + target ..." % (label, rows), flush=True)
     t = time.monotonic()
     xp, yp = make_npy(work, rows)
@@ -111,11 +113,12 @@ def run_one(args, rows, work, label, poll_s=0.5):
         "run_name": "bench-shm-" + label, "state_dir": state, "run_seed": 5,
         "resources": {"gpus": "none", "cpu_workers": args.workers, "threads_per_worker": 1},
         "data": {"source": "npy", "x_path": xp, "y_path": yp, "holdout_fraction": 1e-4},
-        "members": {"defaults": {"layers": [{"units": 4, "activation": "relu"}], "epochs": 1,
+        "members": {"defaults": {"layers": [{"units": 4, "activation": "relu"}], "epochs": epochs,
                                  "batch_size": args.batch_size, "validation_split": 0.01},
                     "count": args.workers},
         "mutation": {"policy": "none"},
         "rounds": {"count": 1},
+        "heartbeat_timeout_s": args.heartbeat_timeout,
     }
     d = C.Daemon(C.write_config(work, cfg), os.path.join(work, "ensembled.log"))
     samples, sup_peak = [], 0
@@ -145,7 +148,7 @@ def run_one(args, rows, work, label, poll_s=0.5):
                     first_full = s
                     print("[%s] all %d workers have the table resident (t=%.1fs after launch)"
                           % (label, args.workers, s["t"] - d.t_start), flush=True)
-                if first_full is not None and (len(samples) >= args.samples_after or s["members_done"] > 0):
+                if first_full is not None and (s["t"] - first_full["t"] >= args.window or s["members_done"] > 0):
                     break
             time.sleep(poll_s)
     finally:
@@ -155,13 +158,15 @@ def run_one(args, rows, work, label, poll_s=0.5):
                  % (label, args.workers, rc, os.path.join(work, "ensembled.log")))
     best = max(samples, key=lambda s: sum(w["Pss"] for w in s["workers"].values()))
     return {"rows": rows, "data_bytes": data_bytes, "supervisor_peak_pss": sup_peak,
-            "first_full": first_full, "max_sum": best, "n_samples": len(samples), "exit_code": rc,
+            "first_full": first_full, "max_sum": best, "last": samples[-1], "n_samples": len(samples),
+            "exit_code": rc, "sampled_seconds": samples[-1]["t"] - samples[0]["t"],
+            "worker_pids_seen": sorted({p for s in samples for p in s["workers"]}),
             "launch_to_full_s": (first_full["t"] - d.t_start) if first_full else None}
 
 
 def describe(label, res, workers):
     out = {}
-    for name in ("first_full", "max_sum"):
+    for name in ("first_full", "max_sum", "last"):
         s = res[name]
         if s is None:
             continue
@@ -184,8 +189,12 @@ def main():
     ap.add_argument("--small-rows", type=int, default=20_000, help="0 skips the small run")
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--batch-size", type=int, default=65536)
-    ap.add_argument("--samples-after", type=int, default=4, help="samples taken once all are resident")
+    ap.add_argument("--window", type=float, default=60,
+                    help="seconds to keep sampling once all are resident (ends early when a member finishes)")
     ap.add_argument("--timeout", type=float, default=240)
+    ap.add_argument("--heartbeat-timeout", type=float, default=600,
+                    help="config heartbeat_timeout_s; ensembled's default of 60 s kills workers whose "
+                         "first epoch on the big table takes longer (heartbeats are sent per epoch)")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     C.wait_for_binaries()
@@ -195,12 +204,12 @@ def main():
     except (OSError, IndexError):
         pass
     runs = {}
-    for label, rows in (("big", args.rows), ("small", args.small_rows)):
+    for label, rows, epochs in (("big", args.rows, 1), ("small", args.small_rows, 100000)):
         if rows <= 0:
             continue
         work = C.tempdir("bench-shm-%s-" % label)
         try:
-            runs[label] = run_one(args, rows, work, label)
+            runs[label] = run_one(args, rows, work, label, epochs)
         finally:
             if not args.keep:
                 C.rmtree(work)
@@ -225,6 +234,14 @@ def main():
                                                    v["sum_train_bin_pss"] / r["data_bytes"]))
         if "small" in summ and "first_full" in summ["small"]:
             sb = summ["small"]["first_full"]["mean_base"]
+            for moment in ("first_full", "max_sum"):
+                tot = summ["big"][moment]["sum_worker_pss"]
+                bound = 1.1 * GiB + args.workers * sb
+                summ["big"][moment]["strict_goal_bytes"] = bound
+                summ["big"][moment]["strict_goal_met"] = tot <= bound
+                print("strict goal (base = a worker's base on the small table), %s: sum %.3f GiB vs "
+                      "1.1 GiB + %d x %.3f GiB = %.3f GiB: %s" % (moment, tot / GiB, args.workers, sb / GiB,
+                                                                 bound / GiB, "met" if tot <= bound else "NOT met"))
             print("base per worker: %.3f GiB with %d rows vs %.3f GiB with %d rows (+%.0f B per row per worker)"
                   % (v["mean_base"] / GiB, r["rows"], sb / GiB, runs["small"]["rows"],
                      (v["mean_base"] - sb) / max(1, r["rows"] - runs["small"]["rows"])))

@@ -29,7 +29,8 @@ using Words = std::span<const std::string_view>;
 constexpr std::array kTopKeys{
     "run_name"sv, "state_dir"sv, "run_seed"sv, "resources"sv,           "data"sv,
     "members"sv,  "mutation"sv,  "rounds"sv,   "heartbeat_timeout_s"sv, "max_task_attempts"sv,
-    "recycle"sv,  "min_members"sv, "stop_timeout_s"sv, "save_checkpoints"sv};
+    "recycle"sv,  "min_members"sv, "stop_timeout_s"sv, "save_checkpoints"sv, "service"sv};
+constexpr std::array kServiceKeys{"control_socket"sv, "http_port"sv, "http_bind"sv, "log_file"sv};
 constexpr std::array kRecycleKeys{"after_tasks"sv, "rss_mb"sv, "rss_growth_pct"sv,
                                   "gpu_reserved_mb"sv};
 constexpr std::array kResourceKeys{"gpus"sv, "workers_per_gpu"sv, "cpu_workers"sv,
@@ -591,6 +592,20 @@ void ReadRecycle(Validator& v, const json& root, RecycleSpec* r) {
   v.Number(*j, p, "gpu_reserved_mb", kNonNegative, &r->gpu_reserved_mb);
 }
 
+void ReadService(Validator& v, const json& root, const std::string& base_dir, ServiceSpec* sv) {
+  const std::string p = "/service";
+  const json* j = v.Section(root, "", "service", kServiceKeys);
+  if (j == nullptr) return;
+  if (Find(*j, "control_socket") != nullptr) v.Path(*j, p, "control_socket", base_dir, &sv->control_socket);
+  if (sv->control_socket.size() >= 108) v.Error(p + "/control_socket", "is longer than a Unix socket path may be (107)");
+  v.Int(*j, p, "http_port", 0, 65535, &sv->http_port);
+  if (const json* b = Find(*j, "http_bind"); b != nullptr) {
+    if (!b->is_string() || b->get<std::string>().empty()) v.Error(p + "/http_bind", "must be an address string");
+    else sv->http_bind = b->get<std::string>();
+  }
+  if (Find(*j, "log_file") != nullptr) v.Path(*j, p, "log_file", base_dir, &sv->log_file);
+}
+
 void ReadTop(Validator& v, const json& root, const std::string& base_dir, Config* c) {
   if (!v.Object(root, "", kTopKeys)) return;
   v.Name(root, "", "run_name", &c->run_name);
@@ -610,6 +625,7 @@ void ReadTop(Validator& v, const json& root, const std::string& base_dir, Config
     v.Error("/min_members", "is larger than the number of members (" + std::to_string(c->members.size()) + ")");
   v.Number(root, "", "stop_timeout_s", kPositive, &c->stop_timeout_s);
   v.Bool(root, "", "save_checkpoints", &c->save_checkpoints);
+  ReadService(v, root, base_dir, &c->service);
 }
 
 // ---- parsing -----------------------------------------------------------------------------

@@ -104,6 +104,16 @@ struct RecycleSpec {
   double gpu_reserved_mb = 0;         // CUDA caching allocator reserve after a task, MiB. Default: 0 (off)
 };
 
+// How operators and tools reach a running daemon.
+struct ServiceSpec {
+  // Unix socket for ensemblectl (0600). "" = $RUNTIME_DIRECTORY/<run_name>.sock under systemd,
+  // else <state_dir>/control.sock. Default: ""
+  std::string control_socket;
+  int http_port = 0;                    // Prometheus /metrics and the status page; 0 = off. Default: 0
+  std::string http_bind = "127.0.0.1";  // loopback unless you mean it. Default: "127.0.0.1"
+  std::string log_file;                 // optional rotating log file (10 MiB x 3). Default: "" (stderr only)
+};
+
 struct Config {
   std::string run_name = "ensembled";    // [A-Za-z0-9_.-]{1,64}. Default: "ensembled"
   std::string state_dir;                 // REQUIRED (relative paths: to the config file's folder)
@@ -114,6 +124,7 @@ struct Config {
   MutationSpec mutation;
   RoundsSpec rounds;
   RecycleSpec recycle;
+  ServiceSpec service;
   double heartbeat_timeout_s = 60.0;     // > 0. Default: 60
   int max_task_attempts = 3;             // >= 1. Default: 3
   int min_members = 0;                   // members that must succeed for a round to commit; 0 = all. Default: 0

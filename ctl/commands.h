@@ -7,8 +7,14 @@
 
 namespace ens::ctl {
 
-// Reads the run state (run.json, journal, summaries) and prints where the run stands.
-int ShowStatus(const std::string& state_dir, bool as_json);
+// Reads the run state (run.json, journal, summaries) and prints where the run stands; when
+// the daemon runs, adds its live view (workers, progress, ETA) from the control socket.
+int ShowStatus(const std::string& state_dir, const std::string& socket, bool as_json);
+// stop | pause | resume | reload over the control socket.
+int Control(const std::string& state_dir, const std::string& socket, const std::string& cmd);
+// The control socket of a run: `socket` if given, else the one status.json names, else
+// <state_dir>/control.sock.
+std::string FindControlSocket(const std::string& state_dir, const std::string& socket);
 // Ensemble mean and std per input row, from the members of `round` (-1: the latest committed).
 int Predict(const std::string& state_dir, int round, const std::string& input_csv,
             const std::string& output_csv);

@@ -34,9 +34,21 @@ int main(int argc, char** argv) {
   int round = -1;
   bool as_json = false;
 
-  auto* status = app.add_subcommand("status", "where a run stands (read from its state directory)");
+  std::string socket;
+  auto* status = app.add_subcommand("status", "where a run stands: run state, plus live workers when running");
   status->add_option("--state-dir,-s", state_dir, "the run's state directory")->required();
+  status->add_option("--socket", socket, "control socket (default: found from the state directory)");
   status->add_flag("--json", as_json, "machine-readable output");
+  std::vector<CLI::App*> control;
+  for (auto [name, help] : {std::pair{"stop", "graceful stop: no new tasks, running ones finish"},
+                            std::pair{"pause", "no new tasks until resume (running ones finish)"},
+                            std::pair{"resume", "dispatch again after pause"},
+                            std::pair{"reload", "re-read the config; safe changes apply at the next round boundary"}}) {
+    auto* c = app.add_subcommand(name, help);
+    c->add_option("--state-dir,-s", state_dir, "the run's state directory")->required();
+    c->add_option("--socket", socket, "control socket (default: found from the state directory)");
+    control.push_back(c);
+  }
 
   auto* predict = app.add_subcommand("predict", "ensemble mean and std per row of a CSV");
   predict->add_option("--state-dir,-s", state_dir, "the run's state directory")->required();
@@ -58,7 +70,9 @@ int main(int argc, char** argv) {
   validate->add_option("config", config, "config file")->required();
   CLI11_PARSE(app, argc, argv);
 
-  if (*status) return ens::ctl::ShowStatus(state_dir, as_json);
+  if (*status) return ens::ctl::ShowStatus(state_dir, socket, as_json);
+  for (auto* c : control)
+    if (*c) return ens::ctl::Control(state_dir, socket, c->get_name());
   if (*predict) return ens::ctl::Predict(state_dir, round, input, output);
   if (*verify) return ens::ctl::Verify(state_dir, round, member, sample);
   return ens::ctl::ValidateConfig(config);

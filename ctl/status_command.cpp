@@ -10,12 +10,13 @@
 #include "common/journal.h"
 #include "common/run_layout.h"
 #include "ctl/commands.h"
+#include "orchestrator/control_socket.h"
 
 namespace ens::ctl {
 
 using json = nlohmann::json;
 
-int ShowStatus(const std::string& state_dir, bool as_json) {
+int ShowStatus(const std::string& state_dir, const std::string& socket, bool as_json) {
   RunLayout layout(state_dir);
   auto run_text = ReadFile(layout.RunFile());
   if (!run_text.ok()) {
@@ -35,9 +36,14 @@ int ShowStatus(const std::string& state_dir, bool as_json) {
   bool running = lock >= 0 && ::flock(lock, LOCK_EX | LOCK_NB) != 0;
   if (lock >= 0) ::close(lock);
   if (running) {
-    auto text = ReadFile(layout.StatusFile());
-    if (text.ok()) live = json::parse(*text, nullptr, false);
-    if (live.is_discarded()) live = json();
+    auto reply = ControlRequest(FindControlSocket(state_dir, socket), {{"cmd", "status"}}, 3000);
+    if (reply.ok() && reply->value("ok", false)) {
+      live = (*reply)["status"];
+    } else {  // fall back to the file the daemon rewrites every second
+      auto text = ReadFile(layout.StatusFile());
+      if (text.ok()) live = json::parse(*text, nullptr, false);
+      if (live.is_discarded()) live = json();
+    }
   }
   json last = p.committed.empty() ? json() : p.committed.back()["summary"];
   json out = {{"run", run},
@@ -62,7 +68,8 @@ int ShowStatus(const std::string& state_dir, bool as_json) {
   std::string state = p.finished ? "finished: " + p.finish_reason : running ? "running" : "stopped (run again to resume)";
   std::printf("state: %s\n", state.c_str());
   if (live.is_object()) {
-    std::printf("round %d of %d: %d/%d members done, %d running, %d failed; ETA of the round %s\n",
+    std::printf("%sround %d of %d: %d/%d members done, %d running, %d failed; ETA of the round %s\n",
+                live.value("paused", false) ? "PAUSED; " : live.value("stopping", false) ? "STOPPING; " : "",
                 live.value("round", 0) + 1, live.value("rounds", 0), live.value("members_done", 0),
                 live.value("members_total", 0), live.value("members_running", 0), live.value("members_failed", 0),
                 live.value("eta_round_s", -1.0) < 0 ? "unknown"

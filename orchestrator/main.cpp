@@ -42,6 +42,6 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 
-  ens::Supervisor sup(std::move(*cfg), ens::SupervisorOptions{worker, sfd});
+  ens::Supervisor sup(std::move(*cfg), ens::SupervisorOptions{worker, config_path, sfd});
   return sup.Run();
 }

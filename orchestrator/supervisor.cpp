@@ -145,15 +145,7 @@ bool Supervisor::HandleSignals() {
   if (opts_.signal_fd < 0) return true;
   struct signalfd_siginfo si;
   while (::read(opts_.signal_fd, &si, sizeof(si)) == sizeof(si)) {
-    if (si.ssi_signo == SIGINT || si.ssi_signo == SIGTERM) {
-      ++stop_requests_;
-      if (stop_requests_ == 1) {
-        stop_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(cfg_.stop_timeout_s));
-        spdlog::warn("stop requested: no new tasks; running ones get {:.0f} s to finish (signal again to stop now)",
-                     cfg_.stop_timeout_s);
-      }
-    }
+    if (si.ssi_signo == SIGINT || si.ssi_signo == SIGTERM) RequestStop("signal " + std::to_string(si.ssi_signo));
   }
   return stop_requests_ < 2;
 }
@@ -166,7 +158,7 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
     if (!progress_.done.count(cfg_.members[i].name)) pending.push_back(MakeTask(round, static_cast<int>(i), 1));
   std::string first_failure;
   while (finished + failed < cfg_.members.size()) {
-    if (stop_requests_ == 0)
+    if (stop_requests_ == 0 && !paused_)
       while (!pending.empty() && workers_->Assign(pending.front())) {
         pending.pop_front();
         CrashPoint("after_dispatch");
@@ -176,10 +168,11 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
       spdlog::warn("stop_timeout_s passed: stopping the running tasks");
       return RoundEnd::kStopped;
     }
-    struct pollfd fds[2] = {{workers_->report_fd(), POLLIN, 0}, {opts_.signal_fd, POLLIN, 0}};
-    ::poll(fds, opts_.signal_fd >= 0 ? 2 : 1, 200);
+    struct pollfd fds[3] = {{workers_->report_fd(), POLLIN, 0}, {control_.fd(), POLLIN, 0}, {opts_.signal_fd, POLLIN, 0}};
+    ::poll(fds, opts_.signal_fd >= 0 ? 3 : 2, 200);
     if (!HandleSignals()) return RoundEnd::kStopped;
-    WriteStatusFile(round, failed, false);
+    round_failed_ = failed;
+    ServiceTick(false);
     for (PoolEvent& e : workers_->Service()) {
       const std::string& name = e.task.member.name;
       if (e.kind == PoolEvent::kDone) {
@@ -196,6 +189,7 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
           progress_.done[name] = rec;
           ++finished;
           CrashPoint("after_member_done");
+          RecordFinished(name, e.task.out_dir, r->metrics.value("seconds", 0.0));
           std::printf("  round %d  %-8s done   holdout_rmse %7.4f  epochs %3d  %5.1fs  slot %d pid %d\n", round,
                       name.c_str(), r->metrics.value("holdout_rmse", 0.0), r->metrics.value("epochs_run", 0),
                       r->metrics.value("seconds", 0.0), e.slot, e.pid);
@@ -211,8 +205,10 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
                    give_up ? " (giving up)" : " (will retry)");
       if (!give_up) {
         pending.push_back(MakeTask(round, e.task.member_index, e.task.attempt + 1));
+        ++counters_.members_retried_total;
         continue;
       }
+      ++counters_.members_failed_total;
       (void)journal_->Append({{"event", "member_failed"}, {"round", round}, {"member", name},
                               {"index", e.task.member_index}, {"attempt", e.task.attempt},
                               {"error", e.error}, {"permanent", e.permanent}});
@@ -299,36 +295,6 @@ Status Supervisor::CommitRound(int round, double wall_seconds, bool* stop_now) {
   return Status::Ok();
 }
 
-void Supervisor::WriteStatusFile(int round, size_t failed, bool force) {
-  auto now = Clock::now();
-  if (!force && now - last_status_write_ < std::chrono::seconds(1)) return;
-  last_status_write_ = now;
-  json workers = json::array();
-  for (const auto& w : workers_->slots())
-    workers.push_back({{"slot", w.placement.slot}, {"gpu", w.placement.gpu.empty() ? "cpu" : w.placement.gpu},
-                       {"pid", w.pid}, {"state", SlotStateName(w.state)},
-                       {"member", w.task ? w.task->member.name : ""}, {"rss_kb", w.rss_kb},
-                       {"tasks_since_start", w.tasks_done}, {"spawns", w.spawns}, {"recycles", w.recycles}});
-  double per_member = 0;
-  int timed = 0;
-  for (const auto& [name, rec] : progress_.done) {
-    per_member += rec["metrics"].value("seconds", 0.0);
-    ++timed;
-  }
-  size_t left = cfg_.members.size() - progress_.done.size() - failed;
-  double eta = timed ? per_member / timed * static_cast<double>(left) /
-                           std::max<size_t>(1, workers_->slots().size())
-                     : -1;
-  json st = {{"pid", ::getpid()}, {"updated", static_cast<int64_t>(std::time(nullptr))},
-             {"round", round}, {"rounds", cfg_.rounds.count}, {"members_total", cfg_.members.size()},
-             {"members_done", progress_.done.size()}, {"members_failed", failed},
-             {"members_running", workers_->BusyCount()}, {"eta_round_s", eta},
-             {"stopping", stop_requests_ > 0}, {"bad_messages", workers_->bad_messages()},
-             {"unplanned_restarts", workers_->unplanned_restarts()}, {"workers", workers}};
-  Status s = WriteFileAtomic(layout_.StatusFile(), st.dump(2) + "\n");
-  if (!s.ok()) spdlog::warn("{}", s.ToString());
-}
-
 void Supervisor::PrintFinalTable() const {
   std::printf("\n%-6s %12s %28s %14s %10s\n", "round", "train rows", "member holdout RMSE (mean±std)",
               "ensemble RMSE", "wall (s)");
@@ -360,6 +326,7 @@ int Supervisor::Run() {
                   std::min(5.0, cfg_.heartbeat_timeout_s), cfg_.recycle},
       placements);
   s = workers_->Start();
+  if (s.ok()) s = StartService();
   if (!s.ok()) {
     spdlog::error("{}", s.ToString());
     return exit_code::kTransientFailure;
@@ -371,6 +338,9 @@ int Supervisor::Run() {
   int code = exit_code::kOk;
   for (int round = progress_.next_round; round < cfg_.rounds.count; ++round) {
     auto t0 = Clock::now();
+    current_round_ = round;
+    curves_.clear();
+    ServiceTick(true);
     Status err;
     RoundEnd end = RunRound(round, &err);
     if (end == RoundEnd::kStopped) {
@@ -383,6 +353,7 @@ int Supervisor::Run() {
       code = err.code() == Status::Code::kIOError ? exit_code::kTransientFailure : exit_code::kPermanentFailure;
       break;
     }
+    ApplyPendingReload();  // the round boundary: safe config changes apply from here on
     bool stop_now = false;
     s = CommitRound(round, Since(t0), &stop_now);
     if (!s.ok()) {
@@ -396,7 +367,9 @@ int Supervisor::Run() {
       break;
     }
   }
+  notifier_.Stopping();
   workers_->Shutdown(stop_requests_ > 1 ? 0 : 10);
+  ServiceTick(true);
   workers_.reset();
   PrintFinalTable();
   return code;

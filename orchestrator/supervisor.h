@@ -12,7 +12,9 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,13 +25,18 @@
 #include "common/run_layout.h"
 #include "common/status.h"
 #include "common/table.h"
+#include "orchestrator/control_socket.h"
 #include "orchestrator/executor.h"
+#include "orchestrator/http_endpoint.h"
+#include "orchestrator/run_snapshot.h"
+#include "orchestrator/systemd_notifier.h"
 #include "orchestrator/worker_pool.h"
 
 namespace ens {
 
 struct SupervisorOptions {
   std::string worker_binary;   // path of ensemble-worker
+  std::string config_path;     // re-read by `ensemblectl reload`
   int signal_fd = -1;          // signalfd for SIGINT/SIGTERM/SIGCHLD, or -1 (tests)
 };
 
@@ -50,8 +57,16 @@ class Supervisor {
   TaskSpec MakeTask(int round, int index, int attempt) const;
   bool HandleSignals();  // false when the loop must end now
   void PrintFinalTable() const;
-  // status.json: live workers and round progress for `ensemblectl status` (at most 1/s unless forced).
-  void WriteStatusFile(int round, size_t failed, bool force);
+  // ---- service side (supervisor_service.cpp) ----
+  Status StartService();  // control socket, HTTP endpoint
+  // Each loop pass: control requests, sd_notify, watchdog; status.json and the HTTP snapshot
+  // at most 1/s unless forced.
+  void ServiceTick(bool force);
+  nlohmann::json HandleControl(const nlohmann::json& request);
+  void RequestStop(const std::string& why);
+  void ApplyPendingReload();
+  void RecordFinished(const std::string& member, const std::string& dir, double seconds);
+  RunSnapshot BuildSnapshot() const;
 
   Config cfg_;
   SupervisorOptions opts_;
@@ -69,6 +84,15 @@ class Supervisor {
   std::unique_ptr<WorkerPool> workers_;
   int stop_requests_ = 0;
   std::chrono::steady_clock::time_point stop_deadline_{}, last_status_write_{};
+  bool paused_ = false;
+  int current_round_ = 0;
+  size_t round_failed_ = 0;
+  std::optional<Config> pending_reload_;
+  ControlSocket control_;
+  SystemdNotifier notifier_;
+  std::unique_ptr<HttpEndpoint> http_;
+  RunSnapshot counters_;  // only the *_total counters and task histogram are kept here
+  std::map<std::string, MemberCurve> curves_;
 };
 
 }  // namespace ens

@@ -120,6 +120,8 @@ void WorkerPool::HandleMessage(const std::string& bytes, std::vector<PoolEvent>*
       e.permanent = m->permanent;
       if (m->metrics.contains("rss_kb_after") && m->metrics["rss_kb_after"].is_number_integer())
         s->rss_kb = m->metrics["rss_kb_after"].get<int64_t>();
+      if (m->metrics.contains("gpu_reserved_mb") && m->metrics["gpu_reserved_mb"].is_number())
+        s->gpu_reserved_mb = m->metrics["gpu_reserved_mb"].get<double>();
       s->task.reset();
       s->state = m->recycle ? SlotState::kStopping : SlotState::kIdle;
       s->recycling = m->recycle;

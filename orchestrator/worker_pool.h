@@ -50,6 +50,7 @@ struct WorkerSlot {
   int recycles = 0;          // planned replacements (recycle policy)
   bool recycling = false;    // the current process announced it exits after its report
   int64_t rss_kb = 0;
+  double gpu_reserved_mb = 0;
   MessageQueue queue;        // supervisor -> this slot
 };
 
@@ -94,6 +95,11 @@ class WorkerPool {
   const std::vector<WorkerSlot>& slots() const { return slots_; }
   // Asks every worker to exit, waits up to timeout_s, then SIGKILLs the rest; removes queues.
   void Shutdown(double timeout_s);
+  // Reload: new heartbeat timeout now, new recycle policy for workers started from now on.
+  void UpdateOptions(double heartbeat_timeout_s, const RecycleSpec& recycle) {
+    opts_.heartbeat_timeout_s = heartbeat_timeout_s;
+    opts_.recycle = recycle;
+  }
   // Sends `sig` to every live worker.
   void SignalAll(int sig);
 

@@ -107,7 +107,8 @@ int Serve(const std::string& run_id, int slot, const RecycleSpec& recycle_spec) 
       rep.metrics = {{"holdout_rmse", outcome.metrics["holdout_rmse"]},
                      {"epochs_run", outcome.metrics["epochs_run"]},
                      {"seconds", outcome.metrics["seconds"]},
-                     {"rss_kb_after", outcome.metrics["rss_kb_after"]}};
+                     {"rss_kb_after", outcome.metrics["rss_kb_after"]},
+                     {"gpu_reserved_mb", static_cast<double>(CudaReservedKb()) / 1024.0}};
     } else {
       rep.type = MessageType::kFailed;
       rep.error = outcome.status.message().substr(0, 3000);

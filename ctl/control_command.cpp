@@ -1,0 +1,39 @@
+// ensemblectl stop | pause | resume | reload: one request over the daemon's control socket.
+#include <iostream>
+
+#include "common/atomic_file.h"
+#include "common/exit_codes.h"
+#include "common/run_layout.h"
+#include "ctl/commands.h"
+#include "orchestrator/control_socket.h"
+
+namespace ens::ctl {
+
+std::string FindControlSocket(const std::string& state_dir, const std::string& socket) {
+  if (!socket.empty()) return socket;
+  RunLayout layout(state_dir);
+  auto text = ReadFile(layout.StatusFile());
+  if (text.ok()) {
+    auto j = nlohmann::json::parse(*text, nullptr, false);
+    if (j.is_object() && j.contains("control_socket") && j["control_socket"].is_string())
+      return j["control_socket"].get<std::string>();
+  }
+  return state_dir + "/control.sock";
+}
+
+int Control(const std::string& state_dir, const std::string& socket, const std::string& cmd) {
+  std::string path = FindControlSocket(state_dir, socket);
+  auto reply = ControlRequest(path, {{"cmd", cmd}});
+  if (!reply.ok()) {
+    std::cerr << "ensemblectl " << cmd << ": " << reply.status().message() << "\n";
+    return exit_code::kTransientFailure;
+  }
+  if (!reply->value("ok", false)) {
+    std::cerr << "ensemblectl " << cmd << ": refused: " << reply->value("error", "?") << "\n";
+    return exit_code::kPermanentFailure;
+  }
+  std::cout << reply->value("message", "ok") << "\n";
+  return exit_code::kOk;
+}
+
+}  // namespace ens::ctl

@@ -1,0 +1,37 @@
+#include "orchestrator/http_endpoint.h"
+
+#include <httplib.h>
+
+namespace ens {
+
+HttpEndpoint::HttpEndpoint() : server_(std::make_unique<httplib::Server>()) {}
+
+HttpEndpoint::~HttpEndpoint() {
+  server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+RunSnapshot HttpEndpoint::Latest() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return latest_;
+}
+
+void HttpEndpoint::Publish(RunSnapshot snapshot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  latest_ = std::move(snapshot);
+}
+
+Status HttpEndpoint::Start(const std::string& bind, int port) {
+  server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(RenderPrometheus(Latest()), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  server_->Get("/", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(RenderStatusPage(Latest()), "text/html; charset=utf-8");
+  });
+  if (!server_->bind_to_port(bind.c_str(), port))
+    return Status::IOError("cannot listen on " + bind + ":" + std::to_string(port) + " (address in use?)");
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  return Status::Ok();
+}
+
+}  // namespace ens

@@ -1,0 +1,93 @@
+// RenderPrometheus: the /metrics endpoint's text.
+#include <sstream>
+
+#include "orchestrator/run_snapshot.h"
+
+namespace ens {
+namespace {
+
+std::string Escape(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+class Writer {
+ public:
+  void Family(const std::string& name, const char* type, const char* help) {
+    out_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+  }
+  void Sample(const std::string& name, double v, const std::string& labels = "") {
+    out_ << name;
+    if (!labels.empty()) out_ << "{" << labels << "}";
+    out_ << " " << v << "\n";
+  }
+  std::string str() const { return out_.str(); }
+
+ private:
+  std::ostringstream out_;
+};
+
+}  // namespace
+
+std::string RenderPrometheus(const RunSnapshot& s) {
+  Writer w;
+  const std::string run = "run=\"" + Escape(s.run_name) + "\"";
+  w.Family("ensembled_round", "gauge", "Round being trained (0-based).");
+  w.Sample("ensembled_round", s.round, run);
+  w.Family("ensembled_rounds_completed", "gauge", "Rounds committed so far.");
+  w.Sample("ensembled_rounds_completed", static_cast<double>(s.rounds_done.size()), run);
+  w.Family("ensembled_members_finished_total", "counter", "Members finished since the daemon started.");
+  w.Sample("ensembled_members_finished_total", static_cast<double>(s.members_finished_total), run);
+  w.Family("ensembled_members_failed_total", "counter", "Members given up on since the daemon started.");
+  w.Sample("ensembled_members_failed_total", static_cast<double>(s.members_failed_total), run);
+  w.Family("ensembled_members_retried_total", "counter", "Member task retries since the daemon started.");
+  w.Sample("ensembled_members_retried_total", static_cast<double>(s.members_retried_total), run);
+  w.Family("ensembled_worker_restarts_total", "counter", "Unplanned worker restarts (deaths).");
+  w.Sample("ensembled_worker_restarts_total", static_cast<double>(s.worker_restarts_total), run);
+  w.Family("ensembled_worker_recycles_total", "counter", "Planned worker replacements (recycle policy).");
+  w.Sample("ensembled_worker_recycles_total", static_cast<double>(s.worker_recycles_total), run);
+  w.Family("ensembled_bad_messages_total", "counter", "Messages rejected by validation.");
+  w.Sample("ensembled_bad_messages_total", static_cast<double>(s.bad_messages_total), run);
+
+  w.Family("ensembled_task_duration_seconds", "histogram", "Wall time of finished member tasks.");
+  for (size_t i = 0; i < s.task_seconds_bucket_bounds.size(); ++i) {
+    std::ostringstream le;
+    le << s.task_seconds_bucket_bounds[i];
+    w.Sample("ensembled_task_duration_seconds_bucket",
+             static_cast<double>(i < s.task_seconds_buckets.size() ? s.task_seconds_buckets[i] : 0),
+             run + ",le=\"" + le.str() + "\"");
+  }
+  w.Sample("ensembled_task_duration_seconds_bucket", static_cast<double>(s.task_seconds_count), run + ",le=\"+Inf\"");
+  w.Sample("ensembled_task_duration_seconds_sum", s.task_seconds_sum, run);
+  w.Sample("ensembled_task_duration_seconds_count", static_cast<double>(s.task_seconds_count), run);
+
+  w.Family("ensembled_worker_rss_bytes", "gauge", "Resident set of each worker process.");
+  for (const auto& wk : s.workers)
+    w.Sample("ensembled_worker_rss_bytes", static_cast<double>(wk.rss_kb) * 1024,
+             run + ",slot=\"" + std::to_string(wk.slot) + "\",gpu=\"" + Escape(wk.gpu) + "\"");
+  w.Family("ensembled_worker_gpu_reserved_bytes", "gauge", "CUDA memory reserved by each worker (0 on CPU).");
+  for (const auto& wk : s.workers)
+    w.Sample("ensembled_worker_gpu_reserved_bytes", wk.gpu_reserved_mb * 1048576,
+             run + ",slot=\"" + std::to_string(wk.slot) + "\",gpu=\"" + Escape(wk.gpu) + "\"");
+  w.Family("ensembled_dataset_rows", "gauge", "Training rows of the current dataset generation.");
+  w.Sample("ensembled_dataset_rows", static_cast<double>(s.dataset_rows), run);
+  w.Family("ensembled_dataset_generation", "gauge", "Current dataset generation.");
+  w.Sample("ensembled_dataset_generation", static_cast<double>(s.dataset_generation), run);
+  w.Family("ensembled_round_duration_seconds", "gauge", "Wall time of each committed round.");
+  for (const auto& r : s.rounds_done)
+    w.Sample("ensembled_round_duration_seconds", r.wall_seconds, run + ",round=\"" + std::to_string(r.round) + "\"");
+  w.Family("ensembled_ensemble_rmse", "gauge", "Ensemble holdout RMSE of each committed round.");
+  for (const auto& r : s.rounds_done)
+    w.Sample("ensembled_ensemble_rmse", r.ensemble_rmse, run + ",round=\"" + std::to_string(r.round) + "\"");
+  return w.str();
+}
+
+}  // namespace ens

@@ -1,0 +1,28 @@
+#include "orchestrator/run_snapshot.h"
+
+namespace ens {
+
+nlohmann::json SnapshotToJson(const RunSnapshot& s) {
+  nlohmann::json workers = nlohmann::json::array();
+  for (const auto& w : s.workers)
+    workers.push_back({{"slot", w.slot}, {"gpu", w.gpu}, {"pid", w.pid}, {"state", w.state}, {"member", w.member},
+                       {"rss_kb", w.rss_kb}, {"gpu_reserved_mb", w.gpu_reserved_mb},
+                       {"tasks_since_start", w.tasks_since_start}, {"spawns", w.spawns}, {"recycles", w.recycles}});
+  nlohmann::json rounds = nlohmann::json::array();
+  for (const auto& r : s.rounds_done)
+    rounds.push_back({{"round", r.round}, {"trained_rows", r.trained_rows}, {"member_rmse_mean", r.member_rmse_mean},
+                      {"member_rmse_std", r.member_rmse_std}, {"ensemble_rmse", r.ensemble_rmse},
+                      {"wall_seconds", r.wall_seconds}});
+  return {{"run_name", s.run_name}, {"pid", s.pid}, {"control_socket", s.control_socket},
+          {"paused", s.paused}, {"stopping", s.stopping}, {"round", s.round}, {"rounds", s.rounds},
+          {"members_total", s.members_total}, {"members_done", s.members_done},
+          {"members_running", s.members_running}, {"members_failed", s.members_failed_round},
+          {"eta_round_s", s.eta_round_s}, {"dataset_rows", s.dataset_rows},
+          {"dataset_generation", s.dataset_generation}, {"members_finished_total", s.members_finished_total},
+          {"members_failed_total", s.members_failed_total}, {"members_retried_total", s.members_retried_total},
+          {"worker_restarts_total", s.worker_restarts_total}, {"worker_recycles_total", s.worker_recycles_total},
+          {"bad_messages", s.bad_messages_total}, {"unplanned_restarts", s.worker_restarts_total},
+          {"workers", workers}, {"rounds_done", rounds}};
+}
+
+}  // namespace ens

@@ -1,0 +1,70 @@
+// RunSnapshot: a copy of what the supervisor knows, handed to the HTTP thread.
+//
+// The supervisor fills one from its loop (at most a few times a second) and publishes it;
+// the metrics and status-page renderers read only snapshots, never live supervisor state,
+// so the HTTP thread shares nothing mutable with the loop. Plain data.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ens {
+
+struct WorkerView {
+  int slot = 0;
+  std::string gpu;     // "cpu" for CPU workers
+  int pid = 0;
+  std::string state;
+  std::string member;  // current member, "" when idle
+  int64_t rss_kb = 0;
+  double gpu_reserved_mb = 0;
+  int tasks_since_start = 0;
+  int spawns = 0;
+  int recycles = 0;
+};
+
+struct RoundView {
+  int round = 0;
+  uint64_t trained_rows = 0;
+  double member_rmse_mean = 0, member_rmse_std = 0, ensemble_rmse = 0;
+  double wall_seconds = 0;
+};
+
+struct MemberCurve {
+  std::vector<double> loss, val_loss;
+};
+
+struct RunSnapshot {
+  std::string run_name;
+  int pid = 0;                  // the supervisor's
+  std::string control_socket;
+  bool paused = false, stopping = false;
+  int round = 0, rounds = 0;
+  int members_total = 0, members_done = 0, members_running = 0, members_failed_round = 0;
+  uint64_t dataset_rows = 0, dataset_generation = 0;
+  // Counters since this supervisor process started.
+  uint64_t members_finished_total = 0, members_failed_total = 0, members_retried_total = 0;
+  uint64_t worker_restarts_total = 0, worker_recycles_total = 0, bad_messages_total = 0;
+  double task_seconds_sum = 0;
+  uint64_t task_seconds_count = 0;
+  std::vector<double> task_seconds_bucket_bounds = {0.1, 0.5, 1, 5, 15, 60, 300, 1800};
+  std::vector<uint64_t> task_seconds_buckets;  // cumulative counts per bound (Prometheus "le")
+  std::vector<WorkerView> workers;
+  std::vector<RoundView> rounds_done;
+  std::map<std::string, MemberCurve> curves;   // members of the current (or last) round
+  int curves_round = 0;
+  double eta_round_s = -1;
+};
+
+// status.json / `ensemblectl status` live view.
+nlohmann::json SnapshotToJson(const RunSnapshot& s);
+// Prometheus text exposition format (version 0.0.4).
+std::string RenderPrometheus(const RunSnapshot& s);
+// A self-contained HTML page with server-rendered SVG plots (no external assets).
+std::string RenderStatusPage(const RunSnapshot& s);
+
+}  // namespace ens

@@ -1,0 +1,140 @@
+// RenderStatusPage: the run at a glance, with SVG plots rendered here (no scripts, no
+// assets fetched from anywhere).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "orchestrator/run_snapshot.h"
+
+namespace ens {
+namespace {
+
+std::string Html(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+struct Series {
+  std::string name, color;
+  std::vector<double> y;
+  bool dashed = false;
+};
+
+const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
+
+// A line chart: x = index (1-based), y auto-scaled; log-free and dependency-free.
+std::string LineChart(const std::string& id, const std::string& title, const std::string& xlabel,
+                      const std::vector<Series>& series) {
+  const double w = 560, h = 300, l = 60, r = 150, t = 30, b = 40;
+  double lo = INFINITY, hi = -INFINITY;
+  size_t n = 0;
+  for (const auto& s : series) {
+    for (double v : s.y)
+      if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+    n = std::max(n, s.y.size());
+  }
+  std::ostringstream o;
+  o << "<svg id=\"" << id << "\" class=\"plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h
+    << "\" font-family=\"sans-serif\" font-size=\"11\"><rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>"
+    << "<text x=\"" << (l + (w - l - r) / 2) << "\" y=\"18\" text-anchor=\"middle\" font-size=\"13\">" << Html(title)
+    << "</text>";
+  o << "<line x1=\"" << l << "\" y1=\"" << h - b << "\" x2=\"" << w - r << "\" y2=\"" << h - b << "\" stroke=\"#000\"/>"
+    << "<line x1=\"" << l << "\" y1=\"" << t << "\" x2=\"" << l << "\" y2=\"" << h - b << "\" stroke=\"#000\"/>"
+    << "<text x=\"" << (l + (w - l - r) / 2) << "\" y=\"" << h - 8 << "\" text-anchor=\"middle\">" << Html(xlabel)
+    << "</text>";
+  if (n == 0 || !std::isfinite(lo)) {
+    o << "<text x=\"" << l + 10 << "\" y=\"" << h / 2 << "\">no data yet</text></svg>";
+    return o.str();
+  }
+  if (hi - lo < 1e-12) hi = lo + 1;
+  auto X = [&](size_t i) { return l + (w - l - r) * (n > 1 ? static_cast<double>(i) / (n - 1) : 0.5); };
+  auto Y = [&](double v) { return h - b - (h - b - t) * (v - lo) / (hi - lo); };
+  for (int k = 0; k <= 4; ++k) {
+    double v = lo + (hi - lo) * k / 4;
+    char label[32];
+    std::snprintf(label, sizeof(label), "%.3g", v);
+    o << "<text x=\"" << l - 4 << "\" y=\"" << Y(v) + 4 << "\" text-anchor=\"end\">" << label << "</text>";
+  }
+  o << "<text x=\"" << l << "\" y=\"" << h - b + 14 << "\" text-anchor=\"middle\">1</text><text x=\"" << w - r << "\" y=\""
+    << h - b + 14 << "\" text-anchor=\"middle\">" << n << "</text>";
+  for (size_t k = 0; k < series.size(); ++k) {
+    const Series& s = series[k];
+    o << "<polyline class=\"series\" fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"1.5\""
+      << (s.dashed ? " stroke-dasharray=\"4 3\"" : "") << " points=\"";
+    for (size_t i = 0; i < s.y.size(); ++i)
+      if (std::isfinite(s.y[i])) o << X(i) << "," << Y(s.y[i]) << " ";
+    o << "\"/>";
+    if (k < 16)
+      o << "<text x=\"" << w - r + 8 << "\" y=\"" << t + 12 * k + 8 << "\" fill=\"" << s.color << "\">" << Html(s.name)
+        << "</text>";
+  }
+  o << "</svg>";
+  return o.str();
+}
+
+}  // namespace
+
+std::string RenderStatusPage(const RunSnapshot& s) {
+  std::ostringstream o;
+  o << "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"10\">"
+    << "<title>ensembled: " << Html(s.run_name) << "</title><style>body{font-family:sans-serif;margin:20px}"
+    << "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+    << ".plots{display:flex;flex-wrap:wrap;gap:16px}</style></head><body>";
+  o << "<h1>ensembled: " << Html(s.run_name) << "</h1><p id=\"summary\">round " << s.round + 1 << " of " << s.rounds
+    << " &middot; " << s.members_done << "/" << s.members_total << " members done, " << s.members_running
+    << " running, " << s.members_failed_round << " failed &middot; dataset generation " << s.dataset_generation << ", "
+    << s.dataset_rows << " training rows" << (s.paused ? " &middot; <b>paused</b>" : "")
+    << (s.stopping ? " &middot; <b>stopping</b>" : "") << "</p>";
+
+  std::vector<Series> ens, curves;
+  Series e{"ensemble RMSE", kPalette[0], {}}, m{"member RMSE (mean)", kPalette[1], {}, true};
+  for (const auto& r : s.rounds_done) {
+    e.y.push_back(r.ensemble_rmse);
+    m.y.push_back(r.member_rmse_mean);
+  }
+  ens = {e, m};
+  size_t k = 0;
+  for (const auto& [name, c] : s.curves) {
+    const char* color = kPalette[k++ % 8];
+    curves.push_back({name + " loss", color, c.loss});
+    curves.push_back({name + " val_loss", color, c.val_loss, true});
+  }
+  o << "<div class=\"plots\">"
+    << LineChart("ensemble-error", "Ensemble holdout error per round", "round", ens)
+    << LineChart("member-curves", "Round " + std::to_string(s.curves_round) + ": loss (solid) / val_loss (dashed)",
+                 "epoch", curves)
+    << "</div>";
+
+  o << "<h2>Rounds</h2><table id=\"rounds\"><tr><th>round</th><th>train rows</th><th>member RMSE</th>"
+    << "<th>ensemble RMSE</th><th>wall s</th></tr>";
+  for (const auto& r : s.rounds_done) {
+    char row[256];
+    std::snprintf(row, sizeof(row), "<tr><td>%d</td><td>%llu</td><td>%.4f &plusmn; %.4f</td><td>%.4f</td><td>%.1f</td></tr>",
+                  r.round, static_cast<unsigned long long>(r.trained_rows), r.member_rmse_mean, r.member_rmse_std,
+                  r.ensemble_rmse, r.wall_seconds);
+    o << row;
+  }
+  o << "</table><h2>Workers</h2><table id=\"workers\"><tr><th>slot</th><th>gpu</th><th>pid</th><th>state</th>"
+    << "<th>member</th><th>RSS MiB</th><th>tasks</th><th>recycles</th></tr>";
+  for (const auto& w : s.workers) {
+    char row[512];
+    std::snprintf(row, sizeof(row), "<tr><td>%d</td><td>%s</td><td>%d</td><td>%s</td><td>%s</td><td>%.1f</td><td>%d</td><td>%d</td></tr>",
+                  w.slot, Html(w.gpu).c_str(), w.pid, Html(w.state).c_str(), Html(w.member).c_str(), w.rss_kb / 1024.0,
+                  w.tasks_since_start, w.recycles);
+    o << row;
+  }
+  o << "</table></body></html>";
+  return o.str();
+}
+
+}  // namespace ens

@@ -1,0 +1,237 @@
+// Supervisor crashes: ensembled is SIGKILLed at each crash point it has (common/fault_injection.h,
+// ENSEMBLED_CRASH_AT), then run again. The resumed run ends in exactly the state an undisturbed
+// run ends in: same bits in every checkpoint, same commits, no member retrained after its
+// member_done, no POSIX queue of the run left behind.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/dataset_segment.h"
+#include "common/journal.h"
+#include "common/run_layout.h"
+#include "support/env_spawn.h"
+#include "support/process_harness.h"
+
+namespace ens {
+namespace {
+
+using json = nlohmann::json;
+using namespace ens::testing;
+
+constexpr int kRounds = 2;
+constexpr int kMembers = 4;
+constexpr int kWorkers = 2;
+
+std::string Config(const std::string& state_dir, const std::string& rounds_extra = "") {
+  return R"({"run_name": "crash", "state_dir": ")" + state_dir + R"(", "run_seed": 23,
+    "resources": {"gpus": "none", "cpu_workers": 2, "threads_per_worker": 1},
+    "data": {"synthetic": {"initial_rows": 300, "pool_rows": 200, "holdout_rows": 100}},
+    "members": {"defaults": {"epochs": 25, "batch_size": 16, "layers": [{"units": 16}]},
+                "count": 4,
+                "variants": [{"split": "random"}, {"split": "bootstrap", "layers": [{"units": 12}, {"units": 8}]}]},
+    "mutation": {"policy": "query_by_committee", "k": 10},
+    "rounds": {"count": 2)" + rounds_extra + R"(}})";
+}
+
+EnvChanges CrashAt(const std::string& point) { return {{{"ENSEMBLED_CRASH_AT", point}}, {}}; }
+EnvChanges NoCrash() { return {{}, {"ENSEMBLED_CRASH_AT"}}; }
+
+SegmentHeader TrainHeader(const std::string& state) {
+  SegmentHeader h{};
+  std::ifstream in(RunLayout::TrainSegment(RunLayout(state).DataDir()), std::ios::binary);
+  in.read(reinterpret_cast<char*>(&h), sizeof(h));
+  return h;
+}
+
+std::string LineWith(const std::string& text, const std::string& needle) {
+  size_t at = text.find(needle);
+  if (at == std::string::npos) return "";
+  size_t bol = text.rfind('\n', at);
+  size_t eol = text.find('\n', at);
+  bol = bol == std::string::npos ? 0 : bol + 1;
+  return text.substr(bol, eol == std::string::npos ? std::string::npos : eol - bol);
+}
+
+// What the crashed run left: which members were journaled done, and their checkpoints' mtimes.
+struct CrashSnapshot {
+  std::vector<json> recs;
+  std::map<std::string, int64_t> done_mtimes;  // member dir -> checkpoint mtime (ns)
+};
+
+CrashSnapshot Snapshot(const std::string& state) {
+  CrashSnapshot s;
+  s.recs = JournalOf(state);
+  RunLayout layout(state);
+  for (const auto& r : s.recs)
+    if (r.value("event", "") == "member_done") {
+      std::string dir = layout.MemberDir(r["round"].get<int>(), r["member"].get<std::string>());
+      s.done_mtimes[dir] = MtimeNs(dir + "/checkpoint.pt");
+    }
+  return s;
+}
+
+// The checks every crash point must pass after the resumed run. Returns nothing; CHECKs.
+void CheckResumedEqualsBaseline(const std::string& base, const std::string& state, const CrashSnapshot& before,
+                                const std::string& scratch) {
+  auto recs = JournalOf(state);
+  RunProgress p = ReplayJournal(recs);
+  CHECK(p.finished);
+  // Every checkpoint bitwise equal to the undisturbed run's.
+  auto diffs = CompareRuns(base, state, kRounds, kMembers, scratch);
+  INFO(Joined(diffs));
+  CHECK(diffs.empty());
+  // Same commits.
+  auto b = CommitFacts(JournalOf(base)), c = CommitFacts(recs);
+  REQUIRE(c.size() == b.size());
+  for (size_t i = 0; i < b.size(); ++i) {
+    INFO("round " << i);
+    CHECK(c[i]["train_rows"] == b[i]["train_rows"]);
+    CHECK(c[i]["pool_used"] == b[i]["pool_used"]);
+    CHECK(c[i]["generation"] == b[i]["generation"]);
+  }
+  // One member_done per (round, member): nothing retrained after its member_done ...
+  auto counts = DoneCounts(recs);
+  CHECK(counts.size() == static_cast<size_t>(kRounds * kMembers));
+  for (const auto& [key, n] : counts) {
+    INFO("round " << key.first << " member " << key.second << " has " << n << " member_done records");
+    CHECK(n == 1);
+  }
+  // ... and its files were not rewritten either.
+  for (const auto& [dir, mtime] : before.done_mtimes) {
+    INFO(dir << " was done before the crash");
+    CHECK(MtimeNs(dir + "/checkpoint.pt") == mtime);
+  }
+  // No POSIX queue of the run left.
+  std::string run_id = RunIdOf(state);
+  REQUIRE_FALSE(run_id.empty());
+  auto left = LeftoverQueues(run_id, kWorkers);
+  INFO("left over: " << Joined(left, ", "));
+  CHECK(left.empty());
+}
+
+TEST_CASE("ensembled killed at each crash point resumes to the undisturbed result", "[resilience][crash]") {
+  TempDir tmp;
+  WriteText(tmp / "base.json", Config(tmp / "base"));
+  auto base = RunEnsembled(tmp / "base.json", tmp.path(), NoCrash(), 90);
+  INFO(base.out << base.err);
+  REQUIRE(base.code == 0);
+  std::printf("[crash] undisturbed run: %.1f s\n", base.seconds);
+
+  struct Point {
+    const char* spec;
+    const char* dir;
+  };
+  for (Point pt : {Point{"after_dispatch", "dispatch"}, Point{"after_member_done:3", "member_done3"},
+                   Point{"after_mutation_append", "mutation_append"}, Point{"after_summary", "summary"},
+                   Point{"after_round_commit", "round_commit"}}) {
+    INFO("ENSEMBLED_CRASH_AT=" << pt.spec);
+    std::string state = tmp / pt.dir;
+    std::string cfg = tmp / (std::string(pt.dir) + ".json");
+    WriteText(cfg, Config(state));
+
+    auto crashed = RunEnsembled(cfg, tmp.path(), CrashAt(pt.spec), 90);
+    INFO("crashed run:\n" << crashed.out << crashed.err);
+    REQUIRE_FALSE(crashed.timed_out);
+    CHECK(crashed.code == 128 + SIGKILL);
+    CrashSnapshot snap = Snapshot(state);
+    RunProgress at_crash = ReplayJournal(snap.recs);
+    std::string run_id = RunIdOf(state);
+    auto queues_after_crash = LeftoverQueues(run_id, kWorkers);
+    uint64_t rows_at_crash = TrainHeader(state).rows;
+
+    // The crash happened where it was meant to.
+    std::string point(pt.spec);
+    CHECK_FALSE(at_crash.finished);
+    if (point == "after_dispatch") {
+      CHECK(CountEvents(snap.recs, "member_done") == 0);
+    } else if (point == "after_member_done:3") {
+      CHECK(CountEvents(snap.recs, "member_done") == 3);
+      CHECK(at_crash.committed.empty());
+    } else if (point == "after_mutation_append" || point == "after_summary") {
+      CHECK(at_crash.committed.empty());
+      CHECK(at_crash.done.size() == static_cast<size_t>(kMembers));
+      CHECK(TrainHeader(state).rows == 310);  // appended, never committed
+      CHECK(TrainHeader(state).generation == 1);
+      CHECK(std::filesystem::exists(RunLayout(state).SummaryFile(0)) == (point == "after_summary"));
+    } else if (point == "after_round_commit") {
+      CHECK(at_crash.committed.size() == 1);
+      CHECK(at_crash.next_round == 1);
+    }
+
+    auto resumed = RunEnsembled(cfg, tmp.path(), NoCrash(), 90);
+    INFO("resumed run:\n" << resumed.out << resumed.err);
+    REQUIRE_FALSE(resumed.timed_out);
+    REQUIRE(resumed.code == 0);
+    if (point == "after_mutation_append" || point == "after_summary")
+      CHECK(resumed.err.find("rolling") != std::string::npos);  // the uncommitted append was rolled back
+    CheckResumedEqualsBaseline(tmp / "base", state, snap, tmp.path());
+
+    std::string resume_line = LineWith(resumed.err, "resuming");
+    std::printf("[crash] %-22s crashed after %.1f s with exit %d: %d member_done, %zu round(s) committed, "
+                "train.bin %llu rows; %zu queue(s) of the run left by the crash\n"
+                "        resumed in %.1f s: %s\n",
+                pt.spec, crashed.seconds, crashed.code, CountEvents(snap.recs, "member_done"), at_crash.committed.size(),
+                static_cast<unsigned long long>(rows_at_crash),
+                queues_after_crash.size(), resumed.seconds,
+                resume_line.empty() ? "(no resume line)" : resume_line.substr(resume_line.find("resuming")).c_str());
+    std::fflush(stdout);
+  }
+}
+
+// A crash after the last round's round_committed record but before run_finished: the journal
+// then says "every round committed" yet not "finished". The resumed run must finish the run.
+TEST_CASE("a crash between the last round_committed and run_finished still ends in a finished run",
+          "[resilience][crash][!shouldfail]") {
+  TempDir tmp;
+  std::string state = tmp / "state";
+  WriteText(tmp / "cfg.json", Config(state));
+  auto crashed = RunEnsembled(tmp / "cfg.json", tmp.path(), CrashAt("after_round_commit:2"), 90);
+  INFO(crashed.out << crashed.err);
+  REQUIRE(crashed.code == 128 + SIGKILL);
+  REQUIRE(ReplayJournal(JournalOf(state)).committed.size() == static_cast<size_t>(kRounds));
+  auto resumed = RunEnsembled(tmp / "cfg.json", tmp.path(), NoCrash(), 90);
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.code == 0);
+  RunProgress p = ReplayJournal(JournalOf(state));
+  CHECK(p.committed.size() == static_cast<size_t>(kRounds));
+  CHECK(p.finished);  // fails today: nothing appends run_finished when next_round == rounds.count
+  auto st = RunWithEnv({BinaryPath("ensemblectl"), "status", "--state-dir", state, "--json"}, tmp.path(), {}, 30);
+  json s = json::parse(st.out, nullptr, false);
+  CHECK((s.is_object() && s.value("finished", false)));
+}
+
+// stop_below_error reached in round 0: an undisturbed run stops after round 0. Crashing right
+// after that round_committed (before run_finished) must not make the resumed run train round 1.
+TEST_CASE("a crash after the converged round's commit does not train another round on resume",
+          "[resilience][crash][!shouldfail]") {
+  TempDir tmp;
+  WriteText(tmp / "base.json", Config(tmp / "base", R"(, "stop_below_error": 1000)"));
+  auto base = RunEnsembled(tmp / "base.json", tmp.path(), NoCrash(), 90);
+  INFO(base.out << base.err);
+  REQUIRE(base.code == 0);
+  RunProgress pb = ReplayJournal(JournalOf(tmp / "base"));
+  REQUIRE(pb.finished);
+  REQUIRE(pb.committed.size() == 1);  // converged in round 0
+
+  std::string state = tmp / "state";
+  WriteText(tmp / "cfg.json", Config(state, R"(, "stop_below_error": 1000)"));
+  auto crashed = RunEnsembled(tmp / "cfg.json", tmp.path(), CrashAt("after_round_commit"), 90);
+  INFO(crashed.out << crashed.err);
+  REQUIRE(crashed.code == 128 + SIGKILL);
+  auto resumed = RunEnsembled(tmp / "cfg.json", tmp.path(), NoCrash(), 90);
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.code == 0);
+  auto recs = JournalOf(state);
+  RunProgress p = ReplayJournal(recs);
+  CHECK(p.finished);
+  CHECK(p.committed.size() == pb.committed.size());  // fails today: round 1 is trained and committed
+  int round1_done = 0;
+  for (const auto& r : recs) round1_done += r.value("event", "") == "member_done" && r.value("round", -1) == 1;
+  CHECK(round1_done == 0);
+}
+
+}  // namespace
+}  // namespace ens

@@ -1,0 +1,315 @@
+// Test support for the resilience tests: starting the real binaries with a changed
+// environment, bounded waits, and small process/state helpers.
+// Header-only; builds on process_harness.h. Not thread-safe (call from the test's thread).
+#pragma once
+
+#include <fcntl.h>
+#include <mqueue.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/journal.h"
+#include "common/run_layout.h"
+#include "process_harness.h"
+
+extern char** environ;
+
+namespace ens::testing {
+
+using SteadyClock = std::chrono::steady_clock;
+
+inline double SecondsSince(SteadyClock::time_point t) {
+  return std::chrono::duration<double>(SteadyClock::now() - t).count();
+}
+
+// Environment changes for a child: variables to set (or replace) and to remove.
+struct EnvChanges {
+  std::map<std::string, std::string> set;
+  std::vector<std::string> unset;
+};
+
+// Like Spawn() in process_harness.h, but the child gets this process's environment with
+// `env` applied. argv/envp are built before fork (the child only dup2s and execs).
+inline pid_t SpawnEnv(const std::vector<std::string>& argv, const std::string& out_file,
+                      const std::string& err_file, const EnvChanges& env = {}) {
+  std::map<std::string, std::string> vars;
+  for (char** e = environ; *e; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq) vars[std::string(*e, static_cast<size_t>(eq - *e))] = eq + 1;
+  }
+  for (const auto& k : env.unset) vars.erase(k);
+  for (const auto& [k, v] : env.set) vars[k] = v;
+  std::vector<std::string> env_strings;
+  for (const auto& [k, v] : vars) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp, args;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  for (auto& a : argv_copy) args.push_back(a.data());
+  args.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int out = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int err = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    ::execve(args[0], args.data(), envp.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Exit code (or 128 + signal) if `pid` has exited, else nullopt. Reaps it.
+inline std::optional<int> TryWait(pid_t pid) {
+  int status = 0;
+  pid_t r;
+  while ((r = ::waitpid(pid, &status, WNOHANG)) < 0 && errno == EINTR) {}
+  if (r != pid) return std::nullopt;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Waits at most timeout_s. On timeout the process is SIGKILLed (an ensembled's workers
+// follow it through PR_SET_PDEATHSIG), reaped, *timed_out is set and -1 returned.
+inline int WaitAtMost(pid_t pid, double timeout_s, bool* timed_out = nullptr) {
+  auto t0 = SteadyClock::now();
+  if (timed_out) *timed_out = false;
+  for (;;) {
+    if (auto code = TryWait(pid)) return *code;
+    if (SecondsSince(t0) > timeout_s) {
+      ::kill(pid, SIGKILL);
+      Wait(pid);
+      if (timed_out) *timed_out = true;
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+struct TimedRun {
+  int code = -1;
+  bool timed_out = false;
+  double seconds = 0;
+  std::string out, err;
+};
+
+// Runs argv to completion (at most timeout_s) with `env` applied; output kept in scratch.
+inline TimedRun RunWithEnv(const std::vector<std::string>& argv, const std::string& scratch_dir,
+                           const EnvChanges& env = {}, double timeout_s = 120) {
+  static int n = 0;
+  std::string o = scratch_dir + "/envrun" + std::to_string(++n) + ".out";
+  std::string e = scratch_dir + "/envrun" + std::to_string(n) + ".err";
+  TimedRun r;
+  auto t0 = SteadyClock::now();
+  r.code = WaitAtMost(SpawnEnv(argv, o, e, env), timeout_s, &r.timed_out);
+  r.seconds = SecondsSince(t0);
+  r.out = ReadText(o);
+  r.err = ReadText(e);
+  return r;
+}
+
+// `ensembled run --config cfg`, bounded.
+inline TimedRun RunEnsembled(const std::string& cfg, const std::string& scratch_dir, const EnvChanges& env = {},
+                             double timeout_s = 120) {
+  return RunWithEnv({BinaryPath("ensembled"), "run", "--config", cfg}, scratch_dir, env, timeout_s);
+}
+
+// Process state letter from /proc/PID/stat ('R', 'S', 'Z', ...), or 0 when there is no such process.
+inline char ProcState(pid_t pid) {
+  std::string stat = ReadText("/proc/" + std::to_string(pid) + "/stat");
+  size_t paren = stat.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= stat.size()) return 0;
+  return stat[paren + 2];
+}
+
+// A process that exists and is not a zombie.
+inline bool IsLive(pid_t pid) {
+  char s = ProcState(pid);
+  return s != 0 && s != 'Z' && s != 'X';
+}
+
+inline std::string CmdlineOf(pid_t pid) {
+  std::string c = ReadText("/proc/" + std::to_string(pid) + "/cmdline");
+  for (auto& ch : c)
+    if (ch == '\0') ch = ' ';
+  return c;
+}
+
+// ---- run state ----------------------------------------------------------------------------
+
+inline std::vector<nlohmann::json> JournalOf(const std::string& state_dir) {
+  auto recs = ReadJournal(RunLayout(state_dir).JournalFile());
+  return recs.ok() ? *recs : std::vector<nlohmann::json>{};
+}
+
+inline int CountEvents(const std::vector<nlohmann::json>& recs, const std::string& event) {
+  int n = 0;
+  for (const auto& r : recs) n += r.value("event", "") == event;
+  return n;
+}
+
+// member_done records with attempt > 1.
+inline int RetriedMembers(const std::vector<nlohmann::json>& recs) {
+  int n = 0;
+  for (const auto& r : recs)
+    if (r.value("event", "") == "member_done" && r.value("attempt", 1) > 1) ++n;
+  return n;
+}
+
+// (round, member) -> number of member_done records.
+inline std::map<std::pair<int, std::string>, int> DoneCounts(const std::vector<nlohmann::json>& recs) {
+  std::map<std::pair<int, std::string>, int> out;
+  for (const auto& r : recs)
+    if (r.value("event", "") == "member_done") ++out[{r.value("round", -1), r.value("member", "")}];
+  return out;
+}
+
+inline std::vector<std::string> MemberNames(int n) {
+  std::vector<std::string> out;
+  char buf[16];
+  for (int i = 0; i < n; ++i) {
+    std::snprintf(buf, sizeof(buf), "m%03d", i);
+    out.push_back(buf);
+  }
+  return out;
+}
+
+inline const char* const kMemberFiles[] = {"checkpoint.pt",    "member.json",  "history.jsonl",
+                                           "metrics.json",     "holdout_pred.f32", "pool_pred.f32"};
+
+// "" when every file of a finished member directory is there (non-empty), else what is missing.
+inline std::string MemberDirProblem(const std::string& dir) {
+  std::string missing;
+  for (const char* f : kMemberFiles) {
+    std::error_code ec;
+    auto size = std::filesystem::file_size(dir + "/" + f, ec);
+    if (ec || size == 0) missing += std::string(missing.empty() ? "" : ", ") + f;
+  }
+  return missing.empty() ? "" : dir + ": missing or empty: " + missing;
+}
+
+// st_mtim in nanoseconds, or -1.
+inline int64_t MtimeNs(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return -1;
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+}
+
+inline std::string RunIdOf(const std::string& state_dir) {
+  auto j = nlohmann::json::parse(ReadText(RunLayout(state_dir).RunFile()), nullptr, false);
+  return j.is_object() ? j.value("run_id", "") : "";
+}
+
+inline std::string QueuePrefix(const std::string& run_id) {
+  return "ens-" + std::to_string(::getuid()) + "-" + run_id + "-";
+}
+
+// POSIX queues of the run that still exist. Lists /dev/mqueue when it is mounted; else
+// probes the names the run uses ("up", "s0".."s<slots-1>") with mq_open(O_RDONLY).
+inline std::vector<std::string> LeftoverQueues(const std::string& run_id, int slots) {
+  std::vector<std::string> out;
+  std::string prefix = QueuePrefix(run_id);
+  std::error_code ec;
+  if (std::filesystem::is_directory("/dev/mqueue", ec)) {
+    for (const auto& e : std::filesystem::directory_iterator("/dev/mqueue", ec))
+      if (e.path().filename().string().rfind(prefix, 0) == 0) out.push_back("/" + e.path().filename().string());
+  }
+  std::vector<std::string> names = {"/" + prefix + "up"};
+  for (int s = 0; s < slots; ++s) names.push_back("/" + prefix + "s" + std::to_string(s));
+  for (const auto& n : names) {
+    mqd_t q = ::mq_open(n.c_str(), O_RDONLY | O_NONBLOCK);
+    if (q != static_cast<mqd_t>(-1)) {
+      ::mq_close(q);
+      if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+    } else if (errno != ENOENT) {
+      out.push_back(n + " (mq_open: " + std::strerror(errno) + ")");
+    }
+  }
+  return out;
+}
+
+// Compares member directories pairwise: `ensemble-worker compare` on the checkpoints (bitwise,
+// tensor by tensor) and the raw prediction files byte for byte. Runs up to `parallel`
+// compares at once. Returns "equal" or what differs, per pair.
+inline std::vector<std::string> CompareMemberDirs(const std::vector<std::pair<std::string, std::string>>& pairs,
+                                                  const std::string& scratch, int parallel = 4) {
+  std::vector<std::string> result(pairs.size(), "equal");
+  size_t next = 0;
+  static int batch = 0;
+  while (next < pairs.size()) {
+    std::vector<std::pair<size_t, pid_t>> running;
+    ++batch;
+    for (int k = 0; k < parallel && next < pairs.size(); ++k, ++next) {
+      std::string base = scratch + "/cmp" + std::to_string(batch) + "-" + std::to_string(k);
+      running.emplace_back(next, Spawn({BinaryPath("ensemble-worker"), "compare", pairs[next].first + "/checkpoint.pt",
+                                        pairs[next].second + "/checkpoint.pt"},
+                                       base + ".out", base + ".err"));
+    }
+    for (size_t k = 0; k < running.size(); ++k) {
+      auto [idx, pid] = running[k];
+      int code = WaitAtMost(pid, 60);
+      std::string base = scratch + "/cmp" + std::to_string(batch) + "-" + std::to_string(k);
+      if (code != 0) {
+        result[idx] = "checkpoint (compare exit " + std::to_string(code) + "): " + ReadText(base + ".out") +
+                      ReadText(base + ".err");
+        continue;
+      }
+      const auto& [a, b] = pairs[idx];
+      if (ReadText(a + "/holdout_pred.f32") != ReadText(b + "/holdout_pred.f32")) result[idx] = "holdout predictions";
+      else if (ReadText(a + "/pool_pred.f32") != ReadText(b + "/pool_pred.f32")) result[idx] = "pool predictions";
+    }
+  }
+  return result;
+}
+
+// Every member of rounds [0, rounds) of two runs, compared; returns "round/member: what" lines
+// for the differing ones (empty: all equal).
+inline std::vector<std::string> CompareRuns(const std::string& state_a, const std::string& state_b, int rounds,
+                                            int members, const std::string& scratch) {
+  RunLayout a(state_a), b(state_b);
+  std::vector<std::pair<std::string, std::string>> pairs;
+  std::vector<std::string> labels;
+  for (int r = 0; r < rounds; ++r)
+    for (const auto& m : MemberNames(members)) {
+      pairs.emplace_back(a.MemberDir(r, m), b.MemberDir(r, m));
+      labels.push_back("r" + std::to_string(r) + "/" + m);
+    }
+  auto res = CompareMemberDirs(pairs, scratch);
+  std::vector<std::string> diffs;
+  for (size_t i = 0; i < res.size(); ++i)
+    if (res[i] != "equal") diffs.push_back(labels[i] + ": " + res[i]);
+  return diffs;
+}
+
+// round_committed records of a finished run: {round, train_rows, trained_rows, generation, pool_used}.
+inline std::vector<nlohmann::json> CommitFacts(const std::vector<nlohmann::json>& recs) {
+  std::vector<nlohmann::json> out;
+  for (const auto& r : recs)
+    if (r.value("event", "") == "round_committed")
+      out.push_back({{"round", r["round"]}, {"train_rows", r["train_rows"]}, {"trained_rows", r["trained_rows"]},
+                     {"generation", r["generation"]}, {"pool_used", r["pool_used"]}});
+  return out;
+}
+
+inline std::string Joined(const std::vector<std::string>& v, const char* sep = "\n") {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+}  // namespace ens::testing
