@@ -29,7 +29,8 @@ using Words = std::span<const std::string_view>;
 constexpr std::array kTopKeys{
     "run_name"sv, "state_dir"sv, "run_seed"sv, "resources"sv,           "data"sv,
     "members"sv,  "mutation"sv,  "rounds"sv,   "heartbeat_timeout_s"sv, "max_task_attempts"sv,
-    "recycle"sv,  "min_members"sv, "stop_timeout_s"sv, "save_checkpoints"sv, "service"sv};
+    "recycle"sv,  "min_members"sv, "stop_timeout_s"sv, "save_checkpoints"sv, "service"sv,
+    "pack_size"sv};
 constexpr std::array kServiceKeys{"control_socket"sv, "http_port"sv, "http_bind"sv, "log_file"sv};
 constexpr std::array kRecycleKeys{"after_tasks"sv, "rss_mb"sv, "rss_growth_pct"sv,
                                   "gpu_reserved_mb"sv};
@@ -626,6 +627,12 @@ void ReadTop(Validator& v, const json& root, const std::string& base_dir, Config
   v.Number(root, "", "stop_timeout_s", kPositive, &c->stop_timeout_s);
   v.Bool(root, "", "save_checkpoints", &c->save_checkpoints);
   ReadService(v, root, base_dir, &c->service);
+  if (const json* ps = Find(root, "pack_size"); ps != nullptr) {
+    if (ps->is_string() && ps->get<std::string>() == "auto") c->pack_size = 0;
+    else if (ps->is_number_integer() && ps->get<int64_t>() >= 1 && ps->get<int64_t>() <= 4096)
+      c->pack_size = ps->get<int>();
+    else v.Error("/pack_size", "must be \"auto\" or an integer in [1, 4096], got " + ps->dump());
+  }
 }
 
 // ---- parsing -----------------------------------------------------------------------------

@@ -12,7 +12,8 @@ struct TypeName {
 constexpr TypeName kTypeNames[] = {
     {MessageType::kReady, "ready"},   {MessageType::kHeartbeat, "heartbeat"},
     {MessageType::kDone, "done"},     {MessageType::kFailed, "failed"},
-    {MessageType::kTask, "task"},     {MessageType::kShutdown, "shutdown"},
+    {MessageType::kTask, "task"},     {MessageType::kPack, "pack"},
+    {MessageType::kShutdown, "shutdown"},
 };
 
 // Field readers: each returns false and sets *err naming the field when it is absent or mistyped.
@@ -96,6 +97,24 @@ Status TaskFromJson(const json& j, TaskSpec* out) {
   return Status::Ok();
 }
 
+std::string PackFileText(const std::vector<TaskSpec>& tasks) {
+  json arr = json::array();
+  for (const auto& t : tasks) arr.push_back(TaskToJson(t));
+  return json{{"tasks", arr}}.dump();
+}
+
+StatusOr<std::vector<TaskSpec>> ParsePackFile(const std::string& text, const std::string& path) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("tasks") || !j["tasks"].is_array() || j["tasks"].empty())
+    return Status::InvalidArgument(path + ": not a pack file (expected {\"tasks\": [...]})");
+  std::vector<TaskSpec> out(j["tasks"].size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    Status s = TaskFromJson(j["tasks"][i], &out[i]);
+    if (!s.ok()) return Status::InvalidArgument(path + ": /tasks/" + std::to_string(i) + ": " + s.message());
+  }
+  return out;
+}
+
 std::string EncodeMessage(const Message& m) {
   json j{{"v", kProtocolVersion}, {"type", MessageTypeName(m.type)}, {"slot", m.slot}};
   switch (m.type) {
@@ -111,6 +130,7 @@ std::string EncodeMessage(const Message& m) {
       j.update({{"pid", m.pid}, {"task_id", m.task_id}, {"error", m.error}, {"permanent", m.permanent}});
       break;
     case MessageType::kTask: j["task"] = TaskToJson(m.task); break;
+    case MessageType::kPack: j["pack_file"] = m.pack_file; break;
     case MessageType::kShutdown: break;
   }
   if ((m.type == MessageType::kDone || m.type == MessageType::kFailed) && m.recycle) {
@@ -177,6 +197,7 @@ StatusOr<Message> DecodeMessage(std::string_view bytes) {
       if (!s.ok()) return Status::InvalidArgument("message: " + s.message());
       break;
     }
+    case MessageType::kPack: ok = GetString(j, "pack_file", 4096, &m.pack_file, &err); break;
     case MessageType::kShutdown: break;
   }
   if (ok && (m.type == MessageType::kDone || m.type == MessageType::kFailed) && j.contains("recycle")) {

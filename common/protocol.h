@@ -10,6 +10,8 @@
 //   (recycle: optional bool, default false: this worker exits 0 right after the report)
 // Supervisor -> worker (one queue per slot):
 //   task      {task}                             see TaskSpec
+//   pack      {pack_file}                        a fused pack: the file holds {"tasks": [TaskSpec...]}
+//                                                (too big for one message); one done/failed per task
 //   shutdown  {}                                 finish nothing more, exit 0
 // Decode validates everything; a message that fails is rejected with the reason and
 // never acted on. Pure functions. Thread-safe.
@@ -18,6 +20,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -46,7 +49,7 @@ struct TaskSpec {
   MemberSpec member;
 };
 
-enum class MessageType { kReady, kHeartbeat, kDone, kFailed, kTask, kShutdown };
+enum class MessageType { kReady, kHeartbeat, kDone, kFailed, kTask, kPack, kShutdown };
 const char* MessageTypeName(MessageType t);
 
 struct Message {
@@ -62,6 +65,7 @@ struct Message {
   bool recycle = false;      // done, failed: the worker exits after this report
   std::string recycle_reason;  // done, failed: why (optional, for logs)
   TaskSpec task;             // task
+  std::string pack_file;     // pack
 };
 
 std::string EncodeMessage(const Message& m);
@@ -70,5 +74,9 @@ StatusOr<Message> DecodeMessage(std::string_view bytes);
 
 nlohmann::json TaskToJson(const TaskSpec& t);
 Status TaskFromJson(const nlohmann::json& j, TaskSpec* out);
+
+// A pack file: {"tasks": [TaskSpec...]}, every task validated; errors name the file.
+std::string PackFileText(const std::vector<TaskSpec>& tasks);
+StatusOr<std::vector<TaskSpec>> ParsePackFile(const std::string& text, const std::string& path);
 
 }  // namespace ens

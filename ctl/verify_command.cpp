@@ -52,6 +52,18 @@ StatusOr<TaskSpec> RecordedTask(const RunLayout& layout, int round, const std::s
   return t;
 }
 
+// The members `name` was trained with, in pack order ([name] when it was not packed).
+std::vector<std::string> PackOf(const RunLayout& layout, int round, const std::string& name) {
+  auto text = ReadFile(layout.MemberDir(round, name) + "/member.json");
+  json m = text.ok() ? json::parse(*text, nullptr, false) : json();
+  std::vector<std::string> out;
+  if (m.is_object() && m.contains("pack") && m["pack"].is_array())
+    for (const auto& n : m["pack"])
+      if (n.is_string()) out.push_back(n.get<std::string>());
+  if (out.empty()) out.push_back(name);
+  return out;
+}
+
 // "equal", or what differs first.
 std::string CompareMember(const std::string& recorded, const std::string& fresh, const std::string& scratch,
                           bool* equal) {
@@ -125,22 +137,31 @@ int Verify(const std::string& state_dir, int round, const std::string& member, i
   int mismatches = 0;
   std::printf("%-10s %6s  %s\n", "member", "round", "result");
   for (const auto& name : names) {
-    std::string fresh = scratch + "/" + name;
-    auto task = RecordedTask(layout, round, name, fresh);
+    // A packed member is retrained with its whole pack (its bits depend on the pack).
+    std::vector<std::string> group = PackOf(layout, round, name);
     std::string result;
     bool equal = false;
-    if (!task.ok()) {
-      result = task.status().message();
-    } else {
+    std::vector<std::string> argv = {WorkerBinary(), "train-one"};
+    if (group.size() > 1) argv.push_back("--pack");
+    for (const auto& g : group) {
+      auto task = RecordedTask(layout, round, g, scratch + "/" + name + "/" + g);
+      if (!task.ok()) {
+        result = task.status().message();
+        break;
+      }
       ::setenv("OMP_NUM_THREADS", std::to_string(task->threads).c_str(), 1);
-      std::string task_file = scratch + "/" + name + ".task.json";
+      std::string task_file = scratch + "/" + name + "-" + g + ".task.json";
       (void)WriteFileAtomic(task_file, TaskToJson(*task).dump());
-      int rc = RunAndWait({WorkerBinary(), "train-one", "--task", task_file}, scratch + "/train.out");
-      result = rc == 0 ? CompareMember(layout.MemberDir(round, name), fresh, scratch, &equal)
+      argv.insert(argv.end(), {"--task", task_file});
+    }
+    if (result.empty()) {
+      int rc = RunAndWait(argv, scratch + "/train.out");
+      result = rc == 0 ? CompareMember(layout.MemberDir(round, name), scratch + "/" + name + "/" + name, scratch, &equal)
                        : "retraining failed (ensemble-worker exit " + std::to_string(rc) + ")";
     }
     mismatches += !equal;
-    std::printf("%-10s %6d  %s\n", name.c_str(), round, result.c_str());
+    std::printf("%-10s %6d  %s%s\n", name.c_str(), round, result.c_str(),
+                group.size() > 1 ? (" (pack of " + std::to_string(group.size()) + ")").c_str() : "");
     std::fflush(stdout);
   }
   (void)RemoveTree(scratch);

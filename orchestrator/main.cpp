@@ -21,8 +21,8 @@ int main(int argc, char** argv) {
   run->add_option("--worker", worker, "ensemble-worker binary (default: beside ensembled, or $ENSEMBLED_WORKER)");
   CLI11_PARSE(app, argc, argv);
 
-  ens::InitLogging("ensembled");
   auto cfg = ens::LoadConfigFile(config_path);
+  ens::InitLogging("ensembled", cfg.ok() ? cfg->service.log_file : "");
   if (!cfg.ok()) {
     spdlog::error("{}", cfg.status().message());
     return ens::exit_code::kPermanentFailure;

@@ -13,7 +13,9 @@
 #include <ctime>
 #include <deque>
 #include <filesystem>
+#include <algorithm>
 #include <map>
+#include <set>
 
 #include "common/atomic_file.h"
 #include "common/data_source.h"
@@ -22,6 +24,7 @@
 #include "common/seed.h"
 #include "orchestrator/ensemble_summary.h"
 #include "orchestrator/mutation_policy.h"
+#include "orchestrator/pack_plan.h"
 
 namespace ens {
 namespace {
@@ -151,13 +154,31 @@ bool Supervisor::HandleSignals() {
 }
 
 Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
-  std::deque<TaskSpec> pending;
-  std::map<std::string, int> attempts;
-  size_t finished = progress_.done.size(), failed = 0;
-  for (size_t i = 0; i < cfg_.members.size(); ++i)
-    if (!progress_.done.count(cfg_.members[i].name)) pending.push_back(MakeTask(round, static_cast<int>(i), 1));
+  // The dispatch unit is a pack (a single member when packing is off). Its composition comes
+  // from the config alone, so a retried or resumed pack trains exactly the same bits.
+  const std::vector<std::vector<int>> packs = PlanPacks(cfg_.members, cfg_.pack_size);
+  std::vector<int> pack_of(cfg_.members.size());
+  for (size_t p = 0; p < packs.size(); ++p)
+    for (int i : packs[p]) pack_of[static_cast<size_t>(i)] = static_cast<int>(p);
+  auto unit = [&](size_t p, int attempt) {
+    std::vector<TaskSpec> tasks;
+    for (int i : packs[p]) tasks.push_back(MakeTask(round, i, attempt));
+    return tasks;
+  };
+  std::deque<std::vector<TaskSpec>> pending;
+  std::map<int, int> current;     // pack -> the attempt now pending or in flight
+  std::set<std::string> failed_members;
+  size_t finished = progress_.done.size();
+  for (size_t p = 0; p < packs.size(); ++p) {
+    bool all_done = std::all_of(packs[p].begin(), packs[p].end(),
+                                [&](int i) { return progress_.done.count(cfg_.members[i].name) > 0; });
+    if (!all_done) {
+      pending.push_back(unit(p, 1));
+      current[static_cast<int>(p)] = 1;
+    }
+  }
   std::string first_failure;
-  while (finished + failed < cfg_.members.size()) {
+  while (finished + failed_members.size() < cfg_.members.size()) {
     if (stop_requests_ == 0 && !paused_)
       while (!pending.empty() && workers_->Assign(pending.front())) {
         pending.pop_front();
@@ -171,11 +192,13 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
     struct pollfd fds[3] = {{workers_->report_fd(), POLLIN, 0}, {control_.fd(), POLLIN, 0}, {opts_.signal_fd, POLLIN, 0}};
     ::poll(fds, opts_.signal_fd >= 0 ? 3 : 2, 200);
     if (!HandleSignals()) return RoundEnd::kStopped;
-    round_failed_ = failed;
+    round_failed_ = failed_members.size();
     ServiceTick(false);
     for (PoolEvent& e : workers_->Service()) {
       const std::string& name = e.task.member.name;
+      const int pack = pack_of[static_cast<size_t>(e.task.member_index)];
       if (e.kind == PoolEvent::kDone) {
+        if (progress_.done.count(name)) continue;  // a re-run pack re-made a finished member: same bits
         auto r = LoadMemberResult(e.task.out_dir, holdout_.rows(), pool_.rows());
         if (r.ok()) {
           json rec = {{"event", "member_done"}, {"round", round}, {"member", name},
@@ -199,23 +222,29 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
         e.kind = PoolEvent::kFailed;
         e.error = "results unreadable: " + r.status().message();
       }
-      int n = ++attempts[name];
-      bool give_up = e.permanent || n >= cfg_.max_task_attempts;
+      if (progress_.done.count(name) || failed_members.count(name)) continue;
+      if (e.task.attempt < current[pack]) continue;  // the other members' reports of a pack already retried
+      bool give_up = e.permanent || e.task.attempt >= cfg_.max_task_attempts;
       spdlog::warn("round {} member {} attempt {} failed: {}{}", round, name, e.task.attempt, e.error,
                    give_up ? " (giving up)" : " (will retry)");
+      current[pack] = e.task.attempt + 1;
       if (!give_up) {
-        pending.push_back(MakeTask(round, e.task.member_index, e.task.attempt + 1));
+        pending.push_back(unit(static_cast<size_t>(pack), e.task.attempt + 1));
         ++counters_.members_retried_total;
         continue;
       }
-      ++counters_.members_failed_total;
-      (void)journal_->Append({{"event", "member_failed"}, {"round", round}, {"member", name},
-                              {"index", e.task.member_index}, {"attempt", e.task.attempt},
-                              {"error", e.error}, {"permanent", e.permanent}});
+      for (int i : packs[static_cast<size_t>(pack)]) {
+        const std::string& m = cfg_.members[static_cast<size_t>(i)].name;
+        if (progress_.done.count(m) || failed_members.count(m)) continue;
+        (void)journal_->Append({{"event", "member_failed"}, {"round", round}, {"member", m}, {"index", i},
+                                {"attempt", e.task.attempt}, {"error", e.error}, {"permanent", e.permanent}});
+        failed_members.insert(m);
+        ++counters_.members_failed_total;
+      }
       if (first_failure.empty()) first_failure = "member " + name + ": " + e.error;
-      ++failed;
     }
   }
+  size_t failed = failed_members.size();
   size_t needed = cfg_.min_members > 0 ? static_cast<size_t>(cfg_.min_members) : cfg_.members.size();
   if (finished < needed) {
     *error = Status::InvalidArgument("round " + std::to_string(round) + ": " + std::to_string(failed) +
@@ -323,7 +352,8 @@ int Supervisor::Run() {
   workers_ = std::make_unique<WorkerPool>(
       &executor_,
       PoolOptions{run_id_, opts_.worker_binary, cfg_.resources.threads_per_worker, cfg_.heartbeat_timeout_s,
-                  std::min(5.0, cfg_.heartbeat_timeout_s), cfg_.recycle},
+                  std::min(5.0, cfg_.heartbeat_timeout_s), cfg_.recycle,
+                  std::filesystem::absolute(layout_.DataDir()).string()},
       placements);
   s = workers_->Start();
   if (s.ok()) s = StartService();

@@ -78,7 +78,9 @@ RunSnapshot Supervisor::BuildSnapshot() const {
     s.worker_restarts_total = static_cast<uint64_t>(workers_->unplanned_restarts());
     for (const auto& w : workers_->slots()) {
       s.workers.push_back({w.placement.slot, w.placement.gpu.empty() ? "cpu" : w.placement.gpu, static_cast<int>(w.pid),
-                           SlotStateName(w.state), w.task ? w.task->member.name : "", w.rss_kb, w.gpu_reserved_mb,
+                           SlotStateName(w.state),
+                           w.tasks.empty() ? "" : w.tasks[0].member.name + (w.tasks.size() > 1 ? "+" + std::to_string(w.tasks.size() - 1) : ""),
+                           w.rss_kb, w.gpu_reserved_mb,
                            w.tasks_done, w.spawns, w.recycles});
       s.worker_recycles_total += static_cast<uint64_t>(w.recycles);
     }

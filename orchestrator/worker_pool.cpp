@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
+#include <algorithm>
 #include <thread>
+
+#include "common/atomic_file.h"
 
 namespace ens {
 
@@ -105,7 +108,9 @@ void WorkerPool::HandleMessage(const std::string& bytes, std::vector<PoolEvent>*
     case MessageType::kHeartbeat: s->rss_kb = m->rss_kb; break;
     case MessageType::kDone:
     case MessageType::kFailed: {
-      if (s->state != SlotState::kBusy || !s->task || s->task->task_id != m->task_id) {
+      auto given = std::find_if(s->tasks.begin(), s->tasks.end(),
+                                [&](const TaskSpec& t) { return t.task_id == m->task_id; });
+      if (s->state != SlotState::kBusy || given == s->tasks.end()) {
         ++bad_messages_;
         spdlog::warn("slot {}: report for task {} it was not given", m->slot, m->task_id);
         return;
@@ -114,7 +119,7 @@ void WorkerPool::HandleMessage(const std::string& bytes, std::vector<PoolEvent>*
       e.kind = m->type == MessageType::kDone ? PoolEvent::kDone : PoolEvent::kFailed;
       e.slot = s->placement.slot;
       e.pid = s->pid;
-      e.task = *s->task;
+      e.task = *given;
       e.metrics = m->metrics;
       e.error = m->error;
       e.permanent = m->permanent;
@@ -122,11 +127,13 @@ void WorkerPool::HandleMessage(const std::string& bytes, std::vector<PoolEvent>*
         s->rss_kb = m->metrics["rss_kb_after"].get<int64_t>();
       if (m->metrics.contains("gpu_reserved_mb") && m->metrics["gpu_reserved_mb"].is_number())
         s->gpu_reserved_mb = m->metrics["gpu_reserved_mb"].get<double>();
-      s->task.reset();
-      s->state = m->recycle ? SlotState::kStopping : SlotState::kIdle;
-      s->recycling = m->recycle;
-      if (m->recycle) spdlog::info("slot {}: worker pid {} recycles: {}", s->placement.slot, s->pid, m->recycle_reason);
+      s->tasks.erase(given);
       s->tasks_done += 1;
+      if (s->tasks.empty()) {  // the whole task (or pack) is reported
+        s->state = m->recycle ? SlotState::kStopping : SlotState::kIdle;
+        s->recycling = m->recycle;
+        if (m->recycle) spdlog::info("slot {}: worker pid {} recycles: {}", s->placement.slot, s->pid, m->recycle_reason);
+      }
       events->push_back(std::move(e));
       break;
     }
@@ -151,16 +158,16 @@ void WorkerPool::Reap(std::vector<PoolEvent>* events) {
         spdlog::warn("slot {}: worker pid {} {}", s.placement.slot, pid, how);
         ++unplanned_restarts_;
       }
-      if (s.task) {
+      for (const TaskSpec& t : s.tasks) {
         PoolEvent e;
         e.kind = PoolEvent::kLost;
         e.slot = s.placement.slot;
         e.pid = pid;
-        e.task = *s.task;
+        e.task = t;
         e.error = "worker pid " + std::to_string(pid) + " " + how;
         events->push_back(std::move(e));
-        s.task.reset();
       }
+      s.tasks.clear();
       bool died_young = !planned && Clock::now() - s.started_at < std::chrono::seconds(10);
       s.respawn_at = Clock::now() + (died_young ? std::chrono::seconds(1) : std::chrono::seconds(0));
       s.state = SlotState::kDown;
@@ -201,19 +208,30 @@ std::vector<PoolEvent> WorkerPool::Service() {
   return events;
 }
 
-bool WorkerPool::Assign(const TaskSpec& task) {
+bool WorkerPool::Assign(const std::vector<TaskSpec>& tasks) {
   for (auto& s : slots_) {
     if (s.state != SlotState::kIdle) continue;
     Message m;
-    m.type = MessageType::kTask;
     m.slot = s.placement.slot;
-    m.task = task;
+    if (tasks.size() == 1) {
+      m.type = MessageType::kTask;
+      m.task = tasks[0];
+    } else {
+      // A pack does not fit a message: its tasks go to a file the worker reads.
+      m.type = MessageType::kPack;
+      m.pack_file = opts_.pack_dir + "/slot" + std::to_string(s.placement.slot) + ".pack.json";
+      Status w = WriteFileAtomic(m.pack_file, PackFileText(tasks));
+      if (!w.ok()) {
+        spdlog::error("slot {}: {}", s.placement.slot, w.message());
+        return false;
+      }
+    }
     Status st = s.queue.Send(EncodeMessage(m), 1000);
     if (!st.ok()) {
-      spdlog::error("slot {}: cannot send task {}: {}", s.placement.slot, task.task_id, st.message());
+      spdlog::error("slot {}: cannot send task {}: {}", s.placement.slot, tasks[0].task_id, st.message());
       continue;
     }
-    s.task = task;
+    s.tasks = tasks;
     s.state = SlotState::kBusy;
     s.last_heard = Clock::now();
     return true;

@@ -4,7 +4,7 @@
 // which event moves which state where):
 //   kDown     --spawn-->            kStarting
 //   kStarting --"ready"-->          kIdle
-//   kIdle     --Assign(task)-->     kBusy
+//   kIdle     --Assign(tasks)-->    kBusy      (one task, or a fused pack reported task by task)
 //   kBusy     --"done"/"failed"-->  kIdle      (event returned to the supervisor)
 //   kBusy     --report + recycle--> kStopping  (no new task; respawned at once when it exits)
 //   any       --process exits-->    kDown      (a Busy slot's task comes back as kLost)
@@ -42,7 +42,7 @@ struct WorkerSlot {
   WorkerPlacement placement;
   SlotState state = SlotState::kDown;
   pid_t pid = 0;
-  std::optional<TaskSpec> task;
+  std::vector<TaskSpec> tasks;  // given and not yet reported (several for a fused pack)
   Clock::time_point started_at{}, last_heard{}, respawn_at{};
   Clock::time_point term_sent{};  // hung: when SIGTERM went out (SIGKILL follows after a grace period)
   int spawns = 0;
@@ -71,6 +71,7 @@ struct PoolOptions {
   double heartbeat_timeout_s = 60;  // busy slot silent this long: SIGTERM, then SIGKILL, task retried
   double kill_grace_s = 5;          // SIGTERM -> SIGKILL
   RecycleSpec recycle;              // passed to every worker
+  std::string pack_dir;             // where pack files are written (one per slot)
 };
 
 class WorkerPool {
@@ -85,8 +86,8 @@ class WorkerPool {
   // Reads every pending report and reaps exited workers; respawns slots whose backoff passed;
   // kills busy workers silent past the heartbeat timeout. Returns task outcomes.
   std::vector<PoolEvent> Service();
-  // Gives the task to an idle slot; false when none is idle.
-  bool Assign(const TaskSpec& task);
+  // Gives a task, or a fused pack of tasks, to an idle slot; false when none is idle.
+  bool Assign(const std::vector<TaskSpec>& tasks);
   bool AllReady() const;
   int IdleCount() const;
   int BusyCount() const;

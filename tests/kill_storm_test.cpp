@@ -64,7 +64,7 @@ TEST_CASE("a storm of SIGKILLs on random workers changes no bit of the result", 
       code = *c;
       break;
     }
-    if (SecondsSince(t0) > 150) {
+    if (SecondsSince(t0) > 110) {
       ::kill(sup, SIGKILL);
       Wait(sup);
       timed_out = true;
@@ -92,6 +92,9 @@ TEST_CASE("a storm of SIGKILLs on random workers changes no bit of the result", 
   double total_seconds = SecondsSince(t0);
   std::string out = ReadText(tmp / "storm.out"), err = ReadText(tmp / "storm.err");
   INFO("storm seed " << seed << ", kills:\n" << kill_log << "storm run stdout:\n" << out << "\nstderr:\n" << err);
+  // A retried member must not crash its worker (a kill inside a member's write window leaves
+  // <member>.tmp files or an unjournaled member directory behind; see supervisor_crash_test).
+  CHECK(err.find("killed by signal 11") == std::string::npos);
   REQUIRE_FALSE(timed_out);
   REQUIRE(code == 0);
 

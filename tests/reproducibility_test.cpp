@@ -14,8 +14,9 @@ namespace {
 using json = nlohmann::json;
 using namespace ens::testing;
 
-std::string Config(const std::string& state_dir, int workers) {
-  return R"({"run_name": "repro", "state_dir": ")" + state_dir + R"(", "run_seed": 5,
+// pack_size "auto" packs the members of each variant into one fused pack.
+std::string Config(const std::string& state_dir, int workers, const std::string& pack_size = "\"auto\"") {
+  return R"({"run_name": "repro", "state_dir": ")" + state_dir + R"(", "run_seed": 5, "pack_size": )" + pack_size + R"(,
     "resources": {"gpus": "none", "cpu_workers": )" + std::to_string(workers) + R"(, "threads_per_worker": 1},
     "data": {"synthetic": {"initial_rows": 160, "pool_rows": 200, "holdout_rows": 100}},
     "members": {"defaults": {"epochs": 8, "batch_size": 16,
@@ -69,13 +70,13 @@ TEST_CASE("one worker and three workers produce bitwise identical members", "[re
     INFO(v.out << v.err);
     CHECK(v.code == 3);
     CHECK(v.out.find("m002            1  tensor layer0.weight differs") != std::string::npos);
-    CHECK(v.out.find("m000            1  equal") != std::string::npos);
+    CHECK(v.out.find("m000            1  equal (pack of 3)") != std::string::npos);
   }
 }
 
 TEST_CASE("a worker that trained another member first gives the same bits as a fresh one", "[reproducibility]") {
   TempDir tmp;
-  WriteText(tmp / "cfg.json", Config(tmp / "state", 2));
+  WriteText(tmp / "cfg.json", Config(tmp / "state", 2, "1"));
   auto r = Run({BinaryPath("ensembled"), "run", "--config", tmp / "cfg.json"}, tmp.path());
   REQUIRE(r.code == 0);
   RunLayout layout(tmp / "state");

@@ -29,7 +29,7 @@ std::string Config(const std::string& state_dir, const std::string& rounds_extra
   return R"({"run_name": "crash", "state_dir": ")" + state_dir + R"(", "run_seed": 23,
     "resources": {"gpus": "none", "cpu_workers": 2, "threads_per_worker": 1},
     "data": {"synthetic": {"initial_rows": 300, "pool_rows": 200, "holdout_rows": 100}},
-    "members": {"defaults": {"epochs": 25, "batch_size": 16, "layers": [{"units": 16}]},
+    "members": {"defaults": {"epochs": 80, "batch_size": 16, "layers": [{"units": 16}]},
                 "count": 4,
                 "variants": [{"split": "random"}, {"split": "bootstrap", "layers": [{"units": 12}, {"units": 8}]}]},
     "mutation": {"policy": "query_by_committee", "k": 10},
@@ -231,6 +231,65 @@ TEST_CASE("a crash after the converged round's commit does not train another rou
   int round1_done = 0;
   for (const auto& r : recs) round1_done += r.value("event", "") == "member_done" && r.value("round", -1) == 1;
   CHECK(round1_done == 0);
+}
+
+}  // namespace
+}  // namespace ens
+
+namespace ens {
+namespace {
+
+// A worker killed while writing a member leaves <member>.tmp with partial files; one killed
+// after its rename but before its "done" was journaled leaves a complete member directory the
+// journal does not know. Both are normal debris of a crash, and the resumed run retrains those
+// members over them. Here the crash is ENSEMBLED_CRASH_AT=after_dispatch and the debris is laid
+// down as such a killed worker leaves it.
+enum class Debris { kPartialTmp, kUnjournaledDir };
+
+void ResumeOverDebris(Debris debris) {
+  TempDir tmp;
+  WriteText(tmp / "base.json", Config(tmp / "base"));
+  auto base = RunEnsembled(tmp / "base.json", tmp.path(), NoCrash(), 90);
+  INFO(base.out << base.err);
+  REQUIRE(base.code == 0);
+  std::string state = tmp / "state";
+  WriteText(tmp / "cfg.json", Config(state));
+  auto crashed = RunEnsembled(tmp / "cfg.json", tmp.path(), CrashAt("after_dispatch"), 90);
+  INFO(crashed.out << crashed.err);
+  REQUIRE(crashed.code == 128 + SIGKILL);
+  RunLayout b(tmp / "base"), s(state);
+  std::string member = debris == Debris::kPartialTmp ? "m000" : "m001";
+  if (debris == Debris::kPartialTmp) {
+    // The first 4 KiB of the checkpoint: a torch writer killed mid-save.
+    std::string dir = s.MemberDir(0, member) + ".tmp";
+    std::filesystem::create_directories(dir);
+    WriteText(dir + "/checkpoint.pt", ReadText(b.MemberDir(0, member) + "/checkpoint.pt").substr(0, 4096));
+  } else {
+    // The complete directory (the very bits a retrain gives) renamed into place, not journaled.
+    std::filesystem::create_directories(s.RoundDir(0) + "/members");
+    std::filesystem::copy(b.MemberDir(0, member), s.MemberDir(0, member), std::filesystem::copy_options::recursive);
+  }
+  REQUIRE(ReplayJournal(JournalOf(state)).done.empty());
+
+  auto resumed = RunEnsembled(tmp / "cfg.json", tmp.path(), NoCrash(), 90);
+  INFO("resumed run:\n" << resumed.out << resumed.err);
+  REQUIRE_FALSE(resumed.timed_out);
+  CHECK(resumed.err.find("killed by signal 11") == std::string::npos);
+  CHECK(resumed.code == 0);
+  CHECK(ReplayJournal(JournalOf(state)).finished);
+  CHECK_FALSE(std::filesystem::exists(s.MemberDir(0, member) + ".tmp"));
+  auto cmp = CompareMemberDirs({{b.MemberDir(0, member), s.MemberDir(0, member)}}, tmp.path());
+  CHECK(cmp[0] == "equal");
+}
+
+TEST_CASE("a member whose killed attempt left partial files in <member>.tmp is retrained on resume",
+          "[resilience][crash][!shouldfail]") {
+  ResumeOverDebris(Debris::kPartialTmp);
+}
+
+TEST_CASE("a member whose directory was renamed into place but never journaled is retrained on resume",
+          "[resilience][crash][!shouldfail]") {
+  ResumeOverDebris(Debris::kUnjournaledDir);
 }
 
 }  // namespace

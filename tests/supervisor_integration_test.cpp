@@ -118,7 +118,8 @@ TEST_CASE("a tiny closed loop runs end to end with persistent workers", "[integr
       pids.insert(r["pid"].get<int64_t>());
     }
     CHECK(done == 8);
-    CHECK(pids.size() == 2);
+    CHECK(pids.size() >= 1);  // two fused packs per round: one worker may take both
+    CHECK(pids.size() <= 2);
     for (int64_t pid : pids) CHECK(seen.workers.count(static_cast<pid_t>(pid)) == 1);
   }
 

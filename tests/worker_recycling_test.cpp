@@ -21,7 +21,7 @@ std::string Config(const std::string& state_dir, int after_tasks) {
     "data": {"synthetic": {"initial_rows": 120, "pool_rows": 0, "holdout_rows": 50}},
     "members": {"defaults": {"epochs": 4, "layers": [{"units": 10, "dropout": 0.2}]}, "count": 6},
     "recycle": {"after_tasks": )" + std::to_string(after_tasks) + R"(, "rss_growth_pct": 0},
-    "rounds": {"count": 1}})";
+    "rounds": {"count": 1}, "pack_size": 1})";
 }
 
 TEST_CASE("recycling every 2 tasks restarts the worker and keeps every checkpoint bit for bit", "[recycle][integration]") {

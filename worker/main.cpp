@@ -14,6 +14,7 @@
 
 #include "common/atomic_file.h"
 #include "common/exit_codes.h"
+#include "common/logging.h"
 #include "common/member_result.h"
 #include "common/message_queue.h"
 #include "common/protocol.h"
@@ -25,8 +26,15 @@
 namespace ens {
 namespace {
 
-void Log(int slot, const std::string& what) {
-  std::cerr << "[worker " << slot << " pid " << ::getpid() << "] " << what << std::endl;
+std::string current_member;  // tags log lines while a task runs
+
+// Workers log to the stderr they share with the supervisor (journald under systemd), tagged
+// with slot, pid and member so interleaved lines stay attributable.
+void Log(int slot, const std::string& what, bool warning = true) {
+  if (UnderJournald()) std::cerr << (warning ? "<4>" : "<6>");
+  std::cerr << "[worker slot=" << slot << " pid=" << ::getpid();
+  if (!current_member.empty()) std::cerr << " member=" << current_member;
+  std::cerr << "] " << what << std::endl;
 }
 
 // Test hook for the hung-worker test: ENSEMBLED_TEST_HANG=<task_id>:<attempt> makes this
@@ -77,12 +85,23 @@ int Serve(const std::string& run_id, int slot, const RecycleSpec& recycle_spec) 
       continue;
     }
     if (msg->type == MessageType::kShutdown) return exit_code::kOk;
-    if (msg->type != MessageType::kTask) {
+    std::vector<TaskSpec> tasks;
+    if (msg->type == MessageType::kTask) {
+      tasks.push_back(msg->task);
+    } else if (msg->type == MessageType::kPack) {
+      auto text = ReadFile(msg->pack_file);
+      auto parsed = text.ok() ? ParsePackFile(*text, msg->pack_file) : StatusOr<std::vector<TaskSpec>>(text.status());
+      if (!parsed.ok()) {  // nothing to report against: the supervisor times the slot out
+        Log(slot, "rejected pack: " + parsed.status().message());
+        continue;
+      }
+      tasks = std::move(*parsed);
+    } else {
       Log(slot, std::string("ignored message of type ") + MessageTypeName(msg->type));
       continue;
     }
-    const TaskSpec& task = msg->task;
-    HangIfTold(task);
+    current_member = tasks[0].member.name + (tasks.size() > 1 ? "+" + std::to_string(tasks.size() - 1) : "");
+    for (const auto& t : tasks) HangIfTold(t);
     auto last_beat = std::chrono::steady_clock::now() - std::chrono::seconds(10);
     auto beat = [&](int epoch) {
       auto now = std::chrono::steady_clock::now();
@@ -92,37 +111,45 @@ int Serve(const std::string& run_id, int slot, const RecycleSpec& recycle_spec) 
       hb.type = MessageType::kHeartbeat;
       hb.slot = slot;
       hb.pid = pid;
-      hb.task_id = task.task_id;
+      hb.task_id = tasks[0].task_id;
       hb.epoch = epoch;
       hb.rss_kb = CurrentRssKb();
       (void)SendReport(*up, hb, 0);  // a full queue drops a heartbeat, never blocks training
     };
-    TaskOutcome outcome = runner.Run(task, beat);
+    std::vector<TaskOutcome> outcomes = runner.RunPack(tasks, beat);
+    std::string recycle_reason = recycle.AfterTask({CurrentRssKb(), CudaReservedKb()});
     Message rep;
-    rep.slot = slot;
-    rep.pid = pid;
-    rep.task_id = task.task_id;
-    if (outcome.status.ok()) {
-      rep.type = MessageType::kDone;
-      rep.metrics = {{"holdout_rmse", outcome.metrics["holdout_rmse"]},
-                     {"epochs_run", outcome.metrics["epochs_run"]},
-                     {"seconds", outcome.metrics["seconds"]},
-                     {"rss_kb_after", outcome.metrics["rss_kb_after"]},
-                     {"gpu_reserved_mb", static_cast<double>(CudaReservedKb()) / 1024.0}};
-    } else {
-      rep.type = MessageType::kFailed;
-      rep.error = outcome.status.message().substr(0, 3000);
-      rep.permanent = outcome.permanent;
-      Log(slot, "task " + task.task_id + " failed: " + outcome.status.message());
-    }
-    rep.recycle_reason = recycle.AfterTask({CurrentRssKb(), CudaReservedKb()});
-    rep.recycle = !rep.recycle_reason.empty();
-    if (Status s = SendReport(*up, rep, 60000); !s.ok()) {
-      Log(slot, s.ToString());
-      return exit_code::kTransientFailure;
+    for (size_t k = 0; k < tasks.size(); ++k) {
+      const TaskOutcome& outcome = outcomes[k];
+      rep = Message();
+      rep.slot = slot;
+      rep.pid = pid;
+      rep.task_id = tasks[k].task_id;
+      if (outcome.status.ok()) {
+        rep.type = MessageType::kDone;
+        rep.metrics = {{"holdout_rmse", outcome.metrics["holdout_rmse"]},
+                       {"epochs_run", outcome.metrics["epochs_run"]},
+                       {"seconds", outcome.metrics["seconds"]},
+                       {"rss_kb_after", outcome.metrics["rss_kb_after"]},
+                       {"gpu_reserved_mb", static_cast<double>(CudaReservedKb()) / 1024.0}};
+      } else {
+        rep.type = MessageType::kFailed;
+        rep.error = outcome.status.message().substr(0, 3000);
+        rep.permanent = outcome.permanent;
+        Log(slot, "task " + tasks[k].task_id + " failed: " + outcome.status.message());
+      }
+      if (k + 1 == tasks.size()) {  // the last report of the task carries the recycle decision
+        rep.recycle_reason = recycle_reason;
+        rep.recycle = !recycle_reason.empty();
+      }
+      current_member.clear();
+      if (Status s = SendReport(*up, rep, 60000); !s.ok()) {
+        Log(slot, s.ToString());
+        return exit_code::kTransientFailure;
+      }
     }
     if (rep.recycle) {
-      Log(slot, "recycling: " + rep.recycle_reason);
+      Log(slot, "recycling: " + rep.recycle_reason, false);
       return exit_code::kWorkerRecycle;
     }
   }
@@ -130,9 +157,30 @@ int Serve(const std::string& run_id, int slot, const RecycleSpec& recycle_spec) 
 
 // Runs the tasks in order in this one process (verify and the reproducibility tests use it
 // to show that what a process trained before does not change a member's bits).
-int TrainSequence(const std::vector<std::string>& task_files) {
+int TrainSequence(const std::vector<std::string>& task_files, bool as_pack) {
   ConfigureTorchForDeterminism();
   TaskRunner runner;
+  if (as_pack) {  // verify of a packed member: the whole pack again, as the run trained it
+    std::vector<TaskSpec> tasks;
+    for (const auto& f : task_files) {
+      auto text = ReadFile(f);
+      TaskSpec t;
+      Status s = text.ok() ? TaskFromJson(nlohmann::json::parse(*text, nullptr, false), &t) : text.status();
+      if (!s.ok()) {
+        std::cerr << f << ": " << s.message() << "\n";
+        return exit_code::kUsage;
+      }
+      tasks.push_back(std::move(t));
+    }
+    for (const TaskOutcome& o : runner.RunPack(tasks, nullptr)) {
+      if (!o.status.ok()) {
+        std::cerr << o.status.ToString() << "\n";
+        return o.permanent ? exit_code::kPermanentFailure : exit_code::kTransientFailure;
+      }
+      std::cout << o.metrics.dump() << "\n";
+    }
+    return exit_code::kOk;
+  }
   for (const auto& task_file : task_files) {
     auto text = ReadFile(task_file);
     if (!text.ok()) {
@@ -199,6 +247,8 @@ int main(int argc, char** argv) {
   serve->add_option("--recycle-gpu-reserved-mb", recycle.gpu_reserved_mb, "exit cleanly past this GPU reserve (0: off)");
   auto* one = app.add_subcommand("train-one", "run tasks from JSON files, in order, in this process");
   one->add_option("--task", task_files, "TaskSpec JSON file (repeatable)")->required();
+  bool as_pack = false;
+  one->add_flag("--pack", as_pack, "train the tasks together as one fused pack");
   auto* predict = app.add_subcommand("predict", "predict raw float32 rows with checkpoints");
   predict->add_option("--input", input, "raw float32 rows")->required();
   predict->add_option("--features", features, "features per row")->required();
@@ -211,7 +261,7 @@ int main(int argc, char** argv) {
 
   // The supervisor forwards signals; a worker dies with the default action.
   if (*serve) return ens::Serve(run_id, slot, recycle);
-  if (*one) return ens::TrainSequence(task_files);
+  if (*one) return ens::TrainSequence(task_files, as_pack);
   if (*predict) return ens::Predict(input, features, output, checkpoints);
   auto r = ens::CompareCheckpoints(a, b);
   if (!r.ok()) {

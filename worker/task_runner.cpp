@@ -102,55 +102,48 @@ Status TaskRunner::EnsureMapped(const TaskSpec& task) {
   return Status::Ok();
 }
 
-TaskOutcome TaskRunner::Run(const TaskSpec& task, const std::function<void(int)>& on_progress) {
-  TaskOutcome out;
-  auto t0 = std::chrono::steady_clock::now();
-  int64_t rss_before = CurrentRssKb();
-  out.status = EnsureMapped(task);
-  if (!out.status.ok()) return out;
-  TrainInputs in;
-  in.task = &task;
-  in.rows = train_->data();
-  in.features = static_cast<int>(train_->header().features);
-  in.holdout = holdout_->data();
-  in.holdout_rows = holdout_->header().rows;
-  in.pool = pool_->data();
-  in.pool_rows = pool_->header().rows;
-  in.on_progress = on_progress;
-  out.status = SplitRows(task, &in.train_idx, &in.val_idx);
-  if (!out.status.ok()) {
-    out.permanent = true;
-    return out;
+Status TaskRunner::Prepare(const TaskSpec& task, TrainInputs* in, bool* permanent) {
+  *permanent = false;
+  Status st = EnsureMapped(task);
+  if (!st.ok()) return st;
+  in->task = &task;
+  in->rows = train_->data();
+  in->features = static_cast<int>(train_->header().features);
+  in->holdout = holdout_->data();
+  in->holdout_rows = holdout_->header().rows;
+  in->pool = pool_->data();
+  in->pool_rows = pool_->header().rows;
+  st = SplitRows(task, &in->train_idx, &in->val_idx);
+  if (!st.ok()) {
+    *permanent = true;
+    return st;
   }
   std::string tmp = task.out_dir + ".tmp";
-  out.status = RemoveTree(tmp);
-  if (out.status.ok()) out.status = MakeDirs(tmp);
-  if (!out.status.ok()) return out;
-  in.checkpoint_path = tmp + "/checkpoint.pt";
+  st = RemoveTree(tmp);
+  if (st.ok()) st = MakeDirs(tmp);
+  in->checkpoint_path = tmp + "/checkpoint.pt";
+  return st;
+}
 
-  TrainOutputs res;
-  out.status = TrainMember(in, &res);
-  out.permanent = res.permanent_failure;
-  if (!out.status.ok()) return out;
-
+// Writes the member directory from a trained result: <out_dir>.tmp, fsync, rename.
+TaskOutcome TaskRunner::Finish(const TrainInputs& in, TrainOutputs& res, int64_t rss_before, double seconds) {
+  const TaskSpec& task = *in.task;
+  const std::string tmp = task.out_dir + ".tmp";
+  TaskOutcome out;
   nlohmann::json& m = res.metrics;
   m.update({{"member", task.member.name}, {"round", task.round}, {"index", task.member_index},
             {"seed", task.seed}, {"generation", task.generation}, {"train_rows", in.train_idx.size()},
             {"val_rows", in.val_idx.size()}, {"threads", task.threads}, {"attempt", task.attempt},
-            {"pid", static_cast<int64_t>(::getpid())}});
+            {"pid", static_cast<int64_t>(::getpid())}, {"rss_kb_before", rss_before},
+            {"rss_kb_after", CurrentRssKb()}, {"rss_kb_peak", PeakRssKb()}, {"seconds", seconds}});
+  if (!m.contains("train_seconds")) m["train_seconds"] = seconds;
   nlohmann::json member = {{"spec", MemberToJson(task.member)}, {"seed", task.seed},
                            {"round", task.round}, {"index", task.member_index},
                            {"generation", task.generation}, {"rows", task.rows},
                            {"excluded_file", task.excluded_file}, {"threads", task.threads},
-                           {"norm", res.norm}};
-  // Model, optimizer and every tensor of the task died with TrainMember's frame.
-  ReleaseTorchCaches();
-  malloc_trim(0);
-  m["rss_kb_before"] = rss_before;
-  m["rss_kb_after"] = CurrentRssKb();
-  m["rss_kb_peak"] = PeakRssKb();
-  m["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (auto s : {task.save_checkpoint ? FsyncFile(in.checkpoint_path) : Status::Ok(), WriteFileAtomic(tmp + "/member.json", member.dump(2) + "\n"),
+                           {"pack", pack_names_}, {"norm", res.norm}};
+  for (auto s : {task.save_checkpoint ? FsyncFile(in.checkpoint_path) : Status::Ok(),
+                 WriteFileAtomic(tmp + "/member.json", member.dump(2) + "\n"),
                  WriteFileAtomic(tmp + "/history.jsonl", JsonLines(res.history)),
                  WriteFileAtomic(tmp + "/holdout_pred.f32", FloatsToBytes(res.holdout_pred)),
                  WriteFileAtomic(tmp + "/pool_pred.f32", FloatsToBytes(res.pool_pred)),
@@ -164,6 +157,56 @@ TaskOutcome TaskRunner::Run(const TaskSpec& task, const std::function<void(int)>
   if (out.status.ok()) out.status = RenameDirAtomic(tmp, task.out_dir);
   out.metrics = m;
   return out;
+}
+
+TaskOutcome TaskRunner::Run(const TaskSpec& task, const std::function<void(int)>& on_progress) {
+  std::vector<TaskOutcome> o = RunPack({task}, on_progress);
+  return o[0];
+}
+
+std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks,
+                                             const std::function<void(int)>& on_progress) {
+  auto t0 = std::chrono::steady_clock::now();
+  int64_t rss_before = CurrentRssKb();
+  std::vector<TaskOutcome> outs(tasks.size());
+  std::vector<TrainInputs> ins(tasks.size());
+  pack_names_ = nlohmann::json::array();
+  if (tasks.size() > 1)
+    for (const auto& t : tasks) pack_names_.push_back(t.member.name);
+  for (size_t k = 0; k < tasks.size(); ++k) {
+    Status st = Prepare(tasks[k], &ins[k], &outs[k].permanent);
+    if (!st.ok()) {  // one member cannot run: the whole pack reports it (its bits depend on all)
+      for (auto& o : outs) {
+        o.status = Status::InvalidArgument(st.message());
+        o.permanent = outs[k].permanent;
+      }
+      return outs;
+    }
+    ins[k].on_progress = on_progress;
+  }
+  std::vector<TrainOutputs> res;
+  Status st;
+  if (tasks.size() == 1) {
+    res.resize(1);
+    st = TrainMember(ins[0], &res[0]);
+  } else {
+    st = TrainPack(ins, &res);
+  }
+  bool permanent = false;
+  for (const auto& r : res) permanent = permanent || r.permanent_failure;
+  // Model, optimizer and every tensor of the task died with the trainer's frame.
+  ReleaseTorchCaches();
+  malloc_trim(0);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t k = 0; k < tasks.size(); ++k) {
+    if (!st.ok()) {
+      outs[k].status = st;
+      outs[k].permanent = permanent;
+      continue;
+    }
+    outs[k] = Finish(ins[k], res[k], rss_before, seconds / static_cast<double>(tasks.size()));
+  }
+  return outs;
 }
 
 }  // namespace ens

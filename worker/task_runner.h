@@ -10,12 +10,14 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "common/dataset_segment.h"
 #include "common/protocol.h"
 #include "common/status.h"
+#include "worker/trainer.h"
 
 namespace ens {
 
@@ -30,9 +32,16 @@ class TaskRunner {
   TaskRunner() = default;
   // REQUIRES: task validated (DecodeMessage / TaskFromJson).
   TaskOutcome Run(const TaskSpec& task, const std::function<void(int epoch)>& on_progress);
+  // A fused pack (TrainPack) when tasks.size() > 1; one outcome per task, in order.
+  // REQUIRES: the tasks share PackKey, generation, rows and data_dir.
+  std::vector<TaskOutcome> RunPack(const std::vector<TaskSpec>& tasks,
+                                   const std::function<void(int epoch)>& on_progress);
 
  private:
   Status EnsureMapped(const TaskSpec& task);
+  Status Prepare(const TaskSpec& task, TrainInputs* in, bool* permanent);
+  TaskOutcome Finish(const TrainInputs& in, TrainOutputs& res, int64_t rss_before, double seconds);
+  nlohmann::json pack_names_;  // member names of the pack being run ([] when unpacked)
   std::string data_dir_;
   std::unique_ptr<DatasetView> train_, holdout_, pool_;
 };

@@ -18,15 +18,16 @@ torch::Device PickDevice() {
   return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
 }
 
+// Mean over the last dimension: a scalar for one member's [B], a [K] vector for a pack's [K, B].
 torch::Tensor LossFn(const MemberSpec& s, const torch::Tensor& pred, const torch::Tensor& y) {
   torch::Tensor e = pred - y;
-  if (s.loss == "mae") return e.abs().mean();
+  if (s.loss == "mae") return e.abs().mean(-1);
   if (s.loss == "huber") {
     torch::Tensor a = e.abs();
     float d = static_cast<float>(s.huber_delta);
-    return torch::where(a <= d, 0.5 * e * e, d * (a - 0.5f * d)).mean();
+    return torch::where(a <= d, 0.5 * e * e, d * (a - 0.5f * d)).mean(-1);
   }
-  return (e * e).mean();
+  return (e * e).mean(-1);
 }
 
 torch::Tensor Penalty(const MemberSpec& s, const Mlp& m) {
@@ -74,6 +75,7 @@ EvalResult Evaluate(const Mlp& m, const torch::Tensor& all, const std::vector<in
 }
 
 // Mean and std (population, floored) of the training split, accumulated in double in row order.
+// Sets the Mlp's normalisation tensors (on its device) and the JSON record of them.
 void Standardise(const TrainInputs& in, Mlp* m, nlohmann::json* norm) {
   int f = in.features;
   std::vector<double> sum(f + 1, 0.0), sq(f + 1, 0.0);
@@ -246,6 +248,215 @@ Status TrainMember(const TrainInputs& in, TrainOutputs* out) {
     const auto agg = static_cast<size_t>(StatType::AGGREGATE);
     out->metrics["gpu_allocated_peak_mb"] = stats.allocated_bytes[agg].peak / 1048576.0;
     out->metrics["gpu_reserved_peak_mb"] = stats.reserved_bytes[agg].peak / 1048576.0;
+  }
+  return Status::Ok();
+}
+
+
+// ---- fused member packs ------------------------------------------------------------------
+//
+// K pack-compatible members train as one batched model: weights [K, out, in], each member's
+// own rows per step (its own split and shuffle stream), losses summed so each member's
+// gradient is its own; Adam/AdamW/SGD are elementwise, so members never mix. A member that
+// early-stops keeps the parameters it stopped with (or its best) while the others go on.
+namespace {
+
+struct PackMember {
+  Mlp model;               // init, norm; later its final parameters
+  SeededRng shuffle{0};
+  std::vector<int64_t> order;
+  double best_value = INFINITY;
+  int best_epoch = -1, since_best = 0, epochs_run = 0;
+  bool stopped = false;
+  std::vector<torch::Tensor> kept;  // parameters to keep (best, or at stop)
+};
+
+// Stacks member k's tensors into [K, ...] parameters.
+std::vector<torch::Tensor> StackParameters(const std::vector<PackMember>& pm, torch::Device dev) {
+  std::vector<torch::Tensor> out;
+  size_t layers = pm[0].model.weights.size();
+  for (size_t l = 0; l < layers; ++l) {
+    std::vector<torch::Tensor> w, b;
+    for (const auto& m : pm) {
+      w.push_back(m.model.weights[l].detach());
+      b.push_back(m.model.biases[l].detach());
+    }
+    out.push_back(torch::stack(w).to(dev).requires_grad_(true));
+    out.push_back(torch::stack(b).to(dev).requires_grad_(true));
+  }
+  return out;
+}
+
+torch::Tensor PackForward(const MemberSpec& s, const std::vector<torch::Tensor>& p, torch::Tensor h, bool training) {
+  size_t layers = p.size() / 2;
+  for (size_t l = 0; l < layers; ++l) {
+    h = torch::baddbmm(p[2 * l + 1].unsqueeze(1), h, p[2 * l].transpose(1, 2));
+    if (l + 1 < layers) {
+      const std::string& act = s.layers[l].activation;
+      if (act == "relu") h = torch::relu(h);
+      else if (act == "tanh") h = torch::tanh(h);
+      else if (act == "sigmoid") h = torch::sigmoid(h);
+      else if (act == "swish") h = h * torch::sigmoid(h);
+      else if (act == "gelu") h = torch::gelu(h);
+      if (training && s.layers[l].dropout > 0) h = torch::dropout(h, s.layers[l].dropout, true);
+    }
+  }
+  return h.squeeze(-1);
+}
+
+// Rows of every member for one step: [K, n, stride].
+torch::Tensor GatherPack(const torch::Tensor& all, const std::vector<const std::vector<int64_t>*>& idx, size_t b,
+                         size_t e) {
+  std::vector<int64_t> flat;
+  flat.reserve(idx.size() * (e - b));
+  for (const auto* v : idx) flat.insert(flat.end(), v->begin() + b, v->begin() + e);
+  torch::Tensor ix = torch::from_blob(flat.data(), {static_cast<int64_t>(flat.size())}, torch::kLong).to(all.device());
+  return all.index_select(0, ix).view({static_cast<int64_t>(idx.size()), static_cast<int64_t>(e - b), -1});
+}
+
+}  // namespace
+
+Status TrainPack(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* out) {
+  const size_t K = in.size();
+  const MemberSpec& s = in[0].task->member;
+  const int F = in[0].features;
+  torch::set_num_threads(in[0].task->threads);
+  torch::manual_seed(StreamSeed(in[0].task->seed, SeedStream::kDropout));
+  torch::Device dev = PickDevice();
+  out->assign(K, TrainOutputs{});
+  std::vector<PackMember> pm(K);
+  for (size_t k = 0; k < K; ++k) {
+    const TaskSpec& t = *in[k].task;
+    if (in[k].train_idx.size() != in[0].train_idx.size() || in[k].val_idx.size() != in[0].val_idx.size())
+      return Status::InvalidArgument("pack members have different split sizes");
+    pm[k].model = BuildMlp(t.member, F, StreamSeed(t.seed, SeedStream::kInit), torch::kCPU);
+    Standardise(in[k], &pm[k].model, &(*out)[k].norm);
+    pm[k].shuffle = SeededRng(StreamSeed(t.seed, SeedStream::kShuffle));
+    pm[k].order = in[k].train_idx;
+  }
+  std::vector<torch::Tensor> params = StackParameters(pm, dev);
+  auto stack_norm = [&](auto get) {
+    std::vector<torch::Tensor> v;
+    for (auto& m : pm) v.push_back(get(m.model));
+    return torch::stack(v).to(dev).unsqueeze(1);  // [K, 1, ...]
+  };
+  torch::Tensor xm = stack_norm([](Mlp& m) { return m.x_mean; }), xs = stack_norm([](Mlp& m) { return m.x_std; });
+  torch::Tensor ym = stack_norm([](Mlp& m) { return m.y_mean; }).squeeze(-1);
+  torch::Tensor ys = stack_norm([](Mlp& m) { return m.y_std; }).squeeze(-1);  // [K, 1]
+  torch::Tensor all = torch::from_blob(const_cast<float*>(in[0].rows),
+                                       {static_cast<int64_t>(in[0].task->rows), F + 1});
+  if (dev.is_cuda()) all = all.to(dev);
+  auto opt = MakeOptimizer(s, params);
+  std::vector<const std::vector<int64_t>*> orders, vals;
+  for (size_t k = 0; k < K; ++k) {
+    orders.push_back(&pm[k].order);
+    vals.push_back(&in[k].val_idx);
+  }
+  const size_t n = pm[0].order.size();
+  const auto es = s.early_stopping;
+  for (int epoch = 0; epoch < s.epochs; ++epoch) {
+    auto t0 = Clock::now();
+    for (auto& m : pm)
+      for (size_t i = m.order.size(); i > 1; --i) std::swap(m.order[i - 1], m.order[m.shuffle.Below(i)]);
+    torch::Tensor loss_sum = torch::zeros({static_cast<int64_t>(K)}, torch::kDouble);
+    torch::Tensor abs_sum = loss_sum.clone(), sq_sum = loss_sum.clone();
+    for (size_t b = 0; b < n; b += s.batch_size) {
+      size_t e = std::min(n, b + static_cast<size_t>(s.batch_size));
+      torch::Tensor rows = GatherPack(all, orders, b, e);
+      torch::Tensor x = (rows.narrow(2, 0, F) - xm) / xs;
+      torch::Tensor y = rows.select(2, F);
+      torch::Tensor pred = PackForward(s, params, x, true);
+      torch::Tensor loss = LossFn(s, pred, (y - ym) / ys);  // [K]
+      torch::Tensor total = loss.sum();
+      for (size_t l = 0; l < params.size(); l += 2) {
+        if (s.l1 > 0) total = total + static_cast<float>(s.l1) * params[l].abs().sum();
+        if (s.l2 > 0) total = total + static_cast<float>(s.l2) * (params[l] * params[l]).sum();
+      }
+      opt->zero_grad();
+      total.backward();
+      opt->step();
+      torch::NoGradGuard ng;
+      torch::Tensor err = pred.detach() * ys + ym - y;
+      loss_sum += loss.detach().to(torch::kCPU, torch::kDouble) * static_cast<double>(e - b);
+      abs_sum += err.abs().sum(1).to(torch::kCPU, torch::kDouble);
+      sq_sum += (err * err).sum(1).to(torch::kCPU, torch::kDouble);
+      if (in[0].on_progress) in[0].on_progress(epoch + 1);
+    }
+    torch::NoGradGuard ng;
+    torch::Tensor vrows = GatherPack(all, vals, 0, vals[0]->size());
+    torch::Tensor vpred = PackForward(s, params, (vrows.narrow(2, 0, F) - xm) / xs, false);
+    torch::Tensor vy = vrows.select(2, F);
+    torch::Tensor vloss = LossFn(s, vpred, (vy - ym) / ys).to(torch::kCPU, torch::kDouble);
+    torch::Tensor verr = vpred * ys + ym - vy;
+    torch::Tensor vmae = verr.abs().mean(1).to(torch::kCPU, torch::kDouble);
+    torch::Tensor vmse = (verr * verr).mean(1).to(torch::kCPU, torch::kDouble);
+    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    bool all_stopped = true;
+    for (size_t k = 0; k < K; ++k) {
+      PackMember& m = pm[k];
+      if (m.stopped) continue;
+      double l = loss_sum[k].item<double>() / n, vl = vloss[k].item<double>();
+      if (!std::isfinite(l) || !std::isfinite(vl)) {
+        (*out)[k].permanent_failure = true;
+        return Status::InvalidArgument("member " + in[k].task->member.name + ": loss became non-finite at epoch " +
+                                       std::to_string(epoch + 1) + " (pack of " + std::to_string(K) + ")");
+      }
+      (*out)[k].history.push_back({{"epoch", epoch + 1}, {"loss", l}, {"val_loss", vl},
+                                   {"mae", abs_sum[k].item<double>() / n}, {"mse", sq_sum[k].item<double>() / n},
+                                   {"val_mae", vmae[k].item<double>()}, {"val_mse", vmse[k].item<double>()},
+                                   {"lr", s.lr}, {"seconds", secs}});
+      m.epochs_run = epoch + 1;
+      EvalResult v{vl, vmae[k].item<double>(), vmse[k].item<double>()};
+      double value = Monitored(es.monitor, v);
+      auto snapshot = [&] {
+        m.kept.clear();
+        for (const auto& p : params) m.kept.push_back(p[static_cast<int64_t>(k)].detach().clone());
+      };
+      if (value < m.best_value - es.min_delta) {
+        m.best_value = value;
+        m.best_epoch = epoch + 1;
+        m.since_best = 0;
+        if (es.enabled && es.restore_best) snapshot();
+      } else if (es.enabled && ++m.since_best > es.patience) {
+        m.stopped = true;  // frozen from here: later updates of its slice are discarded
+        if (!es.restore_best) snapshot();
+      }
+      all_stopped = all_stopped && m.stopped;
+    }
+    if (all_stopped) break;
+  }
+  for (size_t k = 0; k < K; ++k) {
+    PackMember& m = pm[k];
+    torch::NoGradGuard ng;
+    std::vector<torch::Tensor> final_params = m.kept;
+    if (final_params.empty())
+      for (const auto& p : params) final_params.push_back(p[static_cast<int64_t>(k)].detach().clone());
+    for (size_t l = 0; l < m.model.weights.size(); ++l) {
+      m.model.weights[l] = final_params[2 * l].to(dev);
+      m.model.biases[l] = final_params[2 * l + 1].to(dev);
+    }
+    m.model.x_mean = m.model.x_mean.to(dev);
+    m.model.x_std = m.model.x_std.to(dev);
+    m.model.y_mean = m.model.y_mean.to(dev);
+    m.model.y_std = m.model.y_std.to(dev);
+    const TrainInputs& mi = in[k];
+    TrainOutputs& o = (*out)[k];
+    if (mi.task->save_checkpoint) {
+      Status st = SaveCheckpoint(m.model, mi.checkpoint_path);
+      if (!st.ok()) return st;
+    }
+    o.holdout_pred = PredictRows(m.model, mi.holdout, mi.holdout_rows, F);
+    o.pool_pred = PredictRows(m.model, mi.pool, mi.pool_rows, F);
+    double se = 0, ae = 0;
+    for (uint64_t r = 0; r < mi.holdout_rows; ++r) {
+      double d = o.holdout_pred[r] - mi.holdout[r * (F + 1) + F];
+      se += d * d;
+      ae += std::abs(d);
+    }
+    double hn = std::max<double>(1.0, static_cast<double>(mi.holdout_rows));
+    o.metrics = {{"epochs_run", m.epochs_run}, {"best_epoch", m.best_epoch}, {"best_val_loss", m.best_value},
+                 {"holdout_rmse", std::sqrt(se / hn)}, {"holdout_mae", ae / hn},
+                 {"device", TorchDeviceDescription()}, {"pack_size", K}, {"pack_position", k}};
   }
   return Status::Ok();
 }

@@ -50,6 +50,11 @@ std::string TorchDeviceDescription();
 
 Status TrainMember(const TrainInputs& in, TrainOutputs* out);
 
+// Trains K pack-compatible members (PackKey equal) as one batched model; out[k] is member
+// k's result in the same format as TrainMember's. REQUIRES: same rows, features, split sizes.
+// A packed member's bits depend on the whole pack (its composition is fixed by the config).
+Status TrainPack(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* out);
+
 // Frees what the allocator caches (CUDA caching allocator) after a task.
 void ReleaseTorchCaches();
 // CUDA caching allocator: bytes reserved now, in KiB (0 without CUDA).

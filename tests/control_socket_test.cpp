@@ -1,0 +1,287 @@
+// The control socket of a running ensembled, driven with the real ensemblectl: its mode,
+// the live status, pause/resume at member boundaries, reload (safe changes accepted at the
+// next round boundary, unsafe ones refused), stop and resume, and hostile clients.
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+
+#include "common/exit_codes.h"
+#include "support/env_spawn_notify.h"
+
+namespace ens {
+namespace {
+
+using json = nlohmann::json;
+using namespace ens::testing;
+
+constexpr int kMembers = 6, kWorkers = 2;
+
+// Slow enough members (about 1-2 s each on one CPU thread) to act while they train.
+std::string CtlConfig(const std::string& state_dir, int rounds, uint64_t seed = 17, const std::string& name = "ctl",
+                      int epochs = 30, int rows = 2000) {
+  return R"({
+    // control socket test: 6 members x 30 epochs x 2000 rows on 2 CPU workers
+    "run_name": ")" + name + R"(", "state_dir": ")" + state_dir + R"(", "run_seed": )" + std::to_string(seed) + R"(,
+    "resources": {"gpus": "none", "cpu_workers": )" + std::to_string(kWorkers) + R"(, "threads_per_worker": 1},
+    "data": {"source": "synthetic",
+             "synthetic": {"initial_rows": )" + std::to_string(rows) + R"(, "pool_rows": 400, "holdout_rows": 300}},
+    "members": {"defaults": {"epochs": )" + std::to_string(epochs) + R"(, "batch_size": 32, "layers": [{"units": 32}]},
+                "count": )" + std::to_string(kMembers) + R"(},
+    "mutation": {"policy": "append_from_pool", "k": 20},
+    "rounds": {"count": )" + std::to_string(rounds) + R"(}
+  })";
+}
+
+pid_t StartDaemon(const TempDir& tmp, const std::string& cfg, const std::string& tag, const EnvChanges& env = {}) {
+  return SpawnEnv({BinaryPath("ensembled"), "run", "--config", cfg}, tmp / (tag + ".out"), tmp / (tag + ".err"), env);
+}
+
+std::string Logs(const TempDir& tmp, const std::string& tag) {
+  return "--- " + tag + " stdout:\n" + ReadText(tmp / (tag + ".out")) + "--- " + tag + " stderr:\n" +
+         ReadText(tmp / (tag + ".err"));
+}
+
+json Parse(const std::string& s) { return json::parse(s, nullptr, false); }
+
+bool IsRefusal(const std::string& reply) {
+  json j = Parse(reply);
+  return j.is_object() && j.contains("ok") && j["ok"] == false && j.contains("error") && j["error"].is_string() &&
+         !j["error"].get<std::string>().empty();
+}
+
+TEST_CASE("the control socket is private, shows the live workers, shrugs off garbage, and stop resumes",
+          "[service][control]") {
+  TempDir tmp;
+  std::string state = tmp / "state";
+  std::filesystem::create_directories(tmp / "rt");
+  WriteText(tmp / "cfg.json", CtlConfig(state, 3));
+  // As under systemd: RuntimeDirectory=ensembled sets RUNTIME_DIRECTORY.
+  EnvChanges env;
+  env.set["RUNTIME_DIRECTORY"] = tmp / "rt";
+  Daemon d(StartDaemon(tmp, tmp / "cfg.json", "d1", env));
+  pid_t sup = d.pid();
+  INFO(Logs(tmp, "d1"));
+  std::string sock = tmp / "rt/ctl.sock";
+
+  REQUIRE(WaitUntil(60, [&] { return std::filesystem::exists(sock) || d.Exited(); }));
+  REQUIRE(std::filesystem::exists(sock));
+  CHECK_FALSE(std::filesystem::exists(state + "/control.sock"));
+
+  // Mode 0600, a socket.
+  struct stat st {};
+  REQUIRE(::stat(sock.c_str(), &st) == 0);
+  CHECK(S_ISSOCK(st.st_mode));
+  CHECK((st.st_mode & 07777) == 0600);
+  CHECK(st.st_uid == ::getuid());
+
+  // `ensemblectl status --json`: running, with a live worker list (pids, RSS).
+  json status;
+  bool live_ok = WaitUntil(60, [&] {
+    status = CtlStatusJson(state, tmp.path());
+    if (!status.is_object() || status.value("running", false) != true) return false;
+    const json& live = status["live"];
+    if (!live.is_object() || !live.contains("workers") || live["workers"].size() != kWorkers) return false;
+    for (const auto& w : live["workers"])
+      if (w.value("pid", 0) <= 0 || w.value("rss_kb", 0) <= 0) return false;
+    return true;
+  }, 200);
+  INFO("last status: " << status.dump(2));
+  REQUIRE(live_ok);
+  CHECK(status["live"]["control_socket"] == sock);
+  CHECK(status["live"]["pid"] == sup);
+  auto kids = ChildrenOf(sup);
+  for (const auto& w : status["live"]["workers"])
+    CHECK(std::find(kids.begin(), kids.end(), w["pid"].get<pid_t>()) != kids.end());
+  // The human-readable form lists them too.
+  auto human = Ctl({"status", "-s", state}, tmp.path());
+  CHECK(human.code == 0);
+  CHECK(human.out.find("state: running") != std::string::npos);
+  CHECK(human.out.find("RSS MiB") != std::string::npos);
+
+  // Hostile clients: each gets {"ok": false, ...}; the daemon keeps serving.
+  std::string big(200 * 1024, 'x');
+  std::string junk("\x01\x02\x00\xff\xfe garbage", 14);
+  for (const auto& [what, req, half] :
+       std::vector<std::tuple<std::string, std::string, bool>>{{"text", "hello garbage\n", false},
+                                                               {"cmd not a string", "{\"cmd\": 42}\n", false},
+                                                               {"array", "[1,2,3]\n", false},
+                                                               {"unknown cmd", "{\"cmd\": \"frobnicate\"}\n", false},
+                                                               {"binary, no newline", junk, true},
+                                                               {"200 KiB line", big + "\n", false},
+                                                               {"nothing at all", "", true}}) {
+    std::string reply = RawUnixRequest(sock, req, 5000, half);
+    INFO(what << " -> " << reply);
+    CHECK(IsRefusal(reply));
+    CHECK_FALSE(d.Exited());
+  }
+  // A client that connects and says nothing is answered by the daemon's deadline (and goes away).
+  std::string silent = RawUnixRequest(sock, "", 3000, false);
+  CHECK(IsRefusal(silent));
+  json good = Parse(RawUnixRequest(sock, "{\"cmd\": \"status\"}\n"));
+  REQUIRE(good.is_object());
+  CHECK(good["ok"] == true);
+  CHECK(good["status"]["workers"].size() == kWorkers);
+
+  // stop: exit 0, members of the round kept; running again completes the run.
+  auto stop = Ctl({"stop", "-s", state}, tmp.path());
+  INFO(stop.out << stop.err);
+  CHECK(stop.code == 0);
+  bool timed_out = false;
+  int code = d.WaitAtMost(120, &timed_out);
+  CHECK_FALSE(timed_out);
+  CHECK(code == 0);
+  auto recs = JournalOf(state);
+  CHECK(CountEvents(recs, "run_finished") == 0);
+  CHECK_FALSE(std::filesystem::exists(sock));  // removed on the way out
+  json after = CtlStatusJson(state, tmp.path());
+  CHECK(after.value("running", true) == false);
+
+  auto rerun = RunEnsembled(tmp / "cfg.json", tmp.path(), env, 240);
+  INFO(rerun.out << rerun.err);
+  CHECK(rerun.code == 0);
+  recs = JournalOf(state);
+  CHECK(CountEvents(recs, "run_finished") == 1);
+  CHECK(CountEvents(recs, "round_committed") == 3);
+  for (const auto& [key, n] : DoneCounts(recs)) CHECK(n == 1);  // nothing trained twice
+}
+
+TEST_CASE("pause holds new members back until resume", "[service][control]") {
+  TempDir tmp;
+  std::string state = tmp / "state";
+  WriteText(tmp / "cfg.json", CtlConfig(state, 3));
+  Daemon d(StartDaemon(tmp, tmp / "cfg.json", "d"));
+  INFO(Logs(tmp, "d"));
+  REQUIRE(WaitUntil(90, [&] { return MembersDone(state) >= 1 || d.Exited(); }));
+  REQUIRE(MembersDone(state) >= 1);
+
+  auto pause = Ctl({"pause", "-s", state}, tmp.path());
+  INFO(pause.out << pause.err);
+  REQUIRE(pause.code == 0);
+  CHECK(pause.out.find("pause") != std::string::npos);
+
+  // The running members finish; then nothing runs.
+  json live;
+  REQUIRE(WaitUntil(60, [&] {
+    json s = CtlStatusJson(state, tmp.path());
+    if (!s.is_object() || !s["live"].is_object()) return false;
+    live = s["live"];
+    return live.value("members_running", -1) == 0;
+  }, 100));
+  CHECK(live.value("paused", false) == true);
+  int held = MembersDone(state);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  CHECK(MembersDone(state) == held);
+  json s = CtlStatusJson(state, tmp.path());
+  REQUIRE(s.is_object());
+  INFO("status while paused: " << s.dump(2));
+  CHECK(s["live"].value("members_running", -1) == 0);
+  for (const auto& w : s["live"]["workers"]) CHECK(w.value("state", "") == "idle");
+  CHECK_FALSE(d.Exited());
+  auto human = Ctl({"status", "-s", state}, tmp.path());
+  CHECK(human.out.find("PAUSED") != std::string::npos);
+
+  auto resume = Ctl({"resume", "-s", state}, tmp.path());
+  INFO(resume.out << resume.err);
+  REQUIRE(resume.code == 0);
+  CHECK(WaitUntil(30, [&] { return MembersDone(state) > held; }));
+  CHECK(CtlStatusJson(state, tmp.path())["live"].value("paused", true) == false);
+
+  bool timed_out = false;
+  int code = d.WaitAtMost(240, &timed_out);
+  CHECK_FALSE(timed_out);
+  CHECK(code == 0);
+  auto recs = JournalOf(state);
+  CHECK(CountEvents(recs, "run_finished") == 1);
+  CHECK(CountEvents(recs, "member_done") == 3 * kMembers);
+}
+
+TEST_CASE("reload: a new rounds.count applies at the next round boundary; a new run_seed is refused",
+          "[service][control]") {
+  TempDir tmp;
+  std::string state = tmp / "state";
+  WriteText(tmp / "cfg.json", CtlConfig(state, 3));
+  Daemon d(StartDaemon(tmp, tmp / "cfg.json", "d"));
+  INFO(Logs(tmp, "d"));
+  REQUIRE(WaitUntil(60, [&] {
+    return std::filesystem::exists(state + "/control.sock") || d.Exited();
+  }));
+  REQUIRE(std::filesystem::exists(state + "/control.sock"));
+
+  // Unsafe: a different run_seed would change every member's results.
+  WriteText(tmp / "cfg.json", CtlConfig(state, 3, /*seed=*/18));
+  auto seed = Ctl({"reload", "-s", state}, tmp.path());
+  INFO("reload (run_seed): " << seed.out << seed.err);
+  CHECK(seed.code == exit_code::kPermanentFailure);
+  CHECK(seed.err.find("/run_seed") != std::string::npos);
+
+  // A broken file is refused too, naming the problem, and the run carries on.
+  WriteText(tmp / "cfg.json", R"({"state_dir": ")" + state + R"(", "rounds": {"cuont": 2}})");
+  auto broken = Ctl({"reload", "-s", state}, tmp.path());
+  INFO("reload (broken): " << broken.out << broken.err);
+  CHECK(broken.code == exit_code::kPermanentFailure);
+  CHECK(broken.err.find("/rounds/cuont") != std::string::npos);
+  CHECK_FALSE(d.Exited());
+
+  // Safe: fewer rounds.
+  WriteText(tmp / "cfg.json", CtlConfig(state, 2));
+  REQUIRE(RoundsCommitted(state) < 2);
+  auto rounds = Ctl({"reload", "-s", state}, tmp.path());
+  INFO("reload (rounds): " << rounds.out << rounds.err);
+  CHECK(rounds.code == 0);
+  CHECK(rounds.out.find("accepted") != std::string::npos);
+
+  bool timed_out = false;
+  int code = d.WaitAtMost(240, &timed_out);
+  CHECK_FALSE(timed_out);
+  CHECK(code == 0);
+  auto recs = JournalOf(state);
+  CHECK(CountEvents(recs, "round_committed") == 2);
+  REQUIRE(CountEvents(recs, "run_finished") == 1);
+  for (const auto& r : recs)
+    if (r.value("event", "") == "run_finished") CHECK(r.value("rounds", 0) == 2);
+  // The seed refused above did not leak in: round 0's members used run_seed 17.
+  CHECK(ReadText(tmp / "d.err").find("config reload applied: 2 rounds") != std::string::npos);
+}
+
+// ControlSocket::Listen() unlinks whatever is at its path before binding ("a stale socket of
+// a crashed daemon (the state_dir lock proves we own it)"), but the state_dir lock proves
+// nothing about the socket path: two runs with the same run_name under one RUNTIME_DIRECTORY
+// (the default run_name is "ensembled"; e.g. two instances of a template unit), or two
+// configs naming the same service.control_socket, share it. The second daemon silently takes
+// the socket over, and `ensemblectl status/stop -s <first state_dir>` then talks to (and
+// stops) the second run.
+TEST_CASE("a second daemon with the same control socket path does not take over the first one's socket",
+          "[service][control][!shouldfail]") {
+  TempDir tmp;
+  std::filesystem::create_directories(tmp / "rt");
+  EnvChanges env;
+  env.set["RUNTIME_DIRECTORY"] = tmp / "rt";
+  WriteText(tmp / "a.json", CtlConfig(tmp / "state-a", 100, 17, "twin", 10, 300));
+  WriteText(tmp / "b.json", CtlConfig(tmp / "state-b", 100, 17, "twin", 10, 300));
+  Daemon da(StartDaemon(tmp, tmp / "a.json", "a", env));
+  pid_t a = da.pid();
+  INFO(Logs(tmp, "a"));
+  REQUIRE(WaitUntil(60, [&] {
+    json s = CtlStatusJson(tmp / "state-a", tmp.path());
+    return (s.is_object() && s["live"].is_object() && s["live"].value("pid", 0) == a) || da.Exited();
+  }, 200));
+  Daemon db(StartDaemon(tmp, tmp / "b.json", "b", env));
+  INFO(Logs(tmp, "b"));
+  // The second one either refuses to start or runs; give it time to be up.
+  WaitUntil(60, [&] {
+    return db.Exited() || std::filesystem::exists(RunLayout(tmp / "state-b").StatusFile());
+  }, 200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  json s = CtlStatusJson(tmp / "state-a", tmp.path());
+  INFO("status of run a: " << s.dump(2));
+  REQUIRE(s.is_object());
+  CHECK(s["live"].value("pid", 0) == a);
+  CHECK(s["live"].value("run_name", "") == "twin");
+  da.Stop(/*now=*/true);
+  db.Stop(/*now=*/true);
+}
+
+}  // namespace
+}  // namespace ens

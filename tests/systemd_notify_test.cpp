@@ -1,0 +1,213 @@
+// sd_notify as systemd sees it: ensembled started with NOTIFY_SOCKET (a datagram socket this
+// test binds), WATCHDOG_USEC and WATCHDOG_PID=<ensembled's own pid>, like Type=notify with
+// WatchdogSec= does. READY=1 only once every worker runs, STATUS= progress lines, WATCHDOG=1
+// pings, STOPPING=1 after SIGTERM; workers never see the notify variables.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "support/env_spawn_notify.h"
+
+namespace ens {
+namespace {
+
+using json = nlohmann::json;
+using namespace ens::testing;
+
+constexpr int kWorkers = 2;
+
+std::string NotifyConfig(const std::string& state_dir, int members, int epochs, int rows, int rounds) {
+  return R"({
+    "run_name": "notify", "state_dir": ")" + state_dir + R"(", "run_seed": 5,
+    "resources": {"gpus": "none", "cpu_workers": )" + std::to_string(kWorkers) + R"(, "threads_per_worker": 1},
+    "data": {"source": "synthetic",
+             "synthetic": {"initial_rows": )" + std::to_string(rows) + R"(, "pool_rows": 400, "holdout_rows": 200}},
+    "members": {"defaults": {"epochs": )" + std::to_string(epochs) + R"(, "batch_size": 32, "layers": [{"units": 16}]},
+                "count": )" + std::to_string(members) + R"(},
+    "mutation": {"policy": "append_from_pool", "k": 20},
+    "rounds": {"count": )" + std::to_string(rounds) + R"(}
+  })";
+}
+
+bool Has(const std::string& datagram, const std::string& line) {
+  std::istringstream in(datagram);
+  std::string l;
+  while (std::getline(in, l))
+    if (l == line) return true;
+  return false;
+}
+
+struct ReadyView {
+  double at_s = -1;
+  std::vector<pid_t> children;
+  std::vector<bool> children_live;
+  std::vector<std::vector<std::string>> children_env;
+  bool status_file = false;
+};
+
+TEST_CASE("ensembled speaks systemd's notify protocol: READY after the workers, STATUS, WATCHDOG, STOPPING",
+          "[service][notify]") {
+  TempDir tmp;
+  std::string state = tmp / "state";
+  WriteText(tmp / "cfg.json", NotifyConfig(state, 4, 30, 1500, 50));
+  NotifyListener notify(tmp / "notify.sock");
+  REQUIRE(notify.ok());
+  EnvChanges env;
+  env.set["NOTIFY_SOCKET"] = tmp / "notify.sock";
+  env.set["WATCHDOG_USEC"] = "400000";
+  pid_t sup = SpawnNotifyEnv({BinaryPath("ensembled"), "run", "--config", tmp / "cfg.json"}, tmp / "out", tmp / "err",
+                             env, /*watchdog_pid_self=*/true);
+  Daemon d(sup);
+  INFO("stderr:\n" << ReadText(tmp / "err"));
+
+  // Before READY: how many worker processes existed at each look.
+  size_t max_children_before_ready = 0;
+  ReadyView ready;
+  double term_at = -1, stopping_at = -1;
+  std::optional<int> exit_code;
+  while (notify.Now() < 120) {
+    size_t kids_now = ChildrenOf(sup).size();
+    for (const auto& m : notify.Poll(20)) {
+      if (Has(m.text, "READY=1") && ready.at_s < 0) {
+        ready.at_s = m.at_s;
+        ready.children = ChildrenOf(sup);
+        for (pid_t c : ready.children) {
+          ready.children_live.push_back(IsLive(c));
+          ready.children_env.push_back(EnvironOf(c));
+        }
+        ready.status_file = std::filesystem::exists(RunLayout(state).StatusFile());
+      }
+      if (Has(m.text, "STOPPING=1") && stopping_at < 0) stopping_at = m.at_s;
+    }
+    if (ready.at_s < 0) max_children_before_ready = std::max(max_children_before_ready, kids_now);
+    // Run a while after READY (several watchdog periods, at least one round), then SIGTERM.
+    if (term_at < 0 && ready.at_s >= 0 && notify.Now() - ready.at_s > 3 && RoundsCommitted(state) >= 1) {
+      ::kill(sup, SIGTERM);
+      term_at = notify.Now();
+    }
+    if (d.Exited()) break;
+  }
+  exit_code = d.Exited() ? d.code() : std::optional<int>(d.Stop(/*now=*/true, 30));
+  notify.Poll(50);
+  const auto& all = notify.all();
+  std::string transcript;
+  for (const auto& m : all) transcript += std::to_string(m.at_s) + ": " + m.text + "\n";
+  INFO("notify datagrams:\n" << transcript);
+
+  REQUIRE(ready.at_s >= 0);
+  REQUIRE(term_at >= 0);
+  CHECK(*exit_code == 0);
+
+  {  // READY=1 comes once, and only when every worker process is up
+    int readies = 0;
+    for (const auto& m : all) readies += Has(m.text, "READY=1");
+    CHECK(readies == 1);
+    CHECK(ready.children.size() == static_cast<size_t>(kWorkers));
+    for (bool live : ready.children_live) CHECK(live);
+    CHECK(ready.status_file);  // the service side (status.json) is up by then too
+    CHECK(max_children_before_ready <= static_cast<size_t>(kWorkers));
+  }
+
+  {  // workers do not inherit NOTIFY_SOCKET or the watchdog variables
+    CHECK(ready.children_env.size() == static_cast<size_t>(kWorkers));
+    for (const auto& envs : ready.children_env) {
+      CHECK_FALSE(envs.empty());  // we could read it
+      for (const auto& kv : envs) {
+        CHECK(kv.rfind("NOTIFY_SOCKET=", 0) != 0);
+        CHECK(kv.rfind("WATCHDOG_USEC=", 0) != 0);
+        CHECK(kv.rfind("WATCHDOG_PID=", 0) != 0);
+      }
+    }
+  }
+
+  {  // STATUS= lines report the round
+    int statuses = 0;
+    for (const auto& m : all) {
+      std::istringstream in(m.text);
+      std::string l;
+      while (std::getline(in, l))
+        if (l.rfind("STATUS=", 0) == 0) {
+          ++statuses;
+          CHECK(l.find("round") != std::string::npos);
+        }
+    }
+    CHECK(statuses >= 2);
+  }
+
+  {  // WATCHDOG=1 pings keep coming while it runs
+    std::vector<double> pings;
+    for (const auto& m : all)
+      if (Has(m.text, "WATCHDOG=1")) pings.push_back(m.at_s);
+    // About one every WATCHDOG_USEC/2 = 0.2 s between READY and SIGTERM (> 3 s): allow for a
+    // loaded machine, but a watchdog that pings only now and then would let systemd kill it.
+    int during = 0;
+    double max_gap = 0;
+    for (size_t i = 0; i < pings.size(); ++i) {
+      if (pings[i] >= ready.at_s && pings[i] <= term_at) ++during;
+      if (i > 0 && pings[i] <= term_at) max_gap = std::max(max_gap, pings[i] - pings[i - 1]);
+    }
+    INFO("pings between READY and SIGTERM: " << during << " over " << term_at - ready.at_s << " s; max gap " << max_gap);
+    CHECK(during >= 5);
+    CHECK(during >= static_cast<int>((term_at - ready.at_s) / 0.4 * 0.5));
+    CHECK(max_gap < 2.0);
+  }
+
+  {  // STOPPING=1 follows SIGTERM
+    CHECK(stopping_at >= term_at);
+    CHECK(stopping_at - term_at < 5);
+  }
+}
+
+TEST_CASE("without WATCHDOG_PID naming it, ensembled does not ping (WATCHDOG_USEC meant for another process)",
+          "[service][notify]") {
+  TempDir tmp;
+  std::string state = tmp / "state";
+  WriteText(tmp / "cfg.json", NotifyConfig(state, 2, 5, 200, 1));
+  NotifyListener notify(tmp / "notify.sock");
+  REQUIRE(notify.ok());
+  EnvChanges env;
+  env.set["NOTIFY_SOCKET"] = tmp / "notify.sock";
+  env.set["WATCHDOG_USEC"] = "400000";
+  env.set["WATCHDOG_PID"] = "1";  // someone else's
+  auto r = RunWithEnv({BinaryPath("ensembled"), "run", "--config", tmp / "cfg.json"}, tmp.path(), env, 120);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  notify.Poll(100);
+  int pings = 0, readies = 0;
+  for (const auto& m : notify.all()) {
+    pings += Has(m.text, "WATCHDOG=1");
+    readies += Has(m.text, "READY=1");
+  }
+  CHECK(readies == 1);
+  CHECK(pings == 0);
+}
+
+// Type=notify: a main process that exits before READY=1 fails the start with result
+// 'protocol' even when it exits 0, and Restart=on-failure then restarts it (until the start
+// rate limit trips). `ensembled run` on a finished run prints "already finished" and exits 0
+// without ever sending READY=1 (orchestrator/supervisor.cpp Run(): the progress_.finished
+// early return), so a finished service run restart-loops under systemd.
+TEST_CASE("ensembled on an already finished run still tells systemd it started (READY=1) before exiting 0",
+          "[service][notify][!shouldfail]") {
+  TempDir tmp;
+  std::string state = tmp / "state";
+  WriteText(tmp / "cfg.json", NotifyConfig(state, 2, 5, 200, 1));
+  auto first = RunEnsembled(tmp / "cfg.json", tmp.path());
+  INFO(first.out << first.err);
+  REQUIRE(first.code == 0);
+  NotifyListener notify(tmp / "notify.sock");
+  REQUIRE(notify.ok());
+  EnvChanges env;
+  env.set["NOTIFY_SOCKET"] = tmp / "notify.sock";
+  auto again = RunEnsembled(tmp / "cfg.json", tmp.path(), env, 60);
+  INFO(again.out << again.err);
+  REQUIRE(again.code == 0);
+  CHECK(again.out.find("already finished") != std::string::npos);
+  notify.Poll(100);
+  int readies = 0;
+  for (const auto& m : notify.all()) readies += Has(m.text, "READY=1");
+  CHECK(readies == 1);
+}
+
+}  // namespace
+}  // namespace ens

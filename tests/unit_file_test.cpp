@@ -1,0 +1,205 @@
+// The systemd packaging: the configured unit (build/packaging/ensembled.service) passes
+// `systemd-analyze verify`, the sysusers.d snippet parses, and the default service config
+// (packaging/ensembled.json) is valid and matches what the unit expects.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+#include <sstream>
+
+#include "common/config.h"
+#include "common/exit_codes.h"
+#include "orchestrator/control_socket.h"
+#include "support/env_spawn.h"
+
+namespace ens {
+namespace {
+
+using namespace ens::testing;
+
+std::string ConfiguredUnit() { return std::string(ENS_BINARY_DIR) + "/packaging/ensembled.service"; }
+
+// The first program named `name` on PATH (or a usual sbin place), or "".
+std::string FindProgram(const std::string& name) {
+  std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
+  path += ":/usr/sbin:/sbin:/usr/bin:/bin";
+  std::stringstream dirs(path);
+  std::string d;
+  while (std::getline(dirs, d, ':'))
+    if (!d.empty() && ::access((d + "/" + name).c_str(), X_OK) == 0) return d + "/" + name;
+  return "";
+}
+
+// Value of the last `key=` line of the [Service] (or any) section; "" when absent.
+std::string UnitValue(const std::string& unit, const std::string& key) {
+  std::istringstream in(unit);
+  std::string line, value;
+  while (std::getline(in, line))
+    if (line.rfind(key + "=", 0) == 0) value = line.substr(key.size() + 1);
+  return value;
+}
+
+std::vector<std::string> UnitValues(const std::string& unit, const std::string& key) {
+  std::istringstream in(unit);
+  std::string line;
+  std::vector<std::string> out;
+  while (std::getline(in, line))
+    if (line.rfind(key + "=", 0) == 0) out.push_back(line.substr(key.size() + 1));
+  return out;
+}
+
+// Lines of `text` that look like a systemd complaint.
+std::vector<std::string> Complaints(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  static const std::regex bad(R"(Unknown|Failed|[Ii]nvalid|not executable|[Ii]gnoring|[Mm]issing|[Ee]rror)");
+  while (std::getline(in, line))
+    if (std::regex_search(line, bad)) out.push_back(line);
+  return out;
+}
+
+TEST_CASE("the configured unit file says what the daemon needs", "[service][unit]") {
+  std::string unit = ReadText(ConfiguredUnit());
+  REQUIRE_FALSE(unit.empty());
+  INFO(unit);
+  CHECK(unit.find('@') == std::string::npos);  // every @VAR@ was configured
+  CHECK(UnitValue(unit, "Type") == "notify");
+  CHECK(UnitValue(unit, "NotifyAccess") == "main");
+  CHECK(UnitValue(unit, "KillMode") == "mixed");
+  CHECK(UnitValue(unit, "Restart") == "on-failure");
+  CHECK(UnitValue(unit, "RestartPreventExitStatus") == std::to_string(exit_code::kPermanentFailure));
+  CHECK(UnitValue(unit, "User") == "ensembled");
+  CHECK(UnitValue(unit, "Group") == "ensembled");
+  CHECK(UnitValue(unit, "RuntimeDirectory") == "ensembled");
+  CHECK(UnitValue(unit, "StateDirectory") == "ensembled");
+  CHECK(UnitValue(unit, "NoNewPrivileges") == "yes");
+  CHECK(UnitValue(unit, "ProtectSystem") == "strict");
+  CHECK(UnitValue(unit, "ProtectHome") == "yes");
+  CHECK(UnitValue(unit, "PrivateTmp") == "yes");
+  CHECK(UnitValue(unit, "DevicePolicy") == "closed");
+  CHECK(UnitValue(unit, "PrivateDevices").empty());  // it would hide /dev/nvidia*
+  auto devices = UnitValues(unit, "DeviceAllow");
+  for (const char* d : {"/dev/nvidiactl rw", "/dev/nvidia-uvm rw", "/dev/nvidia-uvm-tools rw", "/dev/nvidia-modeset rw",
+                        "/dev/nvidia0 rw"})
+    CHECK(std::find(devices.begin(), devices.end(), d) != devices.end());
+  // The stop timeout must outlast the daemon's own graceful stop (stop_timeout_s, 300 s default).
+  CHECK(std::stoi(UnitValue(unit, "TimeoutStopSec")) > static_cast<int>(Config{}.stop_timeout_s));
+  CHECK(std::stoi(UnitValue(unit, "WatchdogSec")) >= 10);
+  std::smatch m;
+  std::string exec = UnitValue(unit, "ExecStart");
+  REQUIRE(std::regex_match(exec, m, std::regex(R"((/\S+)/ensembled run --config (/\S+)/ensembled/ensembled\.json)")));
+}
+
+TEST_CASE("systemd-analyze verify accepts the configured unit", "[service][unit]") {
+  std::string analyze = FindProgram("systemd-analyze");
+  if (analyze.empty()) {
+    WARN("systemd-analyze is not installed: skipping the unit verification");
+    return;
+  }
+  std::string unit = ReadText(ConfiguredUnit());
+  REQUIRE_FALSE(unit.empty());
+  TempDir tmp;
+  // The installed binary does not exist here: point ExecStart at the built one.
+  std::string exec = UnitValue(unit, "ExecStart");
+  std::string bin = exec.substr(0, exec.find(' '));
+  REQUIRE(bin.size() > std::string("/ensembled").size());
+  unit.replace(unit.find("ExecStart=" + bin), std::string("ExecStart=" + bin).size(),
+               "ExecStart=" + BinaryPath("ensembled"));
+  WriteText(tmp / "ensembled.service", unit);
+  auto r = Run({analyze, "verify", tmp / "ensembled.service"}, tmp.path());
+  INFO("systemd-analyze verify:\nstdout:\n" << r.out << "\nstderr:\n" << r.err);
+  CHECK(r.code == 0);
+  CHECK(Complaints(r.out + r.err).empty());
+
+  SECTION("and catches a broken one (the check can fail)") {
+    WriteText(tmp / "broken.service", unit + "\n[Service]\nTipe=notify\n");
+    auto b = Run({analyze, "verify", tmp / "broken.service"}, tmp.path());
+    CHECK_FALSE(Complaints(b.out + b.err).empty());
+  }
+}
+
+TEST_CASE("systemd-sysusers accepts the sysusers.d snippet", "[service][unit]") {
+  std::string sysusers = FindProgram("systemd-sysusers");
+  if (sysusers.empty()) {
+    WARN("systemd-sysusers is not installed: skipping");
+    return;
+  }
+  TempDir tmp;
+  std::filesystem::create_directories(tmp / "root/etc");
+  auto r = Run({sysusers, "--root=" + tmp / "root", "--dry-run", std::string(ENS_SOURCE_DIR) + "/packaging/ensembled.sysusers.conf"},
+               tmp.path());
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK((r.out + r.err).find("Creating user 'ensembled'") != std::string::npos);
+  CHECK(Complaints(r.out + r.err).empty());
+}
+
+TEST_CASE("the packaged default config is valid and fits the unit", "[service][unit]") {
+  std::string path = std::string(ENS_SOURCE_DIR) + "/packaging/ensembled.json";
+  TempDir tmp;
+  auto r = Run({BinaryPath("ensemblectl"), "validate-config", path}, tmp.path());
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find(": ok (") != std::string::npos);
+
+  auto cfg = LoadConfigFile(path);
+  REQUIRE(cfg.ok());
+  CHECK(cfg->state_dir == "/var/lib/ensembled/default");
+  CHECK(cfg->service.http_port == 0);
+  CHECK(cfg->service.http_bind == "127.0.0.1");
+  CHECK(cfg->service.control_socket.empty());
+  CHECK(cfg->service.log_file.empty());
+  // Under the unit the socket lands in RuntimeDirectory=ensembled.
+  ::setenv("RUNTIME_DIRECTORY", "/run/ensembled", 1);
+  CHECK(ControlSocketPath(cfg->service.control_socket, cfg->run_name, cfg->state_dir) ==
+        "/run/ensembled/" + cfg->run_name + ".sock");
+  ::unsetenv("RUNTIME_DIRECTORY");
+  std::string unit = ReadText(ConfiguredUnit());
+  if (!unit.empty()) CHECK(cfg->stop_timeout_s < std::stoi(UnitValue(unit, "TimeoutStopSec")));
+  // Every key is commented (a line comment above or beside every "key": line).
+  std::istringstream in(ReadText(path));
+  std::string line, prev;
+  std::vector<std::string> uncommented;
+  while (std::getline(in, line)) {
+    bool key = std::regex_search(line, std::regex(R"(^\s*"[a-z_]+":)"));
+    bool commented = line.find("//") != std::string::npos || prev.find("//") != std::string::npos;
+    bool opens = line.find('{') != std::string::npos;  // a section: its keys carry the comments
+    if (key && !commented && !opens) uncommented.push_back(line);
+    prev = line;
+  }
+  INFO("keys without a comment:\n" << Joined(uncommented));
+  CHECK(uncommented.empty());
+
+  // Where the built worker finds libtorch: the service runs with ProtectHome=yes as user
+  // ensembled, so a libtorch under a home directory cannot be loaded by the installed unit.
+  std::string cache = ReadText(std::string(ENS_BINARY_DIR) + "/CMakeCache.txt");
+  std::smatch m;
+  if (std::regex_search(cache, m, std::regex(R"(Torch_DIR:PATH=(\S+))"))) {
+    std::string torch = m[1];
+    if (torch.rfind("/root/", 0) == 0 || torch.rfind("/home/", 0) == 0)
+      WARN("ensemble-worker's libtorch is under a home directory (" << torch
+           << "): an installed ensembled.service (User=ensembled, ProtectHome=yes) cannot load it; "
+              "build with ENSEMBLED_VENV outside /root and /home (e.g. /opt/ensembled/venv) for a service install");
+  }
+}
+
+// The ServiceSpec comment and configs document "" as the default of control_socket (and
+// log_file), but the validator rejects an explicit "": a config that spells out the default
+// fails with "must be a non-empty string" (common/config.cpp ReadService, v.Path).
+TEST_CASE("an explicit \"\" for service.control_socket and service.log_file (their defaults) is accepted",
+          "[service][unit][!shouldfail]") {
+  Config cfg;
+  auto errors = ValidateConfigText(R"({"state_dir": "/tmp/x",
+      "members": {"defaults": {"layers": [{"units": 4}]}, "count": 1},
+      "service": {"control_socket": "", "log_file": ""}})",
+                                   "/tmp", &cfg);
+  std::string all;
+  for (const auto& e : errors) all += e.pointer + ": " + e.message + "\n";
+  INFO(all);
+  CHECK(errors.empty());
+}
+
+}  // namespace
+}  // namespace ens
