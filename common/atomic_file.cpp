@@ -41,10 +41,12 @@ Status FsyncFile(const std::string& path) {
   return Status::Ok();
 }
 
-Status WriteFileAtomic(const std::string& path, const std::string& content, int mode) {
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return Status::FromErrno("create " + tmp, errno);
+namespace {
+
+// Writes all of content to a new file at `path` and fsyncs it; removes it on failure.
+Status WriteAndSync(const std::string& path, const std::string& content, int mode) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) return Status::FromErrno("create " + path, errno);
   const char* p = content.data();
   size_t left = content.size();
   while (left > 0) {
@@ -53,8 +55,8 @@ Status WriteFileAtomic(const std::string& path, const std::string& content, int 
       if (errno == EINTR) continue;
       int err = errno;
       ::close(fd);
-      ::unlink(tmp.c_str());
-      return Status::FromErrno("write " + tmp, err);
+      ::unlink(path.c_str());
+      return Status::FromErrno("write " + path, err);
     }
     p += w;
     left -= static_cast<size_t>(w);
@@ -62,10 +64,23 @@ Status WriteFileAtomic(const std::string& path, const std::string& content, int 
   if (::fsync(fd) != 0) {
     int err = errno;
     ::close(fd);
-    ::unlink(tmp.c_str());
-    return Status::FromErrno("fsync " + tmp, err);
+    ::unlink(path.c_str());
+    return Status::FromErrno("fsync " + path, err);
   }
   ::close(fd);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status WriteFileDurable(const std::string& path, const std::string& content, int mode) {
+  return WriteAndSync(path, content, mode);
+}
+
+Status WriteFileAtomic(const std::string& path, const std::string& content, int mode) {
+  std::string tmp = path + ".tmp";
+  Status s = WriteAndSync(tmp, content, mode);
+  if (!s.ok()) return s;
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());

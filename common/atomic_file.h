@@ -12,6 +12,9 @@
 namespace ens {
 
 Status WriteFileAtomic(const std::string& path, const std::string& content, int mode = 0600);
+// Writes and fsyncs `path` in place (no rename): for files inside a directory that is itself
+// renamed into place afterwards, where a per-file rename would buy nothing.
+Status WriteFileDurable(const std::string& path, const std::string& content, int mode = 0600);
 StatusOr<std::string> ReadFile(const std::string& path);
 // mkdir -p with `mode` for every directory it creates.
 Status MakeDirs(const std::string& path, int mode = 0700);

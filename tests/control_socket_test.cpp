@@ -18,11 +18,12 @@ using namespace ens::testing;
 
 constexpr int kMembers = 6, kWorkers = 2;
 
-// Slow enough members (about 1-2 s each on one CPU thread) to act while they train.
+// Slow enough members (about 2 s each on one CPU thread) to act while they train.
 std::string CtlConfig(const std::string& state_dir, int rounds, uint64_t seed = 17, const std::string& name = "ctl",
-                      int epochs = 30, int rows = 2000) {
+                      int epochs = 60, int rows = 2000) {
   return R"({
-    // control socket test: 6 members x 30 epochs x 2000 rows on 2 CPU workers
+    // control socket test: 6 members x 60 epochs x 2000 rows on 2 CPU workers, one member
+    // per task (pack_size 1), so members run and finish one by one
     "run_name": ")" + name + R"(", "state_dir": ")" + state_dir + R"(", "run_seed": )" + std::to_string(seed) + R"(,
     "resources": {"gpus": "none", "cpu_workers": )" + std::to_string(kWorkers) + R"(, "threads_per_worker": 1},
     "data": {"source": "synthetic",
@@ -30,7 +31,7 @@ std::string CtlConfig(const std::string& state_dir, int rounds, uint64_t seed = 
     "members": {"defaults": {"epochs": )" + std::to_string(epochs) + R"(, "batch_size": 32, "layers": [{"units": 32}]},
                 "count": )" + std::to_string(kMembers) + R"(},
     "mutation": {"policy": "append_from_pool", "k": 20},
-    "rounds": {"count": )" + std::to_string(rounds) + R"(}
+    "rounds": {"count": )" + std::to_string(rounds) + R"(}, "pack_size": 1
   })";
 }
 
@@ -62,10 +63,10 @@ TEST_CASE("the control socket is private, shows the live workers, shrugs off gar
   env.set["RUNTIME_DIRECTORY"] = tmp / "rt";
   Daemon d(StartDaemon(tmp, tmp / "cfg.json", "d1", env));
   pid_t sup = d.pid();
-  INFO(Logs(tmp, "d1"));
   std::string sock = tmp / "rt/ctl.sock";
 
   REQUIRE(WaitUntil(60, [&] { return std::filesystem::exists(sock) || d.Exited(); }));
+  INFO(Logs(tmp, "d1"));
   REQUIRE(std::filesystem::exists(sock));
   CHECK_FALSE(std::filesystem::exists(state + "/control.sock"));
 
@@ -130,6 +131,7 @@ TEST_CASE("the control socket is private, shows the live workers, shrugs off gar
   CHECK(stop.code == 0);
   bool timed_out = false;
   int code = d.WaitAtMost(120, &timed_out);
+  INFO("after stop: " << Logs(tmp, "d1"));
   CHECK_FALSE(timed_out);
   CHECK(code == 0);
   auto recs = JournalOf(state);
@@ -152,8 +154,8 @@ TEST_CASE("pause holds new members back until resume", "[service][control]") {
   std::string state = tmp / "state";
   WriteText(tmp / "cfg.json", CtlConfig(state, 3));
   Daemon d(StartDaemon(tmp, tmp / "cfg.json", "d"));
-  INFO(Logs(tmp, "d"));
   REQUIRE(WaitUntil(90, [&] { return MembersDone(state) >= 1 || d.Exited(); }));
+  INFO(Logs(tmp, "d"));
   REQUIRE(MembersDone(state) >= 1);
 
   auto pause = Ctl({"pause", "-s", state}, tmp.path());
@@ -190,6 +192,7 @@ TEST_CASE("pause holds new members back until resume", "[service][control]") {
 
   bool timed_out = false;
   int code = d.WaitAtMost(240, &timed_out);
+  INFO("at exit: " << Logs(tmp, "d"));
   CHECK_FALSE(timed_out);
   CHECK(code == 0);
   auto recs = JournalOf(state);
@@ -203,10 +206,10 @@ TEST_CASE("reload: a new rounds.count applies at the next round boundary; a new 
   std::string state = tmp / "state";
   WriteText(tmp / "cfg.json", CtlConfig(state, 3));
   Daemon d(StartDaemon(tmp, tmp / "cfg.json", "d"));
-  INFO(Logs(tmp, "d"));
   REQUIRE(WaitUntil(60, [&] {
     return std::filesystem::exists(state + "/control.sock") || d.Exited();
   }));
+  INFO(Logs(tmp, "d"));
   REQUIRE(std::filesystem::exists(state + "/control.sock"));
 
   // Unsafe: a different run_seed would change every member's results.
@@ -234,6 +237,7 @@ TEST_CASE("reload: a new rounds.count applies at the next round boundary; a new 
 
   bool timed_out = false;
   int code = d.WaitAtMost(240, &timed_out);
+  INFO("at exit: " << Logs(tmp, "d"));
   CHECK_FALSE(timed_out);
   CHECK(code == 0);
   auto recs = JournalOf(state);
@@ -262,13 +266,11 @@ TEST_CASE("a second daemon with the same control socket path does not take over 
   WriteText(tmp / "b.json", CtlConfig(tmp / "state-b", 100, 17, "twin", 10, 300));
   Daemon da(StartDaemon(tmp, tmp / "a.json", "a", env));
   pid_t a = da.pid();
-  INFO(Logs(tmp, "a"));
   REQUIRE(WaitUntil(60, [&] {
     json s = CtlStatusJson(tmp / "state-a", tmp.path());
     return (s.is_object() && s["live"].is_object() && s["live"].value("pid", 0) == a) || da.Exited();
   }, 200));
   Daemon db(StartDaemon(tmp, tmp / "b.json", "b", env));
-  INFO(Logs(tmp, "b"));
   // The second one either refuses to start or runs; give it time to be up.
   WaitUntil(60, [&] {
     return db.Exited() || std::filesystem::exists(RunLayout(tmp / "state-b").StatusFile());
@@ -276,6 +278,7 @@ TEST_CASE("a second daemon with the same control socket path does not take over 
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   json s = CtlStatusJson(tmp / "state-a", tmp.path());
   INFO("status of run a: " << s.dump(2));
+  INFO(Logs(tmp, "a") << Logs(tmp, "b"));
   REQUIRE(s.is_object());
   CHECK(s["live"].value("pid", 0) == a);
   CHECK(s["live"].value("run_name", "") == "twin");

@@ -33,6 +33,7 @@ std::string Config(const std::string& state_dir) {
     "members": {"defaults": {"epochs": 2, "batch_size": 32, "layers": [{"units": 400}, {"units": 400}]}, "count": 4},
     "mutation": {"policy": "append_from_pool", "k": 10},
     "max_task_attempts": 1,
+    "pack_size": 1,  // one member per task
     "rounds": {"count": 2}})";
 }
 

@@ -30,6 +30,7 @@ std::string Config(const std::string& state_dir, int rounds, int members, int ep
                 "count": )" + std::to_string(members) + R"(},
     "mutation": {"policy": "append_from_pool", "k": 10},
     "stop_timeout_s": )" + std::to_string(kStopTimeout) + R"(,
+    "pack_size": 1,  // one member per task
     "rounds": {"count": )" + std::to_string(rounds) + "}}";
 }
 

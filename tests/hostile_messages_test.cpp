@@ -29,6 +29,7 @@ std::string Config(const std::string& state_dir) {
     "resources": {"gpus": "none", "cpu_workers": 2, "threads_per_worker": 1},
     "data": {"synthetic": {"initial_rows": 400, "pool_rows": 100, "holdout_rows": 100}},
     "members": {"defaults": {"epochs": 120, "batch_size": 16, "layers": [{"units": 32}, {"units": 16}]}, "count": 4},
+    "pack_size": 1,  // one member per task
     "rounds": {"count": 1}})";
 }
 

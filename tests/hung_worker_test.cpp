@@ -27,6 +27,7 @@ std::string Config(const std::string& state_dir, double heartbeat_timeout_s) {
     "data": {"synthetic": {"initial_rows": 300, "pool_rows": 100, "holdout_rows": 100}},
     "members": {"defaults": {"epochs": 40, "batch_size": 16, "layers": [{"units": 16}]}, "count": 4},
     "heartbeat_timeout_s": )" + std::to_string(heartbeat_timeout_s) + R"(,
+    "pack_size": 1,  // one member per task
     "rounds": {"count": 1}})";
 }
 

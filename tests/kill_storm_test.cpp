@@ -33,6 +33,7 @@ std::string Config(const std::string& state_dir) {
                 "variants": [{"split": "random"}, {"split": "bootstrap", "layers": [{"units": 24, "dropout": 0.1}]}]},
     "mutation": {"policy": "append_from_pool", "k": 10},
     "max_task_attempts": 50,
+    "pack_size": 1,  // one member per task
     "rounds": {"count": 3}})";
 }
 

@@ -25,14 +25,20 @@ constexpr int kRounds = 2;
 constexpr int kMembers = 4;
 constexpr int kWorkers = 2;
 
-std::string Config(const std::string& state_dir, const std::string& rounds_extra = "") {
+// pack_size 1: one member per task, so the two workers train members side by side. Short
+// (even) and long (odd) members: at the 3rd member_done (m001, long) the other worker is in the
+// middle of training m003, whatever the machine's speed.
+std::string Config(const std::string& state_dir, const std::string& rounds_extra = "",
+                   const std::string& pack_size = "1") {
   return R"({"run_name": "crash", "state_dir": ")" + state_dir + R"(", "run_seed": 23,
     "resources": {"gpus": "none", "cpu_workers": 2, "threads_per_worker": 1},
     "data": {"synthetic": {"initial_rows": 300, "pool_rows": 200, "holdout_rows": 100}},
-    "members": {"defaults": {"epochs": 80, "batch_size": 16, "layers": [{"units": 16}]},
+    "members": {"defaults": {"epochs": 15, "batch_size": 16, "layers": [{"units": 16}]},
                 "count": 4,
-                "variants": [{"split": "random"}, {"split": "bootstrap", "layers": [{"units": 12}, {"units": 8}]}]},
+                "variants": [{"split": "random"},
+                             {"split": "bootstrap", "epochs": 100, "layers": [{"units": 12}, {"units": 8}]}]},
     "mutation": {"policy": "query_by_committee", "k": 10},
+    "pack_size": )" + pack_size + R"(,
     "rounds": {"count": 2)" + rounds_extra + R"(}})";
 }
 
@@ -290,6 +296,39 @@ TEST_CASE("a member whose killed attempt left partial files in <member>.tmp is r
 TEST_CASE("a member whose directory was renamed into place but never journaled is retrained on resume",
           "[resilience][crash][!shouldfail]") {
   ResumeOverDebris(Debris::kUnjournaledDir);
+}
+
+}  // namespace
+}  // namespace ens
+
+namespace ens {
+namespace {
+
+// pack_size "auto": m000+m002 train as one fused pack, m001+m003 as another. A crash right after
+// the first member_done of a pack leaves that pack half journaled; the resumed run re-runs the
+// whole pack (its bits depend on its composition) but must not rewrite the member the journal
+// already holds: its directory is the committed record, and replacing it opens a window in which
+// a journaled member has no directory at all.
+TEST_CASE("a crash inside a pack's reports does not rewrite the pack's journaled member on resume",
+          "[resilience][crash][pack][!shouldfail]") {
+  TempDir tmp;
+  WriteText(tmp / "base.json", Config(tmp / "base", "", "\"auto\""));
+  auto base = RunEnsembled(tmp / "base.json", tmp.path(), NoCrash(), 90);
+  INFO(base.out << base.err);
+  REQUIRE(base.code == 0);
+  std::string state = tmp / "state";
+  WriteText(tmp / "cfg.json", Config(state, "", "\"auto\""));
+  auto crashed = RunEnsembled(tmp / "cfg.json", tmp.path(), CrashAt("after_member_done:1"), 90);
+  INFO(crashed.out << crashed.err);
+  REQUIRE(crashed.code == 128 + SIGKILL);
+  CrashSnapshot snap = Snapshot(state);
+  REQUIRE(snap.done_mtimes.size() == 1);
+  auto resumed = RunEnsembled(tmp / "cfg.json", tmp.path(), NoCrash(), 90);
+  INFO("resumed run:\n" << resumed.out << resumed.err);
+  REQUIRE_FALSE(resumed.timed_out);
+  CHECK(resumed.err.find("killed by signal 11") == std::string::npos);
+  REQUIRE(resumed.code == 0);
+  CheckResumedEqualsBaseline(tmp / "base", state, snap, tmp.path());
 }
 
 }  // namespace

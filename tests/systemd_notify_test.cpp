@@ -58,7 +58,6 @@ TEST_CASE("ensembled speaks systemd's notify protocol: READY after the workers, 
   pid_t sup = SpawnNotifyEnv({BinaryPath("ensembled"), "run", "--config", tmp / "cfg.json"}, tmp / "out", tmp / "err",
                              env, /*watchdog_pid_self=*/true);
   Daemon d(sup);
-  INFO("stderr:\n" << ReadText(tmp / "err"));
 
   // Before READY: how many worker processes existed at each look.
   size_t max_children_before_ready = 0;
@@ -93,6 +92,7 @@ TEST_CASE("ensembled speaks systemd's notify protocol: READY after the workers, 
   std::string transcript;
   for (const auto& m : all) transcript += std::to_string(m.at_s) + ": " + m.text + "\n";
   INFO("notify datagrams:\n" << transcript);
+  INFO("stdout:\n" << ReadText(tmp / "out") << "\nstderr:\n" << ReadText(tmp / "err"));
 
   REQUIRE(ready.at_s >= 0);
   REQUIRE(term_at >= 0);

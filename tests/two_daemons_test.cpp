@@ -26,6 +26,7 @@ std::string ConfigA(const std::string& state_dir) {
     "data": {"synthetic": {"initial_rows": 300, "pool_rows": 200, "holdout_rows": 100}},
     "members": {"defaults": {"epochs": 40, "batch_size": 16, "layers": [{"units": 24}]}, "count": 4},
     "mutation": {"policy": "append_from_pool", "k": 20},
+    "pack_size": 1,  // one member per task
     "rounds": {"count": 2}})";
 }
 
@@ -36,6 +37,7 @@ std::string ConfigB(const std::string& state_dir) {
     "members": {"defaults": {"epochs": 40, "batch_size": 8, "layers": [{"units": 12, "activation": "tanh"}]},
                 "count": 3},
     "mutation": {"policy": "query_by_committee", "k": 15},
+    "pack_size": 1,  // one member per task
     "rounds": {"count": 2}})";
 }
 

@@ -142,12 +142,13 @@ TaskOutcome TaskRunner::Finish(const TrainInputs& in, TrainOutputs& res, int64_t
                            {"generation", task.generation}, {"rows", task.rows},
                            {"excluded_file", task.excluded_file}, {"threads", task.threads},
                            {"pack", pack_names_}, {"norm", res.norm}};
+  // Every file fsynced, then the directory, then one rename publishes the member.
   for (auto s : {task.save_checkpoint ? FsyncFile(in.checkpoint_path) : Status::Ok(),
-                 WriteFileAtomic(tmp + "/member.json", member.dump(2) + "\n"),
-                 WriteFileAtomic(tmp + "/history.jsonl", JsonLines(res.history)),
-                 WriteFileAtomic(tmp + "/holdout_pred.f32", FloatsToBytes(res.holdout_pred)),
-                 WriteFileAtomic(tmp + "/pool_pred.f32", FloatsToBytes(res.pool_pred)),
-                 WriteFileAtomic(tmp + "/metrics.json", m.dump(2) + "\n")}) {
+                 WriteFileDurable(tmp + "/member.json", member.dump(2) + "\n"),
+                 WriteFileDurable(tmp + "/history.jsonl", JsonLines(res.history)),
+                 WriteFileDurable(tmp + "/holdout_pred.f32", FloatsToBytes(res.holdout_pred)),
+                 WriteFileDurable(tmp + "/pool_pred.f32", FloatsToBytes(res.pool_pred)),
+                 WriteFileDurable(tmp + "/metrics.json", m.dump(2) + "\n"), FsyncDir(tmp)}) {
     if (!s.ok()) {
       out.status = s;
       return out;
