@@ -144,6 +144,28 @@ def member_defaults(epochs, batch_size, validation_split=0.2):
     }
 
 
+CTL = os.path.join(BUILD, "ensemblectl")
+
+
+def supports_pack_size():
+    """True when the ensembled under test knows the top-level config key "pack_size" (a packed
+    mode: several members fused into one batched model per task). Checked with
+    `ensemblectl validate-config` on a minimal config, with and without the key."""
+    wait_for_binaries((ENSEMBLED, WORKER, CTL))
+    d = tempfile.mkdtemp(prefix="bench-probe-")
+    try:
+        base = {"state_dir": os.path.join(d, "s"), "members": {"defaults": {"layers": [{"units": 2}]}, "count": 1}}
+        ok = []
+        for extra in ({}, {"pack_size": 1}):
+            path = os.path.join(d, "c.json")
+            with open(path, "w") as f:
+                json.dump(dict(base, **extra), f)
+            ok.append(subprocess.run([CTL, "validate-config", path], capture_output=True).returncode == 0)
+        return ok[0] and ok[1]
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def write_config(directory, cfg):
     path = os.path.join(directory, "config.json")
     with open(path, "w") as f:

@@ -120,6 +120,8 @@ def run_one(args, rows, work, label, epochs, poll_s=0.5):
         "rounds": {"count": 1},
         "heartbeat_timeout_s": args.heartbeat_timeout,
     }
+    if args.packs:
+        cfg["pack_size"] = 1  # one member per task, so each of the 8 workers trains (and maps) one
     d = C.Daemon(C.write_config(work, cfg), os.path.join(work, "ensembled.log"))
     samples, sup_peak = [], 0
     deadline = time.monotonic() + args.timeout
@@ -198,6 +200,7 @@ def main():
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     C.wait_for_binaries()
+    args.packs = C.supports_pack_size()
     info = C.machine_info()
     try:
         info["mem_available_at_start"] = [l for l in open("/proc/meminfo") if l.startswith("MemAvailable")][0].split()[1] + " kB"

@@ -10,8 +10,10 @@ the parent before forking). Same rows, split fraction, epochs, batch size on all
   end-to-end /s     member-steps / wall time of the whole side (process launch to exit)
   in-training /s    member-steps / (sum of members' train_seconds / 2): the training loops'
                     own rate, with 2 running at once (fit + per-epoch validation + predict)
-  packed            a "packed" ensembled mode (several members in one batched model) does not
-                    exist yet: reported as n/a, not measured.
+  packed            when the build under test knows the config key "pack_size" (a packed mode:
+                    compatible members fused into one batched model per task), "ensembled" runs
+                    with pack_size 1 and an extra "ensembled-packed" side with pack_size "auto";
+                    otherwise packed is reported as n/a, not measured.
 
 Usage: bench/training_throughput.py [--members 64] [--epochs 10] [--rows 2048] [--sides ...]
 """
@@ -29,7 +31,9 @@ import _common as C  # noqa: E402
 C.ensure_numpy()
 
 
-def run_ensembled(args, work):
+def run_ensembled(args, work, pack_size=None, label="ensembled"):
+    work = os.path.join(work, label)
+    os.makedirs(work, exist_ok=True)
     state = os.path.join(work, "state")
     cfg = {
         "run_name": "bench-throughput",
@@ -43,6 +47,8 @@ def run_ensembled(args, work):
         "mutation": {"policy": "none"},
         "rounds": {"count": 1},
     }
+    if pack_size is not None:
+        cfg["pack_size"] = pack_size
     d = C.Daemon(C.write_config(work, cfg), os.path.join(work, "ensembled.log"))
     rc = d.wait(timeout=900)
     if rc != 0:
@@ -53,7 +59,9 @@ def run_ensembled(args, work):
     return {"total_seconds": d.t_end - d.t_start, "round_seconds": commit["wall_seconds"],
             "members": [{"member": m["member"], "train_seconds": m["train_seconds"],
                          "steps": m["epochs_run"] * math.ceil(m["train_rows"] / 32),
-                         "train_rows": m["train_rows"]} for m in members]}, state
+                         "train_rows": m["train_rows"], "pack_size": m.get("pack_size")} for m in members],
+            "pack_size_config": pack_size, "packs": len({m.get("pack_train_seconds") for m in members})
+            if any(m.get("pack_size") for m in members) else None}, state
 
 
 def run_baseline(args, work, side, state):
@@ -105,8 +113,12 @@ def main():
     work = C.tempdir("bench-throughput-")
     print("work dir:", work)
     raw = {}
+    packs = C.supports_pack_size()
+    print("packed mode (config key pack_size) in this build:", "yes" if packs else "no")
     try:
-        raw["ensembled"], state = run_ensembled(args, work)
+        raw["ensembled"], state = run_ensembled(args, work, 1 if packs else None, "ensembled")
+        if packs:
+            raw["ensembled-packed"], _ = run_ensembled(args, work, "auto", "ensembled-packed")
         for side in ("keras", "torch-py"):
             if side in sides:
                 if not os.path.exists(C.BENCH_PY):
@@ -115,6 +127,7 @@ def main():
                 raw[side] = run_baseline(args, work, side, state)
         if "ensembled" not in sides:
             raw.pop("ensembled")
+            raw.pop("ensembled-packed", None)
     finally:
         if not args.keep:
             C.rmtree(work)
@@ -133,22 +146,35 @@ def main():
     C.print_table(["side", "member-steps", "wall s", "end-to-end steps/s", "round-only steps/s",
                    "in-training steps/s", "training share of wall", "packed"],
                   [[k, s["member_steps"], s["total_seconds"], s["end_to_end_steps_per_s"],
-                    s["round_steps_per_s"], s["in_training_steps_per_s"], s["train_share_of_wall"], "n/a"]
+                    s["round_steps_per_s"], s["in_training_steps_per_s"], s["train_share_of_wall"],
+                    ("yes: pack_size auto" if k == "ensembled-packed" else
+                     "no (pack_size 1)" if k == "ensembled" and packs else "n/a")]
                    for k, s in summ.items()])
+    if not packs:
+        print("packed: n/a (this build has no packed mode)")
     print("(round-only: ensembled = journal wall_seconds of the round, dispatch to last member done;"
           " baselines = first process start to last member done, parent import excluded)")
     ratios = {}
-    if "ensembled" in summ:
-        e = summ["ensembled"]
+    for e_name in ("ensembled", "ensembled-packed"):
+        if e_name not in summ:
+            continue
+        e = summ[e_name]
         for k in ("keras", "torch-py"):
             if k in summ:
-                ratios[k] = {"end_to_end": e["end_to_end_steps_per_s"] / summ[k]["end_to_end_steps_per_s"],
-                             "in_training": e["in_training_steps_per_s"] / summ[k]["in_training_steps_per_s"]}
-        print("\nratios ensembled / baseline (x faster)")
-        C.print_table(["baseline", "end-to-end", "in-training", "packed"],
-                      [[k, v["end_to_end"], v["in_training"], "n/a"] for k, v in ratios.items()])
+                ratios["%s / %s" % (e_name, k)] = {
+                    "end_to_end": e["end_to_end_steps_per_s"] / summ[k]["end_to_end_steps_per_s"],
+                    "in_training": e["in_training_steps_per_s"] / summ[k]["in_training_steps_per_s"]}
+    if "ensembled" in summ and "ensembled-packed" in summ:
+        ratios["ensembled-packed / ensembled"] = {
+            "end_to_end": summ["ensembled-packed"]["end_to_end_steps_per_s"] / summ["ensembled"]["end_to_end_steps_per_s"],
+            "in_training": summ["ensembled-packed"]["in_training_steps_per_s"] / summ["ensembled"]["in_training_steps_per_s"]}
+    if ratios:
+        print("\nratios (x faster)")
+        C.print_table(["pair", "end-to-end", "in-training"],
+                      [[k, v["end_to_end"], v["in_training"]] for k, v in ratios.items()])
     C.write_result("training_throughput", {"machine": info, "args": vars(args), "summary": summ,
-                                           "ratios": ratios, "packed": "n/a (no packed mode in ensembled yet)",
+                                           "ratios": ratios,
+                                           "packed": "measured (pack_size auto)" if packs else "n/a (no packed mode in this build)",
                                            "raw": raw})
 
 

@@ -1,6 +1,9 @@
 #include "common/atomic_file.h"
 
 #include <fcntl.h>
+#include <ftw.h>
+#include <linux/fs.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -113,18 +116,32 @@ Status MakeDirs(const std::string& path, int mode) {
   return Status::Ok();
 }
 
+namespace {
+
+int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
+
+}  // namespace
+
+// nftw, not std::filesystem::remove_all: in the worker, libtorch.so exports its own copy of
+// the latter, which crashes on non-empty directories.
 Status RemoveTree(const std::string& path) {
-  std::error_code ec;
-  std::filesystem::remove_all(path, ec);
-  if (ec) return Status::IOError("remove " + path + ": " + ec.message());
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return Status::Ok();  // absent is fine
+  if (::nftw(path.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+    return Status::FromErrno("remove " + path, errno);
   return Status::Ok();
 }
 
 Status RenameDirAtomic(const std::string& from, const std::string& to) {
-  Status s = RemoveTree(to);
-  if (!s.ok()) return s;
-  if (::rename(from.c_str(), to.c_str()) != 0)
+  // An existing target is swapped out atomically (a reader never sees it missing), then removed.
+  if (PathExists(to)) {
+    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) != 0)
+      return Status::FromErrno("exchange " + from + " with " + to, errno);
+    Status s = RemoveTree(from);
+    if (!s.ok()) return s;
+  } else if (::rename(from.c_str(), to.c_str()) != 0) {
     return Status::FromErrno("rename " + from + " to " + to, errno);
+  }
   return FsyncDir(ParentDir(to));
 }
 

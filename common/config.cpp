@@ -597,14 +597,20 @@ void ReadService(Validator& v, const json& root, const std::string& base_dir, Se
   const std::string p = "/service";
   const json* j = v.Section(root, "", "service", kServiceKeys);
   if (j == nullptr) return;
-  if (Find(*j, "control_socket") != nullptr) v.Path(*j, p, "control_socket", base_dir, &sv->control_socket);
+  // "" is the documented default (choose the location automatically), not an error.
+  auto optional_path = [&](const char* key, std::string* out) {
+    const json* f = Find(*j, key);
+    if (f == nullptr || (f->is_string() && f->get<std::string>().empty())) return;
+    v.Path(*j, p, key, base_dir, out);
+  };
+  optional_path("control_socket", &sv->control_socket);
   if (sv->control_socket.size() >= 108) v.Error(p + "/control_socket", "is longer than a Unix socket path may be (107)");
   v.Int(*j, p, "http_port", 0, 65535, &sv->http_port);
   if (const json* b = Find(*j, "http_bind"); b != nullptr) {
     if (!b->is_string() || b->get<std::string>().empty()) v.Error(p + "/http_bind", "must be an address string");
     else sv->http_bind = b->get<std::string>();
   }
-  if (Find(*j, "log_file") != nullptr) v.Path(*j, p, "log_file", base_dir, &sv->log_file);
+  optional_path("log_file", &sv->log_file);
 }
 
 void ReadTop(Validator& v, const json& root, const std::string& base_dir, Config* c) {

@@ -37,6 +37,7 @@ std::vector<std::string> UnsafeChanges(const Config& a, const Config& b) {
   if (a.mutation.policy != b.mutation.policy) out.push_back("/mutation/policy");
   if (a.mutation.argv != b.mutation.argv) out.push_back("/mutation/argv");
   if (a.save_checkpoints != b.save_checkpoints) out.push_back("/save_checkpoints");
+  if (a.pack_size != b.pack_size) out.push_back("/pack_size");
   if (ServiceJson(a.service) != ServiceJson(b.service)) out.push_back("/service");
   return out;
 }

@@ -4,7 +4,7 @@
 // mutation.k, mutation.timeout_s, heartbeat_timeout_s, max_task_attempts, min_members,
 // stop_timeout_s, recycle.* (for workers started after the reload).
 // Everything else (members, data, resources, seeds, state_dir, mutation policy/argv,
-// save_checkpoints, service) would change results or the process layout: refused, each
+// save_checkpoints, pack_size, service) would change results or the process layout: refused, each
 // reported by its JSON pointer. Pure functions. Thread-safe.
 #pragma once
 

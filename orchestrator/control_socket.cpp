@@ -71,7 +71,12 @@ Status ControlSocket::Listen(const std::string& path) {
   if (!FillAddress(path, &addr)) return Status::InvalidArgument(path + ": too long for a Unix socket path");
   fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd_ < 0) return Status::FromErrno("socket", errno);
-  ::unlink(path.c_str());  // a stale socket of a crashed daemon (the state_dir lock proves we own it)
+  // A socket file left by a crashed daemon is replaced; one that a live daemon answers on is not.
+  int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  bool live = probe >= 0 && ::connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  if (probe >= 0) ::close(probe);
+  if (live) return Status::InvalidArgument(path + ": another daemon is listening on this control socket");
+  ::unlink(path.c_str());
   mode_t old = ::umask(0177);
   int rc = ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
   ::umask(old);

@@ -28,6 +28,11 @@ Status HttpEndpoint::Start(const std::string& bind, int port) {
   server_->Get("/", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(RenderStatusPage(Latest()), "text/html; charset=utf-8");
   });
+  // cpp-httplib's default adds SO_REUSEPORT, which would let two daemons share a port.
+  server_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   if (!server_->bind_to_port(bind.c_str(), port))
     return Status::IOError("cannot listen on " + bind + ":" + std::to_string(port) + " (address in use?)");
   thread_ = std::thread([this] { server_->listen_after_bind(); });

@@ -1,4 +1,5 @@
 // RenderPrometheus: the /metrics endpoint's text.
+#include <iomanip>
 #include <sstream>
 
 #include "orchestrator/run_snapshot.h"
@@ -25,7 +26,7 @@ class Writer {
     out_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
   }
   void Sample(const std::string& name, double v, const std::string& labels = "") {
-    out_ << name;
+    out_ << std::setprecision(17) << name;
     if (!labels.empty()) out_ << "{" << labels << "}";
     out_ << " " << v << "\n";
   }

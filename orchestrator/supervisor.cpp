@@ -168,6 +168,7 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
   std::deque<std::vector<TaskSpec>> pending;
   std::map<int, int> current;     // pack -> the attempt now pending or in flight
   std::set<std::string> failed_members;
+  bool any_permanent = false;
   size_t finished = progress_.done.size();
   for (size_t p = 0; p < packs.size(); ++p) {
     bool all_done = std::all_of(packs[p].begin(), packs[p].end(),
@@ -241,13 +242,16 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
         failed_members.insert(m);
         ++counters_.members_failed_total;
       }
+      any_permanent = any_permanent || e.permanent;
       if (first_failure.empty()) first_failure = "member " + name + ": " + e.error;
     }
   }
   size_t failed = failed_members.size();
   size_t needed = cfg_.min_members > 0 ? static_cast<size_t>(cfg_.min_members) : cfg_.members.size();
   if (finished < needed) {
-    *error = Status::InvalidArgument("round " + std::to_string(round) + ": " + std::to_string(failed) +
+    // Retries exhausted on failures that were not permanent (crashes, I/O): a restart may help.
+    auto make = any_permanent ? Status::InvalidArgument : Status::IOError;
+    *error = make("round " + std::to_string(round) + ": " + std::to_string(failed) +
                                      " member(s) failed, " + std::to_string(finished) + " succeeded, " +
                                      std::to_string(needed) + " needed (min_members); first failure: " + first_failure);
     return RoundEnd::kFailed;
@@ -344,9 +348,24 @@ int Supervisor::Run() {
     return s.code() == Status::Code::kIOError ? exit_code::kTransientFailure : exit_code::kPermanentFailure;
   }
   if (progress_.finished) {
+    notifier_.Ready();  // systemd (Type=notify) must not count a finished run as a failed start
+    notifier_.Stopping();
     std::printf("run in %s already finished (%s)\n", layout_.root().c_str(), progress_.finish_reason.c_str());
     PrintFinalTable();
     return exit_code::kOk;
+  }
+  // A crash between the last round's commit and run_finished: the run is in fact complete.
+  bool converged_last = !progress_.committed.empty() && cfg_.rounds.stop_below_error &&
+                        progress_.committed.back()["summary"].value("ensemble_rmse", INFINITY) <
+                            *cfg_.rounds.stop_below_error;
+  if (progress_.started && (progress_.next_round >= cfg_.rounds.count || converged_last)) {
+    s = journal_->Append({{"event", "run_finished"}, {"rounds", progress_.next_round},
+                          {"reason", converged_last ? "stop_below_error reached" : "all rounds done"}});
+    if (!s.ok()) spdlog::error("{}", s.ToString());
+    notifier_.Ready();
+    notifier_.Stopping();
+    PrintFinalTable();
+    return s.ok() ? exit_code::kOk : exit_code::kTransientFailure;
   }
   auto placements = PlanWorkers(cfg_.resources, DiscoverGpus());
   workers_ = std::make_unique<WorkerPool>(
@@ -368,8 +387,7 @@ int Supervisor::Run() {
   int code = exit_code::kOk;
   for (int round = progress_.next_round; round < cfg_.rounds.count; ++round) {
     auto t0 = Clock::now();
-    current_round_ = round;
-    curves_.clear();
+    current_round_ = round;  // the curves of the last round stay until this round's first member
     ServiceTick(true);
     Status err;
     RoundEnd end = RunRound(round, &err);
@@ -397,6 +415,7 @@ int Supervisor::Run() {
       break;
     }
   }
+  notifier_.Ready();  // no-op if sent; a run that ends before every worker came up still started
   notifier_.Stopping();
   workers_->Shutdown(stop_requests_ > 1 ? 0 : 10);
   ServiceTick(true);

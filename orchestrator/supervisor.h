@@ -93,6 +93,7 @@ class Supervisor {
   std::unique_ptr<HttpEndpoint> http_;
   RunSnapshot counters_;  // only the *_total counters and task histogram are kept here
   std::map<std::string, MemberCurve> curves_;
+  int curves_round_ = 0;
 };
 
 }  // namespace ens

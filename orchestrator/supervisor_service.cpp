@@ -41,6 +41,10 @@ void Supervisor::RequestStop(const std::string& why) {
 }
 
 void Supervisor::RecordFinished(const std::string& member, const std::string& dir, double seconds) {
+  if (curves_round_ != current_round_) {  // first member of a new round: drop the last round's curves
+    curves_.clear();
+    curves_round_ = current_round_;
+  }
   ++counters_.members_finished_total;
   counters_.task_seconds_sum += seconds;
   ++counters_.task_seconds_count;
@@ -92,7 +96,7 @@ RunSnapshot Supervisor::BuildSnapshot() const {
                              sum.value("ensemble_rmse", 0.0), c.value("wall_seconds", 0.0)});
   }
   s.curves = curves_;
-  s.curves_round = current_round_;
+  s.curves_round = curves_round_;
   double per_member = 0;
   int timed = 0;
   for (const auto& [name, rec] : progress_.done) {

@@ -168,7 +168,7 @@ TEST_CASE("Append grows rows and generation and keeps the checksum valid", "[seg
   }
 }
 
-TEST_CASE("Append beyond capacity grows the file; an older mapping keeps its prefix",
+TEST_CASE("Append beyond capacity grows the file - an older mapping keeps its prefix",
           "[segment]") {
   TempDir dir;
   const std::string path = dir.File("train.bin");

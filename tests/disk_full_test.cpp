@@ -125,7 +125,7 @@ DiskFull RunDiskFull(TempDir& tmp) {
   return d;
 }
 
-TEST_CASE("a full disk stops the run with an error; the journal is sound", "[resilience][disk_full]") {
+TEST_CASE("a full disk stops the run with an error and leaves a sound journal", "[resilience][disk_full]") {
   TempDir tmp;
   DiskFull d = RunDiskFull(tmp);
   if (!d.skipped.empty()) {
@@ -202,7 +202,7 @@ TEST_CASE("a full disk is reported as 'No space left' naming the path", "[resili
 
 // A full disk is a condition a restart (after freeing space) fixes: not exit 78, which tells
 // systemd never to restart (RestartPreventExitStatus=78).
-TEST_CASE("a full disk exits with the transient failure code, not 78", "[resilience][disk_full][!shouldfail]") {
+TEST_CASE("a full disk exits with the transient failure code and not 78", "[resilience][disk_full][!shouldfail]") {
   TempDir tmp;
   DiskFull d = RunDiskFull(tmp);
   if (!d.skipped.empty()) {

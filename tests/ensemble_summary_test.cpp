@@ -57,7 +57,7 @@ TEST_CASE("An ensemble beats its members when their errors cancel", "[summary]")
   CHECK(s.mean_disagreement == Approx(1.0));  // population std of {x-1, x+1} is 1
 }
 
-TEST_CASE("One member has zero spread; no member gives an empty summary", "[summary]") {
+TEST_CASE("One member has zero spread - no member gives an empty summary", "[summary]") {
   EnsembleSummary one = SummariseEnsemble({Member("solo", 0.7, {1, 2, 5, 4})}, kHoldoutY);
   CHECK(one.members == 1);
   CHECK(one.member_rmse_mean == Approx(0.7));

@@ -102,7 +102,7 @@ void CheckJournalIntact(const std::string& state) {
     }
 }
 
-TEST_CASE("SIGTERM once lets running members finish, exits 0, and the run resumes to the same bits",
+TEST_CASE("SIGTERM once lets running members finish and exits 0 and the run resumes to the same bits",
           "[resilience][stop]") {
   const int rounds = 2, members = 4, epochs = 60;
   TempDir tmp;
@@ -168,7 +168,7 @@ TEST_CASE("SIGTERM once lets running members finish, exits 0, and the run resume
   CHECK(CommitFacts(recs).size() == CommitFacts(JournalOf(tmp / "calm")).size());
 }
 
-TEST_CASE("SIGTERM twice stops at once; the run still resumes to the same bits", "[resilience][stop]") {
+TEST_CASE("SIGTERM twice stops at once and the run still resumes to the same bits", "[resilience][stop]") {
   // Slow members (~5 s each): a graceful stop would take seconds, a stop at once does not.
   const int rounds = 1, members = 2, epochs = 200;
   TempDir tmp;

@@ -43,7 +43,7 @@ int SendRaw(mqd_t q, const std::string& bytes) {
   return EAGAIN;
 }
 
-TEST_CASE("garbage on the report queue is counted and ignored; the run's bits do not change",
+TEST_CASE("garbage on the report queue is counted and ignored and the run's bits do not change",
           "[resilience][hostile]") {
   TempDir tmp;
   WriteText(tmp / "calm.json", Config(tmp / "calm"));

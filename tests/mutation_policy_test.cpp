@@ -210,7 +210,7 @@ void RequireError(const MutationSpec& spec, const MutationContext& ctx, Status::
   for (const std::string& f : fragments) CHECK_THAT(m.status().message(), Catch::Contains(f));
 }
 
-TEST_CASE("command output adds rows and drops ids; the summary arrives on stdin", "[mutation]") {
+TEST_CASE("command output adds rows and drops ids - the summary arrives on stdin", "[mutation]") {
   TempDir dir;
   Fixture f(4);
   f.ctx.round_summary = {{"round", 2}, {"ensemble", {{"ensemble_rmse", 0.25}}}};

@@ -12,7 +12,7 @@ MemberSpec Member(int units, const std::string& optimizer = "adam") {
   return m;
 }
 
-TEST_CASE("compatible members pack together in index order; others apart", "[pack]") {
+TEST_CASE("compatible members pack together in index order - others apart", "[pack]") {
   std::vector<MemberSpec> ms = {Member(8), Member(16), Member(8), Member(16), Member(8, "sgd")};
   auto packs = PlanPacks(ms, 0);
   REQUIRE(packs.size() == 3);
@@ -21,7 +21,7 @@ TEST_CASE("compatible members pack together in index order; others apart", "[pac
   CHECK(packs[2] == std::vector<int>{4});
 }
 
-TEST_CASE("seed, initializer, split and early stopping do not split a pack; lr does", "[pack]") {
+TEST_CASE("seed, initializer, split and early stopping do not split a pack - lr does", "[pack]") {
   MemberSpec a = Member(8), b = Member(8), c = Member(8);
   b.seed_offset = 7;
   b.initializer = "he_uniform";

@@ -188,7 +188,7 @@ TEST_CASE("a tiny closed loop runs end to end with persistent workers", "[integr
   }
 }
 
-TEST_CASE("a failing mutation command stops the run without losing finished members; a fixed one resumes",
+TEST_CASE("a failing mutation command stops the run without losing finished members and a fixed one resumes",
           "[integration]") {
   TempDir tmp;
   std::string state = tmp / "state";

@@ -25,7 +25,7 @@ std::string NotifyConfig(const std::string& state_dir, int members, int epochs, 
     "members": {"defaults": {"epochs": )" + std::to_string(epochs) + R"(, "batch_size": 32, "layers": [{"units": 16}]},
                 "count": )" + std::to_string(members) + R"(},
     "mutation": {"policy": "append_from_pool", "k": 20},
-    "rounds": {"count": )" + std::to_string(rounds) + R"(}
+    "rounds": {"count": )" + std::to_string(rounds) + R"(}, "pack_size": 1
   })";
 }
 
@@ -162,7 +162,8 @@ TEST_CASE("without WATCHDOG_PID naming it, ensembled does not ping (WATCHDOG_USE
           "[service][notify]") {
   TempDir tmp;
   std::string state = tmp / "state";
-  WriteText(tmp / "cfg.json", NotifyConfig(state, 2, 5, 200, 1));
+  // Long enough (a few seconds) for both workers to report ready before the run ends.
+  WriteText(tmp / "cfg.json", NotifyConfig(state, 4, 30, 1000, 1));
   NotifyListener notify(tmp / "notify.sock");
   REQUIRE(notify.ok());
   EnvChanges env;
@@ -188,7 +189,7 @@ TEST_CASE("without WATCHDOG_PID naming it, ensembled does not ping (WATCHDOG_USE
 // without ever sending READY=1 (orchestrator/supervisor.cpp Run(): the progress_.finished
 // early return), so a finished service run restart-loops under systemd.
 TEST_CASE("ensembled on an already finished run still tells systemd it started (READY=1) before exiting 0",
-          "[service][notify][!shouldfail]") {
+          "[service][notify]") {
   TempDir tmp;
   std::string state = tmp / "state";
   WriteText(tmp / "cfg.json", NotifyConfig(state, 2, 5, 200, 1));
@@ -207,6 +208,81 @@ TEST_CASE("ensembled on an already finished run still tells systemd it started (
   int readies = 0;
   for (const auto& m : notify.all()) readies += Has(m.text, "READY=1");
   CHECK(readies == 1);
+}
+
+// READY=1 waits for WorkerPool::AllReady(): every slot must have reported ready at the same
+// moment (orchestrator/supervisor_service.cpp ServiceTick). A slot whose worker cannot start
+// (a bad GPU, a missing library on one node) stays kStarting/kDown forever while the other
+// slots train the whole run, so READY=1 never comes: under systemd the start times out
+// (TimeoutStartSec) and the unit is killed and restarted mid-run, again and again; a run that
+// simply ends before a slow slot reports ready exits without READY=1 too ('protocol' failure).
+// Here slot 1's "worker" exits at once every time; slot 0 trains every member.
+TEST_CASE("READY=1 comes once the daemon is working even when one worker slot never starts",
+          "[service][notify][!shouldfail]") {
+  TempDir tmp;
+  std::string state = tmp / "state";
+  WriteText(tmp / "cfg.json", NotifyConfig(state, 4, 30, 1000, 2));
+  WriteText(tmp / "worker.sh", "#!/bin/sh\n[ \"$ENSEMBLED_SLOT\" = 1 ] && exit 1\nexec " + BinaryPath("ensemble-worker") +
+                                   " \"$@\"\n");
+  ::chmod((tmp / "worker.sh").c_str(), 0700);
+  NotifyListener notify(tmp / "notify.sock");
+  REQUIRE(notify.ok());
+  EnvChanges env;
+  env.set["NOTIFY_SOCKET"] = tmp / "notify.sock";
+  auto r = RunWithEnv({BinaryPath("ensembled"), "run", "--config", tmp / "cfg.json", "--worker", tmp / "worker.sh"},
+                      tmp.path(), env, 120);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(CountEvents(JournalOf(state), "member_done") == 8);  // slot 0 did all the work
+  notify.Poll(100);
+  int readies = 0;
+  std::string transcript;
+  for (const auto& m : notify.all()) {
+    readies += Has(m.text, "READY=1");
+    transcript += m.text + "\n";
+  }
+  INFO("notify datagrams:\n" << transcript);
+  CHECK(readies == 1);
+}
+
+// The watchdog is pinged only from the round loop (ServiceTick); CommitRound runs the
+// mutation — a "command" policy program may take up to mutation.timeout_s (no upper bound,
+// default 60 s) — without pinging. With the unit's WatchdogSec=120 a mutation command slower
+// than ~120 s gets the daemon SIGABRTed by systemd, restarted, and the same slow mutation is
+// decided again: a restart loop. Here WatchdogSec is 1 s and the command takes 3 s.
+TEST_CASE("the watchdog keeps being pinged while a mutation command runs", "[service][notify][!shouldfail]") {
+  TempDir tmp;
+  std::string state = tmp / "state";
+  WriteText(tmp / "mutate.sh", "#!/bin/sh\ncat > /dev/null\nsleep 3\necho '{\"add\": [], \"drop\": []}'\n");
+  ::chmod((tmp / "mutate.sh").c_str(), 0700);
+  std::string cfg = NotifyConfig(state, 2, 10, 300, 2);
+  cfg.replace(cfg.find(R"({"policy": "append_from_pool", "k": 20})"),
+              std::string(R"({"policy": "append_from_pool", "k": 20})").size(),
+              R"({"policy": "command", "argv": [")" + tmp / "mutate.sh" + R"("], "timeout_s": 30})");
+  WriteText(tmp / "cfg.json", cfg);
+  NotifyListener notify(tmp / "notify.sock");
+  REQUIRE(notify.ok());
+  EnvChanges env;
+  env.set["NOTIFY_SOCKET"] = tmp / "notify.sock";
+  env.set["WATCHDOG_USEC"] = "1000000";
+  Daemon d(SpawnNotifyEnv({BinaryPath("ensembled"), "run", "--config", tmp / "cfg.json"}, tmp / "out", tmp / "err", env,
+                          /*watchdog_pid_self=*/true));
+  while (!d.Exited() && notify.Now() < 120) notify.Poll(50);
+  notify.Poll(50);
+  INFO(ReadText(tmp / "out") << ReadText(tmp / "err"));
+  REQUIRE(d.WaitAtMost(10) == 0);
+  REQUIRE(CountEvents(JournalOf(state), "round_committed") == 2);
+  std::vector<double> pings;
+  double stopping = 1e9;
+  for (const auto& m : notify.all()) {
+    if (Has(m.text, "WATCHDOG=1")) pings.push_back(m.at_s);
+    if (Has(m.text, "STOPPING=1")) stopping = std::min(stopping, m.at_s);
+  }
+  double max_gap = 0;
+  for (size_t i = 1; i < pings.size() && pings[i] <= stopping; ++i) max_gap = std::max(max_gap, pings[i] - pings[i - 1]);
+  INFO(pings.size() << " pings; the longest gap before STOPPING=1: " << max_gap << " s (WatchdogSec: 1 s)");
+  CHECK(pings.size() >= 3);
+  CHECK(max_gap < 1.0);
 }
 
 }  // namespace

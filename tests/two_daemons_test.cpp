@@ -47,7 +47,7 @@ int ModeOf(const std::string& path) {
   return static_cast<int>(st.st_mode & 07777);
 }
 
-TEST_CASE("two daemons on two state dirs run side by side; a second one on the same state dir is refused",
+TEST_CASE("two daemons on two state dirs run side by side and a second one on the same state dir is refused",
           "[resilience][two_daemons]") {
   ::umask(022);  // a permissive umask, so the modes checked below are the daemon's own choice
   TempDir tmp;

@@ -243,35 +243,45 @@ inline std::vector<std::string> LeftoverQueues(const std::string& run_id, int sl
   return out;
 }
 
-// Compares member directories pairwise: `ensemble-worker compare` on the checkpoints (bitwise,
-// tensor by tensor) and the raw prediction files byte for byte. Runs up to `parallel`
-// compares at once. Returns "equal" or what differs, per pair.
+// How member directories are compared.
+enum class CompareMode {
+  kTool,   // `ensemble-worker compare` on every pair of checkpoints (tensor by tensor, bitwise)
+  kBytes,  // the checkpoint files byte for byte; `ensemble-worker compare` only on pairs that differ
+};
+
+// Compares member directories pairwise: the checkpoints (see CompareMode) and the raw prediction
+// files byte for byte. Runs up to `parallel` compares at once. Returns "equal" or what differs.
 inline std::vector<std::string> CompareMemberDirs(const std::vector<std::pair<std::string, std::string>>& pairs,
-                                                  const std::string& scratch, int parallel = 4) {
+                                                  const std::string& scratch, CompareMode mode = CompareMode::kTool,
+                                                  int parallel = 4) {
   std::vector<std::string> result(pairs.size(), "equal");
-  size_t next = 0;
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const auto& [a, b] = pairs[i];
+    if (ReadText(a + "/holdout_pred.f32") != ReadText(b + "/holdout_pred.f32")) result[i] = "holdout predictions";
+    else if (ReadText(a + "/pool_pred.f32") != ReadText(b + "/pool_pred.f32")) result[i] = "pool predictions";
+    bool same_bytes = std::filesystem::exists(a + "/checkpoint.pt") &&
+                      ReadText(a + "/checkpoint.pt") == ReadText(b + "/checkpoint.pt");
+    if (mode == CompareMode::kTool || !same_bytes) todo.push_back(i);
+  }
   static int batch = 0;
-  while (next < pairs.size()) {
+  for (size_t next = 0; next < todo.size();) {
     std::vector<std::pair<size_t, pid_t>> running;
     ++batch;
-    for (int k = 0; k < parallel && next < pairs.size(); ++k, ++next) {
+    for (int k = 0; k < parallel && next < todo.size(); ++k, ++next) {
+      size_t i = todo[next];
       std::string base = scratch + "/cmp" + std::to_string(batch) + "-" + std::to_string(k);
-      running.emplace_back(next, Spawn({BinaryPath("ensemble-worker"), "compare", pairs[next].first + "/checkpoint.pt",
-                                        pairs[next].second + "/checkpoint.pt"},
-                                       base + ".out", base + ".err"));
+      running.emplace_back(i, Spawn({BinaryPath("ensemble-worker"), "compare", pairs[i].first + "/checkpoint.pt",
+                                     pairs[i].second + "/checkpoint.pt"},
+                                    base + ".out", base + ".err"));
     }
     for (size_t k = 0; k < running.size(); ++k) {
-      auto [idx, pid] = running[k];
+      auto [i, pid] = running[k];
       int code = WaitAtMost(pid, 60);
       std::string base = scratch + "/cmp" + std::to_string(batch) + "-" + std::to_string(k);
-      if (code != 0) {
-        result[idx] = "checkpoint (compare exit " + std::to_string(code) + "): " + ReadText(base + ".out") +
-                      ReadText(base + ".err");
-        continue;
-      }
-      const auto& [a, b] = pairs[idx];
-      if (ReadText(a + "/holdout_pred.f32") != ReadText(b + "/holdout_pred.f32")) result[idx] = "holdout predictions";
-      else if (ReadText(a + "/pool_pred.f32") != ReadText(b + "/pool_pred.f32")) result[idx] = "pool predictions";
+      if (code != 0)
+        result[i] = "checkpoint (compare exit " + std::to_string(code) + "): " + ReadText(base + ".out") +
+                    ReadText(base + ".err");
     }
   }
   return result;
@@ -280,7 +290,8 @@ inline std::vector<std::string> CompareMemberDirs(const std::vector<std::pair<st
 // Every member of rounds [0, rounds) of two runs, compared; returns "round/member: what" lines
 // for the differing ones (empty: all equal).
 inline std::vector<std::string> CompareRuns(const std::string& state_a, const std::string& state_b, int rounds,
-                                            int members, const std::string& scratch) {
+                                            int members, const std::string& scratch,
+                                            CompareMode mode = CompareMode::kTool) {
   RunLayout a(state_a), b(state_b);
   std::vector<std::pair<std::string, std::string>> pairs;
   std::vector<std::string> labels;
@@ -289,7 +300,7 @@ inline std::vector<std::string> CompareRuns(const std::string& state_a, const st
       pairs.emplace_back(a.MemberDir(r, m), b.MemberDir(r, m));
       labels.push_back("r" + std::to_string(r) + "/" + m);
     }
-  auto res = CompareMemberDirs(pairs, scratch);
+  auto res = CompareMemberDirs(pairs, scratch, mode);
   std::vector<std::string> diffs;
   for (size_t i = 0; i < res.size(); ++i)
     if (res[i] != "equal") diffs.push_back(labels[i] + ": " + res[i]);

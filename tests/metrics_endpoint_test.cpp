@@ -1,0 +1,313 @@
+// The Prometheus endpoint of a running ensembled (service.http_port): valid text exposition
+// format, values that agree with the journal, loopback only; a taken port is a clear error.
+#include <catch2/catch.hpp>
+
+#include <ifaddrs.h>
+
+#include <cmath>
+#include <map>
+#include <regex>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "orchestrator/run_snapshot.h"
+#include "support/env_spawn_notify.h"
+
+namespace ens {
+namespace {
+
+using json = nlohmann::json;
+using namespace ens::testing;
+
+constexpr int kMembers = 4, kWorkers = 2;
+
+std::string MetricsConfig(const std::string& state_dir, int port, const std::string& name = "metrics") {
+  return R"({
+    "run_name": ")" + name + R"(", "state_dir": ")" + state_dir + R"(", "run_seed": 23,
+    "resources": {"gpus": "none", "cpu_workers": )" + std::to_string(kWorkers) + R"(, "threads_per_worker": 1},
+    "data": {"source": "synthetic",
+             "synthetic": {"initial_rows": 600, "pool_rows": 2000, "holdout_rows": 300}},
+    "members": {"defaults": {"epochs": 30, "batch_size": 32, "layers": [{"units": 16}]},
+                "count": )" + std::to_string(kMembers) + R"(},
+    "mutation": {"policy": "query_by_committee", "k": 15},
+    "rounds": {"count": 60}, "pack_size": 1,
+    "service": {"http_port": )" + std::to_string(port) + R"(}
+  })";
+}
+
+struct Sample {
+  std::string name, labels;
+  double value = 0;
+};
+
+struct Exposition {
+  std::vector<std::string> problems;
+  std::vector<Sample> samples;
+  std::map<std::string, std::string> types;  // family -> type
+};
+
+// Parses and checks the text format (version 0.0.4) strictly enough to catch what breaks
+// Prometheus: the sample grammar, HELP/TYPE before a family's samples, families contiguous,
+// no duplicate series, counters named *_total, histograms cumulative with +Inf == _count.
+Exposition ParseExposition(const std::string& text) {
+  static const std::regex sample_re(
+      R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*")(?:,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*")*,?)?\})? (NaN|[+-]Inf|[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)(?: -?[0-9]+)?$)");
+  static const std::regex help_re(R"(^# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) .*$)");
+  static const std::regex type_re(R"(^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram|summary|untyped)$)");
+  Exposition e;
+  std::set<std::string> helped, closed, series;
+  std::string current;
+  std::istringstream in(text);
+  std::string line;
+  int n = 0;
+  if (text.empty() || text.back() != '\n') e.problems.push_back("the text does not end with a newline");
+  while (std::getline(in, line)) {
+    ++n;
+    std::string where = "line " + std::to_string(n) + ": '" + line + "'";
+    std::smatch m;
+    if (line.empty()) continue;
+    if (line[0] == '#') {
+      if (std::regex_match(line, m, help_re)) {
+        helped.insert(m[1]);
+      } else if (std::regex_match(line, m, type_re)) {
+        std::string fam = m[1];
+        if (e.types.count(fam)) e.problems.push_back(where + ": a second TYPE for " + fam);
+        if (!helped.count(fam)) e.problems.push_back(where + ": TYPE without a HELP before it");
+        e.types[fam] = m[2];
+        if (m[2] == "counter" && fam.size() > 6 && fam.substr(fam.size() - 6) != "_total")
+          e.problems.push_back(where + ": a counter not named *_total");
+        if (!current.empty() && current != fam) closed.insert(current);
+        current = fam;
+      } else if (line.rfind("# HELP", 0) == 0 || line.rfind("# TYPE", 0) == 0) {
+        e.problems.push_back(where + ": malformed HELP/TYPE line");
+      }
+      continue;
+    }
+    if (!std::regex_match(line, m, sample_re)) {
+      e.problems.push_back(where + ": not a valid sample line");
+      continue;
+    }
+    Sample s{m[1], m[3], 0};
+    std::string v = m[4];
+    s.value = v == "NaN" ? NAN : v == "+Inf" ? INFINITY : v == "-Inf" ? -INFINITY : std::stod(v);
+    std::string fam = s.name;
+    if (!e.types.count(fam))
+      for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+        std::string sx = suffix;
+        if (fam.size() > sx.size() && fam.substr(fam.size() - sx.size()) == sx &&
+            e.types.count(fam.substr(0, fam.size() - sx.size()))) {
+          fam = fam.substr(0, fam.size() - sx.size());
+          break;
+        }
+      }
+    if (!e.types.count(fam)) e.problems.push_back(where + ": sample before its family's TYPE line");
+    if (closed.count(fam)) e.problems.push_back(where + ": family " + fam + " is not contiguous");
+    if (fam != current) {
+      if (!current.empty()) closed.insert(current);
+      current = fam;
+    }
+    if (!series.insert(s.name + "{" + s.labels + "}").second) e.problems.push_back(where + ": duplicate series");
+    e.samples.push_back(s);
+  }
+  // Histograms: cumulative buckets, +Inf bucket == _count.
+  for (const auto& [fam, type] : e.types) {
+    if (type != "histogram") continue;
+    double prev = -1, inf = -1, count = -1;
+    for (const auto& s : e.samples) {
+      if (s.name == fam + "_bucket") {
+        if (s.value < prev) e.problems.push_back(fam + ": buckets not cumulative at {" + s.labels + "}");
+        prev = s.value;
+        if (s.labels.find("le=\"+Inf\"") != std::string::npos) inf = s.value;
+      }
+      if (s.name == fam + "_count") count = s.value;
+    }
+    if (inf < 0) e.problems.push_back(fam + ": no le=\"+Inf\" bucket");
+    if (inf != count) e.problems.push_back(fam + ": +Inf bucket != _count");
+  }
+  return e;
+}
+
+std::vector<Sample> Find(const Exposition& e, const std::string& name) {
+  std::vector<Sample> out;
+  for (const auto& s : e.samples)
+    if (s.name == name) out.push_back(s);
+  return out;
+}
+
+double One(const Exposition& e, const std::string& name) {
+  auto v = Find(e, name);
+  return v.size() == 1 ? v[0].value : NAN;
+}
+
+// LISTEN sockets on `port` in /proc/net/tcp{,6}: the local address field of each.
+std::vector<std::string> Listeners(int port) {
+  std::vector<std::string> out;
+  char hexport[8];
+  std::snprintf(hexport, sizeof(hexport), "%04X", port);
+  for (const char* f : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::istringstream in(ReadText(f));
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string sl, local, remote, st;
+      fields >> sl >> local >> remote >> st;
+      auto colon = local.rfind(':');
+      if (colon != std::string::npos && local.substr(colon + 1) == hexport && st == "0A")
+        out.push_back(std::string(f) + " " + local.substr(0, colon));
+    }
+  }
+  return out;
+}
+
+// This host's IPv4 addresses other than loopback.
+std::vector<std::string> NonLoopbackIPv4() {
+  std::vector<std::string> out;
+  struct ifaddrs* ifs = nullptr;
+  if (::getifaddrs(&ifs) != 0) return out;
+  for (auto* i = ifs; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    char buf[INET_ADDRSTRLEN];
+    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, buf, sizeof(buf));
+    if (std::string(buf).rfind("127.", 0) != 0) out.push_back(buf);
+  }
+  ::freeifaddrs(ifs);
+  return out;
+}
+
+TEST_CASE("GET /metrics: Prometheus text format, values that match the journal, loopback only",
+          "[service][metrics]") {
+  TempDir tmp;
+  std::string state = tmp / "state";
+  int port = FreeTcpPort();
+  REQUIRE(port > 0);
+  WriteText(tmp / "cfg.json", MetricsConfig(state, port));
+  Daemon d(SpawnEnv({BinaryPath("ensembled"), "run", "--config", tmp / "cfg.json"}, tmp / "out", tmp / "err"));
+
+  // After the first committed round.
+  HttpReply reply;
+  Exposition e;
+  bool got = WaitUntil(120, [&] {
+    if (d.Exited()) return true;
+    reply = HttpGet("127.0.0.1", port, "/metrics");
+    if (!reply.ok || reply.status != 200) return false;
+    e = ParseExposition(reply.body);
+    return One(e, "ensembled_rounds_completed") >= 1;
+  }, 250);
+  auto recs = JournalOf(state);
+  INFO("stderr:\n" << ReadText(tmp / "err") << "\n/metrics:\n" << reply.headers << "\n\n" << reply.body);
+  REQUIRE(got);
+  REQUIRE_FALSE(d.Exited());
+  REQUIRE(reply.status == 200);
+
+  // The format.
+  INFO("problems:\n" << Joined(e.problems));
+  CHECK(e.problems.empty());
+  CHECK(std::regex_search(reply.headers, std::regex(R"(Content-Type: text/plain; version=0\.0\.4)", std::regex::icase)));
+
+  // The values agree with the journal as of the snapshot.
+  int rounds_completed = static_cast<int>(One(e, "ensembled_rounds_completed"));
+  std::vector<json> commits;
+  for (const auto& r : recs)
+    if (r.value("event", "") == "round_committed") commits.push_back(r);
+  REQUIRE(static_cast<int>(commits.size()) >= rounds_completed);
+  const json& last = commits[static_cast<size_t>(rounds_completed) - 1];
+  CHECK(One(e, "ensembled_dataset_rows") == last["train_rows"].get<double>());
+  CHECK(One(e, "ensembled_dataset_generation") == last["generation"].get<double>());
+  CHECK(One(e, "ensembled_members_finished_total") >= kMembers * rounds_completed);
+  CHECK(One(e, "ensembled_members_failed_total") == 0);
+  CHECK(One(e, "ensembled_round") >= rounds_completed - 1);
+  CHECK(One(e, "ensembled_task_duration_seconds_count") >= kMembers * rounds_completed);
+  auto rmse = Find(e, "ensembled_ensemble_rmse");
+  REQUIRE(static_cast<int>(rmse.size()) == rounds_completed);
+  for (int r = 0; r < rounds_completed; ++r) {
+    CHECK(rmse[static_cast<size_t>(r)].labels.find("round=\"" + std::to_string(r) + "\"") != std::string::npos);
+    double want = commits[static_cast<size_t>(r)]["summary"]["ensemble_rmse"].get<double>();
+    CHECK(std::abs(rmse[static_cast<size_t>(r)].value - want) <= 1e-4 * want);
+  }
+  auto rss = Find(e, "ensembled_worker_rss_bytes");
+  CHECK(rss.size() == kWorkers);
+  for (const auto& s : rss) {
+    CHECK(s.value > 1e6);
+    CHECK(s.labels.find("run=\"metrics\"") != std::string::npos);
+  }
+
+  // The status page and an unknown path.
+  auto page = HttpGet("127.0.0.1", port, "/");
+  CHECK(page.status == 200);
+  CHECK(page.body.find("<svg id=\"ensemble-error\"") != std::string::npos);
+  CHECK(HttpGet("127.0.0.1", port, "/nope").status == 404);
+
+  // Loopback only.
+  auto listeners = Listeners(port);
+  INFO("listeners on " << port << ":\n" << Joined(listeners));
+  REQUIRE(listeners.size() == 1);
+  CHECK(listeners[0] == "/proc/net/tcp 0100007F");
+  for (const auto& ip : NonLoopbackIPv4()) {
+    auto other = HttpGet(ip, port, "/metrics", 2000);
+    INFO("via " << ip << ": " << other.error);
+    CHECK_FALSE(other.ok);
+  }
+
+  CHECK(d.Stop(/*now=*/true) == 0);
+}
+
+// http_endpoint.h promises Start() "fails (naming address and port) when the port is taken",
+// but cpp-httplib 0.11 (Debian 12) binds with SO_REUSEPORT by default
+// (httplib::detail::default_socket_options), so a second ensembled of the same user binds the
+// same port happily, and the kernel then spreads connections between the two: Prometheus
+// scrapes (and the status page) alternate between two unrelated runs under one target.
+// Fix: HttpEndpoint::Start() calls server_->set_socket_options() with SO_REUSEADDR only.
+TEST_CASE("a second daemon on a taken http_port fails, naming the address, instead of sharing the port",
+          "[service][metrics]") {
+  TempDir tmp;
+  int port = FreeTcpPort();
+  REQUIRE(port > 0);
+  WriteText(tmp / "cfg.json", MetricsConfig(tmp / "state", port, "first"));
+  Daemon first(SpawnEnv({BinaryPath("ensembled"), "run", "--config", tmp / "cfg.json"}, tmp / "out", tmp / "err"));
+  REQUIRE(WaitUntil(60, [&] { return first.Exited() || HttpGet("127.0.0.1", port, "/metrics").status == 200; }, 200));
+  REQUIRE_FALSE(first.Exited());
+
+  WriteText(tmp / "cfg2.json", MetricsConfig(tmp / "state2", port, "second"));
+  Daemon second(SpawnEnv({BinaryPath("ensembled"), "run", "--config", tmp / "cfg2.json"}, tmp / "out2", tmp / "err2"));
+  bool exited = WaitUntil(15, [&] { return second.Exited(); }, 100);
+  // Whom does a scrape reach now?
+  std::set<std::string> runs;
+  for (int i = 0; i < 30; ++i) {
+    auto r = HttpGet("127.0.0.1", port, "/metrics", 2000);
+    std::smatch m;
+    if (std::regex_search(r.body, m, std::regex(R"re(ensembled_round\{run="([^"]*)"\})re"))) runs.insert(m[1]);
+  }
+  std::string err2 = ReadText(tmp / "err2");
+  INFO("second daemon stderr:\n" << err2 << "\nruns answering on the port: " << Joined(std::vector<std::string>(runs.begin(), runs.end()), ", "));
+  CHECK(exited);
+  if (exited) CHECK(*second.code() != 0);
+  CHECK(err2.find("127.0.0.1:" + std::to_string(port)) != std::string::npos);
+  CHECK(runs == std::set<std::string>{"first"});
+  CHECK(Listeners(port).size() == 1);
+  second.Stop(/*now=*/true);
+  first.Stop(/*now=*/true);
+}
+
+// RenderPrometheus prints values with the stream's default 6 significant digits, so a counter
+// past 999999 is rounded: ensembled_task_duration_seconds_sum stops moving in small steps
+// after ~11.6 days of summed task time (rate() flattens, then jumps), and big counters and
+// RSS bytes are off (orchestrator/prometheus_metrics.cpp Writer::Sample).
+TEST_CASE("metric values keep their precision (large counters are not rounded to 6 digits)",
+          "[service][metrics]") {
+  RunSnapshot s;
+  s.run_name = "p";
+  s.members_finished_total = 12345678;
+  s.task_seconds_sum = 1234567.891;
+  s.task_seconds_count = 12345678;
+  s.task_seconds_buckets.assign(s.task_seconds_bucket_bounds.size(), 0);
+  Exposition e = ParseExposition(RenderPrometheus(s));
+  CHECK(e.problems.empty());
+  CHECK(One(e, "ensembled_members_finished_total") == 12345678);
+  CHECK(std::abs(One(e, "ensembled_task_duration_seconds_sum") - 1234567.891) < 0.01);
+  CHECK(One(e, "ensembled_task_duration_seconds_count") == 12345678);
+}
+
+}  // namespace
+}  // namespace ens
