@@ -153,11 +153,11 @@ TEST_CASE("a full disk stops the run with an error and leaves a sound journal", 
 
 // The state of the stopped run, copied to a big disk, resumes there. (The members that failed
 // on the full disk left partial files in <member>.tmp.)
-TEST_CASE("the state of a run stopped by a full disk resumes on a bigger disk", "[resilience][disk_full][!shouldfail]") {
+TEST_CASE("the state of a run stopped by a full disk resumes on a bigger disk", "[resilience][disk_full]") {
   TempDir tmp;
   DiskFull d = RunDiskFull(tmp);
   if (!d.skipped.empty()) {
-    FAIL_CHECK("SKIPPED (counted as this [!shouldfail] test's expected failure): " << d.skipped);
+    WARN("SKIPPED: " << d.skipped);
     return;
   }
   INFO("run on the 3 MiB tmpfs:\n" << d.run.out << d.run.err);
@@ -202,11 +202,11 @@ TEST_CASE("a full disk is reported as 'No space left' naming the path", "[resili
 
 // A full disk is a condition a restart (after freeing space) fixes: not exit 78, which tells
 // systemd never to restart (RestartPreventExitStatus=78).
-TEST_CASE("a full disk exits with the transient failure code and not 78", "[resilience][disk_full][!shouldfail]") {
+TEST_CASE("a full disk exits with the transient failure code and not 78", "[resilience][disk_full]") {
   TempDir tmp;
   DiskFull d = RunDiskFull(tmp);
   if (!d.skipped.empty()) {
-    FAIL_CHECK("SKIPPED (counted as this [!shouldfail] test's expected failure): " << d.skipped);
+    WARN("SKIPPED: " << d.skipped);
     return;
   }
   INFO("run on the 3 MiB tmpfs:\n" << d.run.out << d.run.err);
