@@ -713,6 +713,8 @@ std::vector<ConfigError> ValidateConfigText(const std::string& text, const std::
                        /*ignore_comments=*/true);
   } catch (const json::parse_error& e) {
     return {{"", SyntaxError(text, e)}};
+  } catch (const json::exception& e) {  // e.g. out_of_range 406: a number too large for a double
+    return {{"", std::string("invalid JSON: ") + e.what()}};
   }
   Config config;
   ReadTop(v, root, base_dir, &config);

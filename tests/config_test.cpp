@@ -583,3 +583,20 @@ TEST_CASE("MemberFromJson rejects bad input with pointers", "[config]") {
 
 }  // namespace
 }  // namespace ens
+
+namespace ens {
+namespace {
+
+// Found by scripts/fuzz (config target): a number too large for a double made the parser
+// throw out_of_range, which escaped and aborted `ensemblectl validate-config`.
+TEST_CASE("a number too large for a double is a config error, not a crash", "[config]") {
+  Config cfg;
+  std::vector<ConfigError> errors = ValidateConfigText(" " + std::string(400, '9'), "/tmp", &cfg);
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].message.find("number overflow") != std::string::npos);
+  errors = ValidateConfigText("{\"state_dir\": \"s\", \"run_seed\": 1" + std::string(400, '0') + "}", "/tmp", &cfg);
+  REQUIRE(errors.size() == 1);
+}
+
+}  // namespace
+}  // namespace ens
