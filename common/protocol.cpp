@@ -137,7 +137,8 @@ std::string EncodeMessage(const Message& m) {
     j["recycle"] = true;
     j["recycle_reason"] = m.recycle_reason;
   }
-  return j.dump();
+  // Text from errors may hold a cut UTF-8 sequence: replace it rather than throw.
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 StatusOr<Message> DecodeMessage(std::string_view bytes) {

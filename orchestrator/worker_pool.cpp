@@ -213,11 +213,13 @@ bool WorkerPool::Assign(const std::vector<TaskSpec>& tasks) {
     if (s.state != SlotState::kIdle) continue;
     Message m;
     m.slot = s.placement.slot;
-    if (tasks.size() == 1) {
-      m.type = MessageType::kTask;
-      m.task = tasks[0];
+    m.type = MessageType::kTask;
+    m.task = tasks[0];
+    if (tasks.size() == 1 && EncodeMessage(m).size() <= kMaxMessageBytes) {
+      // fits one message
     } else {
-      // A pack does not fit a message: its tasks go to a file the worker reads.
+      // A pack (or a task with a very large member spec) does not fit a message: its tasks go
+      // to a file the worker reads.
       m.type = MessageType::kPack;
       m.pack_file = opts_.pack_dir + "/slot" + std::to_string(s.placement.slot) + ".pack.json";
       Status w = WriteFileAtomic(m.pack_file, PackFileText(tasks));
