@@ -15,26 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "support/process_harness.h"
+
 namespace ens {
 namespace {
 
-// A mkdtemp directory removed with everything in it at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "ens-segment-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using ens::testing::TempDir;  // tests/support/process_harness.h
 
 // rows x features table; value of (r, c) = r * 10 + c + offset, target = -(r + offset).
 Table MakeTable(int rows, int features, float offset = 0) {

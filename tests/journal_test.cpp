@@ -15,27 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "support/process_harness.h"
+
 namespace ens {
 namespace {
 
 using json = nlohmann::json;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "ens-journal-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using ens::testing::TempDir;  // tests/support/process_harness.h
 
 std::string Slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -17,28 +17,14 @@
 #include <thread>
 #include <vector>
 
+#include "support/process_harness.h"
+
 namespace ens {
 namespace {
 
 using json = nlohmann::json;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "ens-mutation-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using ens::testing::TempDir;  // tests/support/process_harness.h
 
 // A pool of `rows` rows with 2 features; `used` marks rows already moved into train.
 struct Fixture {

@@ -32,6 +32,7 @@ class TempDir {
   }
   const std::string& path() const { return path_; }
   std::string operator/(const std::string& rel) const { return path_ + "/" + rel; }
+  std::string File(const std::string& name) const { return *this / name; }
 
  private:
   std::string path_;
