@@ -136,7 +136,9 @@ TEST_CASE("a full disk stops the run with an error and leaves a sound journal", 
   CHECK(d.unmounted);
   REQUIRE_FALSE(d.run.timed_out);
   CHECK(d.run.code != 0);
-  CHECK(d.free_bytes_after < 64 * 1024);  // the disk really was full
+  // The disk really was full: less than one ~660 KB checkpoint is free (a failed write
+  // removes its partial file, so the free space is not zero afterwards).
+  CHECK(d.free_bytes_after < 600 * 1024);
   INFO(d.journal_error);
   REQUIRE(d.journal_ok);  // parses line by line
   CHECK(CountEvents(d.recs, "member_done") >= 1);
@@ -186,11 +188,11 @@ TEST_CASE("the state of a run stopped by a full disk resumes on a bigger disk", 
 }
 
 // What an operator needs from the error: which file, and that the disk is full.
-TEST_CASE("a full disk is reported as 'No space left' naming the path", "[resilience][disk_full][!shouldfail]") {
+TEST_CASE("a full disk is reported as 'No space left' naming the path", "[resilience][disk_full]") {
   TempDir tmp;
   DiskFull d = RunDiskFull(tmp);
   if (!d.skipped.empty()) {
-    FAIL_CHECK("SKIPPED (counted as this [!shouldfail] test's expected failure): " << d.skipped);
+    WARN("SKIPPED: " << d.skipped);
     return;
   }
   INFO("run on the 3 MiB tmpfs:\n" << d.run.out << d.run.err);

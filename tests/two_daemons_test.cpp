@@ -113,7 +113,7 @@ TEST_CASE("two daemons on two state dirs run side by side and a second one on th
   // The two runs used different queues.
   CHECK(RunIdOf(tmp / "a") != RunIdOf(tmp / "b"));
 
-  // Permissions of the state dir: every directory 0700; journal and segments 0600.
+  // Permissions of the state dir: every directory 0700, every file 0600.
   for (const std::string& state : {tmp / "a", tmp / "b"}) {
     RunLayout layout(state);
     CHECK(ModeOf(state) == 0700);
@@ -137,8 +137,8 @@ TEST_CASE("two daemons on two state dirs run side by side and a second one on th
       INFO(f);
       CHECK(ModeOf(f) == 0600);
     }
-    if (!other_files.empty())
-      WARN("files under " << state << " that are not 0600 (inside 0700 directories): " << Joined(other_files, ", "));
+    INFO("files under " << state << " that are not 0600: " << Joined(other_files, ", "));
+    CHECK(other_files.empty());  // checkpoints too (written by the project's checked write, not torch's)
   }
 }
 

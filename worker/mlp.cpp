@@ -3,6 +3,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
+#include <sstream>
+
+#include "common/atomic_file.h"
 
 namespace ens {
 namespace {
@@ -82,11 +85,15 @@ Status SaveCheckpoint(const Mlp& m, const std::string& path) {
     ar.write("norm.x_std", m.x_std.cpu());
     ar.write("norm.y_mean", m.y_mean.cpu());
     ar.write("norm.y_std", m.y_std.cpu());
-    ar.save_to(path);
+    // Serialised in memory, then written with the project's checked write: torch's file
+    // writer aborts the process on ENOSPC (it throws from a destructor), and it would create
+    // the file under the umask instead of 0600.
+    std::ostringstream bytes;
+    ar.save_to(bytes);
+    return WriteFileDurable(path, bytes.str());
   } catch (const std::exception& e) {
     return Status::IOError("save checkpoint " + path + ": " + e.what());
   }
-  return Status::Ok();
 }
 
 StatusOr<std::vector<std::pair<std::string, torch::Tensor>>> CheckpointTensors(const std::string& path) {
