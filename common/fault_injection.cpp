@@ -24,4 +24,11 @@ void CrashPoint(const char* point) {
   if (++hits[s] == nth) ::kill(::getpid(), SIGKILL);
 }
 
+bool NonFiniteLossRequested(const std::string& task_id) {
+  const char* spec = std::getenv("ENSEMBLED_TEST_NONFINITE");
+  if (spec == nullptr || task_id.empty()) return false;
+  std::string list = std::string(",") + spec + ",";
+  return list.find("," + task_id + ",") != std::string::npos;
+}
+
 }  // namespace ens

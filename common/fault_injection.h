@@ -3,10 +3,16 @@
 // ENSEMBLED_CRASH_AT=<point>[:<n>] makes the n-th (default first) call of CrashPoint(point)
 // SIGKILL the calling process, exactly as an OOM kill or power loss would at that instant.
 // Unset (always, in production), CrashPoint is one getenv per call. Not thread-safe.
+//
+// ENSEMBLED_TEST_NONFINITE=<task_id>[,<task_id>...] makes those tasks' training loss NaN
+// from the first step, as a diverging member's would be (the deterministic-failure tests).
 #pragma once
+
+#include <string>
 
 namespace ens {
 
 void CrashPoint(const char* point);
+bool NonFiniteLossRequested(const std::string& task_id);
 
 }  // namespace ens

@@ -65,7 +65,7 @@ json TaskToJson(const TaskSpec& t) {
               {"seed", t.seed},       {"generation", t.generation}, {"rows", t.rows},
               {"data_dir", t.data_dir}, {"out_dir", t.out_dir}, {"excluded_file", t.excluded_file},   {"attempt", t.attempt},
               {"threads", t.threads}, {"save_checkpoint", t.save_checkpoint},
-              {"member", MemberToJson(t.member)}};
+              {"publish", t.publish}, {"member", MemberToJson(t.member)}};
 }
 
 Status TaskFromJson(const json& j, TaskSpec* out) {
@@ -90,6 +90,10 @@ Status TaskFromJson(const json& j, TaskSpec* out) {
   if (save == j.end() || !save->is_boolean())
     return Status::InvalidArgument("task: field 'save_checkpoint' missing or not a boolean");
   out->save_checkpoint = save->get<bool>();
+  auto publish = j.find("publish");
+  if (publish != j.end() && !publish->is_boolean())
+    return Status::InvalidArgument("task: field 'publish' is not a boolean");
+  out->publish = publish == j.end() || publish->get<bool>();
   auto it = j.find("member");
   if (it == j.end()) return Status::InvalidArgument("task: field 'member' missing");
   Status s = MemberFromJson(*it, &out->member);

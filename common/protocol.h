@@ -46,6 +46,10 @@ struct TaskSpec {
   int attempt = 1;
   int threads = 1;           // intra-op threads for this task
   bool save_checkpoint = true;  // false: no checkpoint.pt (config save_checkpoints)
+  // false: the member is already journaled and trains again only because its pack is re-run
+  // (a packed member's bits depend on the whole pack); the worker writes nothing for it and
+  // leaves its member directory untouched. Optional on the wire, default true.
+  bool publish = true;
   MemberSpec member;
 };
 

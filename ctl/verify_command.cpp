@@ -28,15 +28,33 @@ std::string WorkerBinary() {
   return env ? env : SelfDir() + "/ensemble-worker";
 }
 
-// Rebuilds the task a member was trained with from its member.json.
-StatusOr<TaskSpec> RecordedTask(const RunLayout& layout, int round, const std::string& name,
-                                const std::string& out_dir) {
-  std::string path = layout.MemberDir(round, name) + "/member.json";
+json ReadMemberRecord(const std::string& path) {
   auto text = ReadFile(path);
-  if (!text.ok()) return text.status();
-  json m = json::parse(*text, nullptr, false);
+  return text.ok() ? json::parse(*text, nullptr, false) : json();
+}
+
+// Rebuilds the task a member was trained with from its member.json. A pack-mate that failed
+// (no directory) is rebuilt from `verified`'s record of its pack (member.json "pack_members").
+StatusOr<TaskSpec> RecordedTask(const RunLayout& layout, int round, const std::string& name,
+                                const std::string& verified, const std::string& out_dir) {
+  std::string path = layout.MemberDir(round, name) + "/member.json";
+  json m = ReadMemberRecord(path);
+  std::string verified_path = layout.MemberDir(round, verified) + "/member.json";
+  json rec = ReadMemberRecord(verified_path);
+  if (!m.is_object() && name != verified && rec.is_object() && rec.contains("pack_members") &&
+      rec["pack_members"].is_array()) {
+    for (const auto& pm : rec["pack_members"])
+      if (pm.is_object() && pm.value("name", "") == name) {
+        m = rec;  // the pack's shared fields (generation, rows, ...) with the mate's own
+        m["spec"] = pm.value("spec", json());
+        m["index"] = pm.value("index", 0);
+        m["seed"] = pm.value("seed", uint64_t{0});
+        path = verified_path + " (pack_members: " + name + ")";
+      }
+  }
+  if (!m.is_object()) return Status::NotFound(path + ": missing or not JSON");
   TaskSpec t;
-  if (m.is_discarded() || !m.contains("spec")) return Status::Corruption(path + ": not a member record");
+  if (!m.contains("spec")) return Status::Corruption(path + ": not a member record");
   Status s = MemberFromJson(m["spec"], &t.member);
   if (!s.ok()) return Status::Corruption(path + ": " + s.message());
   t.task_id = "verify-r" + std::to_string(round) + "-" + name;
@@ -144,7 +162,7 @@ int Verify(const std::string& state_dir, int round, const std::string& member, i
     std::vector<std::string> argv = {WorkerBinary(), "train-one"};
     if (group.size() > 1) argv.push_back("--pack");
     for (const auto& g : group) {
-      auto task = RecordedTask(layout, round, g, scratch + "/" + name + "/" + g);
+      auto task = RecordedTask(layout, round, g, name, scratch + "/" + name + "/" + g);
       if (!task.ok()) {
         result = task.status().message();
         break;
@@ -156,7 +174,10 @@ int Verify(const std::string& state_dir, int round, const std::string& member, i
     }
     if (result.empty()) {
       int rc = RunAndWait(argv, scratch + "/train.out");
-      result = rc == 0 ? CompareMember(layout.MemberDir(round, name), scratch + "/" + name + "/" + name, scratch, &equal)
+      // A failing pack-mate (it failed in the run too) makes the exit non-zero; the verified
+      // member is still comparable when its directory was written.
+      bool written = PathExists(scratch + "/" + name + "/" + name + "/member.json");
+      result = rc == 0 || (group.size() > 1 && written) ? CompareMember(layout.MemberDir(round, name), scratch + "/" + name + "/" + name, scratch, &equal)
                        : "retraining failed (ensemble-worker exit " + std::to_string(rc) + ")";
     }
     mismatches += !equal;

@@ -69,6 +69,7 @@ TaskSpec FullTask() {
   t.attempt = 2;
   t.threads = 4;
   t.save_checkpoint = false;  // the non-default value, so a dropped field shows
+  t.publish = false;          // likewise
   t.member = FullMember();
   return t;
 }
@@ -154,6 +155,7 @@ TEST_CASE("Every message type round-trips", "[protocol]") {
     CHECK(t.attempt == 2);
     CHECK(t.threads == 4);
     CHECK_FALSE(t.save_checkpoint);
+    CHECK_FALSE(t.publish);
     const MemberSpec& mem = t.member;
     CHECK(mem.name == "wide_tanh");
     REQUIRE(mem.layers.size() == 3);
@@ -300,6 +302,18 @@ TEST_CASE("Malformed messages are rejected with the reason", "[protocol]") {
   }
 }
 
+TEST_CASE("A task without 'publish' (an older supervisor) is published", "[protocol]") {
+  Message task;
+  task.type = MessageType::kTask;
+  task.task = FullTask();
+  json j = Encoded(task);
+  REQUIRE(j["task"].contains("publish"));
+  j["task"].erase("publish");
+  auto m = DecodeMessage(j.dump());
+  REQUIRE(m.ok());
+  CHECK(m->task.publish);
+}
+
 TEST_CASE("Malformed tasks are rejected with the field at fault", "[protocol]") {
   Message task;
   task.type = MessageType::kTask;
@@ -336,6 +350,11 @@ TEST_CASE("Malformed tasks are rejected with the field at fault", "[protocol]") 
     json j = good;
     j["task"]["save_checkpoint"] = 1;
     RequireRejected(j.dump(), {"'save_checkpoint'"});
+  }
+  SECTION("publish that is not a boolean") {
+    json j = good;
+    j["task"]["publish"] = "no";
+    RequireRejected(j.dump(), {"'publish'"});
   }
   SECTION("negative seed") {
     json j = good;

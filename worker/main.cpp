@@ -172,14 +172,18 @@ int TrainSequence(const std::vector<std::string>& task_files, bool as_pack) {
       }
       tasks.push_back(std::move(t));
     }
+    // Every member reports: one that fails (a non-finite loss) does not hide its pack-mates'.
+    int rc = exit_code::kOk;
     for (const TaskOutcome& o : runner.RunPack(tasks, nullptr)) {
       if (!o.status.ok()) {
         std::cerr << o.status.ToString() << "\n";
-        return o.permanent ? exit_code::kPermanentFailure : exit_code::kTransientFailure;
+        if (rc != exit_code::kTransientFailure)
+          rc = o.permanent ? exit_code::kPermanentFailure : exit_code::kTransientFailure;
+        continue;
       }
       std::cout << o.metrics.dump() << "\n";
     }
-    return exit_code::kOk;
+    return rc;
   }
   for (const auto& task_file : task_files) {
     auto text = ReadFile(task_file);

@@ -118,10 +118,11 @@ Status TaskRunner::Prepare(const TaskSpec& task, TrainInputs* in, bool* permanen
     *permanent = true;
     return st;
   }
+  if (!task.publish) return Status::Ok();  // trained for its pack's sake; nothing is written
   std::string tmp = task.out_dir + ".tmp";
   st = RemoveTree(tmp);
   if (st.ok()) st = MakeDirs(tmp);
-  in->checkpoint_path = tmp + "/checkpoint.pt";
+  if (task.save_checkpoint) in->checkpoint_path = tmp + "/checkpoint.pt";
   return st;
 }
 
@@ -141,10 +142,10 @@ TaskOutcome TaskRunner::Finish(const TrainInputs& in, TrainOutputs& res, int64_t
                            {"round", task.round}, {"index", task.member_index},
                            {"generation", task.generation}, {"rows", task.rows},
                            {"excluded_file", task.excluded_file}, {"threads", task.threads},
-                           {"pack", pack_names_}, {"norm", res.norm}};
+                           {"pack", pack_names_}, {"pack_members", pack_members_}, {"norm", res.norm}};
   // Every file fsynced, then the directory, then one rename publishes the member.
-  for (auto s : {task.save_checkpoint ? FsyncFile(in.checkpoint_path) : Status::Ok(),
-                 WriteFileDurable(tmp + "/member.json", member.dump(2) + "\n"),
+  // (SaveCheckpoint already wrote checkpoint.pt durably.)
+  for (auto s : {WriteFileDurable(tmp + "/member.json", member.dump(2) + "\n"),
                  WriteFileDurable(tmp + "/history.jsonl", JsonLines(res.history)),
                  WriteFileDurable(tmp + "/holdout_pred.f32", FloatsToBytes(res.holdout_pred)),
                  WriteFileDurable(tmp + "/pool_pred.f32", FloatsToBytes(res.pool_pred)),
@@ -172,8 +173,14 @@ std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks,
   std::vector<TaskOutcome> outs(tasks.size());
   std::vector<TrainInputs> ins(tasks.size());
   pack_names_ = nlohmann::json::array();
+  pack_members_ = nlohmann::json::array();
   if (tasks.size() > 1)
-    for (const auto& t : tasks) pack_names_.push_back(t.member.name);
+    for (const auto& t : tasks) {
+      pack_names_.push_back(t.member.name);
+      // Enough to retrain a pack-mate that left no directory (it failed): verify needs it.
+      pack_members_.push_back({{"name", t.member.name}, {"index", t.member_index}, {"seed", t.seed},
+                               {"spec", MemberToJson(t.member)}});
+    }
   for (size_t k = 0; k < tasks.size(); ++k) {
     Status st = Prepare(tasks[k], &ins[k], &outs[k].permanent);
     if (!st.ok()) {  // one member cannot run: the whole pack reports it (its bits depend on all)
@@ -199,13 +206,19 @@ std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks,
   ReleaseTorchCaches();
   malloc_trim(0);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double member_seconds = seconds / static_cast<double>(tasks.size());
   for (size_t k = 0; k < tasks.size(); ++k) {
-    if (!st.ok()) {
-      outs[k].status = st;
-      outs[k].permanent = permanent;
+    if (!st.ok() || !res[k].status.ok()) {
+      outs[k].status = st.ok() ? res[k].status : st;
+      outs[k].permanent = st.ok() ? res[k].permanent_failure : permanent;
       continue;
     }
-    outs[k] = Finish(ins[k], res[k], rss_before, seconds / static_cast<double>(tasks.size()));
+    if (!tasks[k].publish) {  // its journaled directory stays as it is
+      outs[k].metrics = res[k].metrics;
+      outs[k].metrics.update({{"published", false}, {"seconds", member_seconds}, {"rss_kb_after", CurrentRssKb()}});
+      continue;
+    }
+    outs[k] = Finish(ins[k], res[k], rss_before, member_seconds);
   }
   return outs;
 }

@@ -3,7 +3,8 @@
 // Maps the dataset segments the task names (kept mapped across tasks, re-mapped when the
 // task needs a newer generation), splits the rows with the member's split seed, trains,
 // and writes the member directory to <out_dir>.tmp, fsyncs, then renames it to out_dir, so
-// a member directory that exists is complete. After the task, every tensor of it is gone
+// a member directory that exists is complete. A task with publish false (a journaled member
+// in a re-run pack) trains but writes nothing. After the task, every tensor of it is gone
 // and freed heap is returned to the OS (malloc_trim). Not thread-safe.
 #pragma once
 
@@ -41,7 +42,8 @@ class TaskRunner {
   Status EnsureMapped(const TaskSpec& task);
   Status Prepare(const TaskSpec& task, TrainInputs* in, bool* permanent);
   TaskOutcome Finish(const TrainInputs& in, TrainOutputs& res, int64_t rss_before, double seconds);
-  nlohmann::json pack_names_;  // member names of the pack being run ([] when unpacked)
+  nlohmann::json pack_names_;    // member names of the pack being run ([] when unpacked)
+  nlohmann::json pack_members_;  // and their name, index, seed and spec
   std::string data_dir_;
   std::unique_ptr<DatasetView> train_, holdout_, pool_;
 };

@@ -2,9 +2,11 @@
 
 #include <c10/cuda/CUDACachingAllocator.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
+#include "common/fault_injection.h"
 #include "common/seed.h"
 #include "worker/mlp.h"
 
@@ -166,6 +168,7 @@ Status TrainMember(const TrainInputs& in, TrainOutputs* out) {
   std::vector<torch::Tensor> best;
   double best_value = INFINITY;
   int best_epoch = -1, since_best = 0, epoch = 0;
+  const bool poisoned = NonFiniteLossRequested(task.task_id);  // test hook (fault_injection.h)
   auto t_start = Clock::now();
 
   for (epoch = 0; epoch < s.epochs; ++epoch) {
@@ -180,6 +183,7 @@ Status TrainMember(const TrainInputs& in, TrainOutputs* out) {
       torch::Tensor yn = (y - m.y_mean) / m.y_std;
       torch::Tensor pred = m.Forward(x, true);
       torch::Tensor loss = LossFn(s, pred, yn);
+      if (poisoned) loss = loss * std::nanf("");
       torch::Tensor total = loss + Penalty(s, m);
       opt->zero_grad();
       total.backward();
@@ -223,7 +227,7 @@ Status TrainMember(const TrainInputs& in, TrainOutputs* out) {
     auto params = m.Parameters();
     for (size_t i = 0; i < params.size(); ++i) params[i].copy_(best[i]);
   }
-  if (task.save_checkpoint) {
+  if (!in.checkpoint_path.empty()) {
     Status st = SaveCheckpoint(m, in.checkpoint_path);
     if (!st.ok()) return st;
   }
@@ -354,6 +358,12 @@ Status TrainPack(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* 
   }
   const size_t n = pm[0].order.size();
   const auto es = s.early_stopping;
+  torch::Tensor poison;  // test hook (fault_injection.h): NaN in the listed members' slots
+  std::vector<float> poison_v(K, 1.0f);
+  for (size_t k = 0; k < K; ++k)
+    if (NonFiniteLossRequested(in[k].task->task_id)) poison_v[k] = std::nanf("");
+  if (std::any_of(poison_v.begin(), poison_v.end(), [](float v) { return std::isnan(v); }))
+    poison = torch::tensor(poison_v).to(dev);
   auto t_start = Clock::now();
   for (int epoch = 0; epoch < s.epochs; ++epoch) {
     auto t0 = Clock::now();
@@ -369,6 +379,7 @@ Status TrainPack(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* 
       torch::Tensor y = rows.select(2, F);
       torch::Tensor pred = PackForward(s, params, x, true);
       torch::Tensor loss = LossFn(s, pred, (y - ym) / ys);  // [K]
+      if (poison.defined()) loss = loss * poison;
       torch::Tensor total = loss.sum();
       for (size_t l = 0; l < params.size(); l += 2) {
         if (s.l1 > 0) total = total + static_cast<float>(s.l1) * params[l].abs().sum();
@@ -402,9 +413,14 @@ Status TrainPack(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* 
       if (m.stopped) continue;
       double l = loss_sum[k].item<double>() / n, vl = vloss[k].item<double>();
       if (!std::isfinite(l) || !std::isfinite(vl)) {
+        // Only this member's slice is non-finite (the optimizers are elementwise and each
+        // loss's gradient is its own), so the others train on unchanged.
         (*out)[k].permanent_failure = true;
-        return Status::InvalidArgument("member " + in[k].task->member.name + ": loss became non-finite at epoch " +
-                                       std::to_string(epoch + 1) + " (pack of " + std::to_string(K) + ")");
+        (*out)[k].status = Status::InvalidArgument("member " + in[k].task->member.name +
+                                                   ": loss became non-finite at epoch " + std::to_string(epoch + 1) +
+                                                   " (pack of " + std::to_string(K) + ")");
+        m.stopped = true;
+        continue;
       }
       (*out)[k].history.push_back({{"epoch", epoch + 1}, {"loss", l}, {"val_loss", vl},
                                    {"mae", abs_sum[k].item<double>() / n}, {"mse", sq_sum[k].item<double>() / n},
@@ -433,6 +449,7 @@ Status TrainPack(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* 
   double train_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
   for (size_t k = 0; k < K; ++k) {
     PackMember& m = pm[k];
+    if (!(*out)[k].status.ok()) continue;
     torch::NoGradGuard ng;
     std::vector<torch::Tensor> final_params = m.kept;
     if (final_params.empty())
@@ -447,7 +464,7 @@ Status TrainPack(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* 
     m.model.y_std = m.model.y_std.to(dev);
     const TrainInputs& mi = in[k];
     TrainOutputs& o = (*out)[k];
-    if (mi.task->save_checkpoint) {
+    if (!mi.checkpoint_path.empty()) {
       Status st = SaveCheckpoint(m.model, mi.checkpoint_path);
       if (!st.ok()) return st;
     }

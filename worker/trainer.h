@@ -30,7 +30,7 @@ struct TrainInputs {
   uint64_t holdout_rows = 0;
   const float* pool = nullptr;
   uint64_t pool_rows = 0;
-  std::string checkpoint_path;          // where to save the torch archive
+  std::string checkpoint_path;          // where to save the torch archive; "" = no checkpoint
   std::function<void(int epoch)> on_progress;  // called after every batch (heartbeats; cheap)
 };
 
@@ -41,6 +41,9 @@ struct TrainOutputs {
   std::vector<float> holdout_pred;
   std::vector<float> pool_pred;
   bool permanent_failure = false;       // set with a non-ok status: retrying cannot help
+  // TrainPack only: this member's own failure (a non-finite loss). The pack goes on without it
+  // and the other members' results stand; the other fields are then empty.
+  Status status;
 };
 
 // Process-wide, once at worker start: deterministic algorithms, cuDNN settings, 1 inter-op
@@ -53,6 +56,8 @@ Status TrainMember(const TrainInputs& in, TrainOutputs* out);
 // Trains K pack-compatible members (PackKey equal) as one batched model; out[k] is member
 // k's result in the same format as TrainMember's. REQUIRES: same rows, features, split sizes.
 // A packed member's bits depend on the whole pack (its composition is fixed by the config).
+// A member whose loss turns non-finite is dropped (out[k].status) while the others go on;
+// the returned status is for failures of the pack as a whole.
 Status TrainPack(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* out);
 
 // Frees what the allocator caches (CUDA caching allocator) after a task.
