@@ -53,7 +53,8 @@ Mutation QueryByCommittee(const MutationSpec& spec, const MutationContext& c) {
 
 // Runs argv with `input` on stdin; returns stdout. Enforces exit 0 and the timeout.
 StatusOr<std::string> RunCommand(const std::vector<std::string>& argv, const std::string& input,
-                                 double timeout_s) {
+                                 double timeout_s, const std::function<void()>& on_wait) {
+  constexpr int kWaitTickMs = 200;
   const std::string name = argv[0];
   int in_pipe[2], out_pipe[2];
   if (::pipe2(in_pipe, O_CLOEXEC) != 0) return Status::FromErrno("pipe", errno);
@@ -97,8 +98,9 @@ StatusOr<std::string> RunCommand(const std::vector<std::string>& argv, const std
       break;
     }
     struct pollfd p[2] = {{rfd, POLLIN, 0}, {wfd, POLLOUT, 0}};
-    int r = ::poll(p, wfd >= 0 ? 2 : 1, static_cast<int>(left.count()));
+    int r = ::poll(p, wfd >= 0 ? 2 : 1, static_cast<int>(std::min<int64_t>(left.count(), kWaitTickMs)));
     if (r < 0 && errno != EINTR) break;
+    if (on_wait) on_wait();
     if (wfd >= 0 && (p[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
       ssize_t w = ::write(wfd, input.data() + written, input.size() - written);
       if (w > 0) written += static_cast<size_t>(w);
@@ -122,6 +124,7 @@ StatusOr<std::string> RunCommand(const std::vector<std::string>& argv, const std
   if (rfd >= 0) ::close(rfd);
   if (timed_out) ::kill(-pid, SIGKILL);
   int status = 0;
+  int spins = 0;
   while (!timed_out) {  // output closed: give the program the rest of the timeout to exit
     pid_t r = ::waitpid(pid, &status, WNOHANG);
     if (r == pid) break;
@@ -131,6 +134,7 @@ StatusOr<std::string> RunCommand(const std::vector<std::string>& argv, const std
       break;
     }
     ::usleep(10000);
+    if (on_wait && ++spins % (kWaitTickMs / 10) == 0) on_wait();
   }
   if (timed_out) {
     ::waitpid(pid, &status, 0);
@@ -197,7 +201,7 @@ StatusOr<Mutation> DecideMutation(const MutationSpec& spec, const MutationContex
   if (spec.policy == "append_from_pool") return AppendFromPool(spec, c);
   if (spec.policy == "query_by_committee") return QueryByCommittee(spec, c);
   if (spec.policy == "command") {
-    auto out = RunCommand(spec.argv, c.round_summary.dump() + "\n", spec.timeout_s);
+    auto out = RunCommand(spec.argv, c.round_summary.dump() + "\n", spec.timeout_s, c.on_wait);
     if (!out.ok()) return out.status();
     return ParseCommandOutput(*out, c.features, c.train_rows, "mutation command " + spec.argv[0]);
   }

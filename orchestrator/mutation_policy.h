@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +34,9 @@ struct MutationContext {
   nlohmann::json round_summary;                        // given to `command` on stdin
   int features = 0;
   uint64_t train_rows = 0;                             // drop ids must be below this
+  // `command` only: called at least every 200 ms while the program runs (the supervisor
+  // pings the systemd watchdog and serves its control socket meanwhile). May be empty.
+  std::function<void()> on_wait;
 };
 
 struct Mutation {

@@ -181,7 +181,19 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
   std::string first_failure;
   while (finished + failed_members.size() < cfg_.members.size()) {
     if (stop_requests_ == 0 && !paused_)
-      while (!pending.empty() && workers_->Assign(pending.front())) {
+      while (!pending.empty()) {
+        // A journaled member in a re-run pack trains for the pack's sake only (publish false),
+        // decided now: a pack-mate's report may have come in since the retry was queued.
+        bool needed = false;
+        for (TaskSpec& t : pending.front()) {
+          t.publish = progress_.done.count(t.member.name) == 0;
+          needed = needed || (t.publish && !failed_members.count(t.member.name));
+        }
+        if (!needed) {
+          pending.pop_front();
+          continue;
+        }
+        if (!workers_->Assign(pending.front())) break;
         pending.pop_front();
         CrashPoint("after_dispatch");
       }
@@ -199,7 +211,7 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
       const std::string& name = e.task.member.name;
       const int pack = pack_of[static_cast<size_t>(e.task.member_index)];
       if (e.kind == PoolEvent::kDone) {
-        if (progress_.done.count(name)) continue;  // a re-run pack re-made a finished member: same bits
+        if (progress_.done.count(name)) continue;  // a re-run pack trained a journaled member again (unpublished)
         auto r = LoadMemberResult(e.task.out_dir, holdout_.rows(), pool_.rows());
         if (r.ok()) {
           json rec = {{"event", "member_done"}, {"round", round}, {"member", name},
@@ -224,8 +236,27 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
         e.error = "results unreadable: " + r.status().message();
       }
       if (progress_.done.count(name) || failed_members.count(name)) continue;
+      auto mark_failed = [&](int i) {
+        const std::string& m = cfg_.members[static_cast<size_t>(i)].name;
+        if (progress_.done.count(m) || failed_members.count(m)) return;
+        (void)journal_->Append({{"event", "member_failed"}, {"round", round}, {"member", m}, {"index", i},
+                                {"attempt", e.task.attempt}, {"error", e.error}, {"permanent", e.permanent}});
+        failed_members.insert(m);
+        ++counters_.members_failed_total;
+      };
+      if (first_failure.empty() && (e.permanent || e.task.attempt >= cfg_.max_task_attempts))
+        first_failure = "member " + name + ": " + e.error;
+      if (e.permanent) {
+        // Deterministic (NaN loss, a spec that cannot build): retrying cannot help, and it is
+        // this member's own failure; its pack-mates report for themselves.
+        spdlog::warn("round {} member {} attempt {} failed: {} (permanent, not retried)", round, name,
+                     e.task.attempt, e.error);
+        mark_failed(e.task.member_index);
+        any_permanent = true;
+        continue;
+      }
       if (e.task.attempt < current[pack]) continue;  // the other members' reports of a pack already retried
-      bool give_up = e.permanent || e.task.attempt >= cfg_.max_task_attempts;
+      bool give_up = e.task.attempt >= cfg_.max_task_attempts;
       spdlog::warn("round {} member {} attempt {} failed: {}{}", round, name, e.task.attempt, e.error,
                    give_up ? " (giving up)" : " (will retry)");
       current[pack] = e.task.attempt + 1;
@@ -234,16 +265,8 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
         ++counters_.members_retried_total;
         continue;
       }
-      for (int i : packs[static_cast<size_t>(pack)]) {
-        const std::string& m = cfg_.members[static_cast<size_t>(i)].name;
-        if (progress_.done.count(m) || failed_members.count(m)) continue;
-        (void)journal_->Append({{"event", "member_failed"}, {"round", round}, {"member", m}, {"index", i},
-                                {"attempt", e.task.attempt}, {"error", e.error}, {"permanent", e.permanent}});
-        failed_members.insert(m);
-        ++counters_.members_failed_total;
-      }
-      any_permanent = any_permanent || e.permanent;
-      if (first_failure.empty()) first_failure = "member " + name + ": " + e.error;
+      // A crash or an I/O error takes the whole pack's attempt down: its members fail together.
+      for (int i : packs[static_cast<size_t>(pack)]) mark_failed(i);
     }
   }
   size_t failed = failed_members.size();
@@ -282,7 +305,15 @@ Status Supervisor::CommitRound(int round, double wall_seconds, bool* stop_now) {
   if (!*stop_now) {
     MutationContext ctx{round, cfg_.run_seed, &pool_, &pool_used_, &results, summary,
                         mut.add.features, progress_.train_rows};
-    auto m = DecideMutation(cfg_.mutation, ctx);
+    // A mutation command may run for minutes: keep pinging the watchdog, answering
+    // ensemblectl and noting signals (acted on after the commit). A copy of the spec, because
+    // a reload served meanwhile may replace cfg_.
+    ctx.on_wait = [this] {
+      (void)HandleSignals();
+      ServiceTick(false);
+    };
+    const MutationSpec spec = cfg_.mutation;
+    auto m = DecideMutation(spec, ctx);
     if (!m.ok()) return m.status();
     mut = std::move(*m);
   }

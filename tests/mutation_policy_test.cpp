@@ -219,6 +219,28 @@ TEST_CASE("command output adds rows and drops ids - the summary arrives on stdin
   CHECK(received == f.ctx.round_summary);
 }
 
+// The supervisor's watchdog pings ride on on_wait: it must keep coming while the program runs,
+// both while its output is open and after it closed it.
+TEST_CASE("command on_wait is called every 200 ms while the program runs", "[mutation]") {
+  TempDir dir;
+  Fixture f(4);
+  using Clock = std::chrono::steady_clock;
+  std::vector<Clock::time_point> calls;
+  f.ctx.on_wait = [&] { calls.push_back(Clock::now()); };
+  SECTION("output open") {
+    MustDecide(Script(dir, "slow.sh", "cat > /dev/null\nsleep 1\necho '{}'"), f.ctx);
+  }
+  SECTION("output closed, program still running") {
+    MustDecide(Script(dir, "late.sh", "cat > /dev/null\necho '{}'\nexec 1>&-\nsleep 1"), f.ctx);
+  }
+  REQUIRE(calls.size() >= 4);
+  double gap = 0;
+  for (size_t i = 1; i < calls.size(); ++i)
+    gap = std::max(gap, std::chrono::duration<double>(calls[i] - calls[i - 1]).count());
+  INFO(calls.size() << " calls, longest gap " << gap << " s");
+  CHECK(gap < 0.5);
+}
+
 TEST_CASE("command exit status, timeout and a missing program are errors", "[mutation]") {
   TempDir dir;
   Fixture f(4);
