@@ -11,6 +11,7 @@
 #include "common/run_layout.h"
 #include "ctl/commands.h"
 #include "orchestrator/control_socket.h"
+#include "orchestrator/run_snapshot.h"
 
 namespace ens::ctl {
 
@@ -68,9 +69,9 @@ int ShowStatus(const std::string& state_dir, const std::string& socket, bool as_
   std::string state = p.finished ? "finished: " + p.finish_reason : running ? "running" : "stopped (run again to resume)";
   std::printf("state: %s\n", state.c_str());
   if (live.is_object()) {
-    std::printf("%sround %d of %d: %d/%d members done, %d running, %d failed; ETA of the round %s\n",
+    std::printf("%s%s: %d/%d members done, %d running, %d failed; ETA of the round %s\n",
                 live.value("paused", false) ? "PAUSED; " : live.value("stopping", false) ? "STOPPING; " : "",
-                live.value("round", 0) + 1, live.value("rounds", 0), live.value("members_done", 0),
+                RoundPosition(live.value("round", 0), live.value("rounds", 0)).c_str(), live.value("members_done", 0),
                 live.value("members_total", 0), live.value("members_running", 0), live.value("members_failed", 0),
                 live.value("eta_round_s", -1.0) < 0 ? "unknown"
                                                     : (std::to_string(static_cast<int>(live["eta_round_s"].get<double>())) + " s").c_str());

@@ -2,6 +2,10 @@
 
 namespace ens {
 
+std::string RoundPosition(int round, int rounds) {
+  return "round " + std::to_string(round) + " (" + std::to_string(round + 1) + " of " + std::to_string(rounds) + ")";
+}
+
 nlohmann::json SnapshotToJson(const RunSnapshot& s) {
   nlohmann::json workers = nlohmann::json::array();
   for (const auto& w : s.workers)

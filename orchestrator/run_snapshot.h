@@ -60,6 +60,10 @@ struct RunSnapshot {
   double eta_round_s = -1;
 };
 
+// "round 2 (3 of 4)": the round's own number, as in the journal, rounds/rNNNN and
+// `verify --round`, and its position for a reader. Every human-facing view uses this.
+std::string RoundPosition(int round, int rounds);
+
 // status.json / `ensemblectl status` live view.
 nlohmann::json SnapshotToJson(const RunSnapshot& s);
 // Prometheus text exposition format (version 0.0.4).

@@ -163,8 +163,8 @@ void Supervisor::ServiceTick(bool force) {
   last_status_write_ = now;
   RunSnapshot snap = BuildSnapshot();
   char status[160];
-  std::snprintf(status, sizeof(status), "round %d/%d: %d/%d members done, %d running%s", snap.round + 1, snap.rounds,
-                snap.members_done, snap.members_total, snap.members_running,
+  std::snprintf(status, sizeof(status), "%s: %d/%d members done, %d running%s",
+                RoundPosition(snap.round, snap.rounds).c_str(), snap.members_done, snap.members_total, snap.members_running,
                 snap.paused ? " (paused)" : snap.stopping ? " (stopping)" : "");
   notifier_.Status(status);
   Status s = WriteFileAtomic(layout_.StatusFile(), SnapshotToJson(snap).dump(2) + "\n");

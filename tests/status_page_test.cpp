@@ -155,6 +155,9 @@ TEST_CASE("the status page shows the run's plots in a headless browser", "[servi
   CHECK(curve_points.size() >= 1);
   CHECK(Max(curve_points) >= 2);  // an epoch curve, not a dot
   CHECK(dom.out.find("id=\"rounds\"") != std::string::npos);
+  // The current round by its own number (as in the rounds table and rounds/rNNNN), then its position.
+  CHECK(dom.out.find("round " + std::to_string(committed) + " (" + std::to_string(committed + 1) + " of ") !=
+        std::string::npos);
   CHECK(dom.out.find("paused") != std::string::npos);
 
   auto shot_argv = common;
