@@ -19,6 +19,7 @@ std::string Status::ToString() const {
     case Code::kCorruption: name = "corruption"; break;
     case Code::kTimeout: name = "timeout"; break;
     case Code::kInternal: name = "internal error"; break;
+    case Code::kCancelled: name = "cancelled"; break;
   }
   return std::string(name) + ": " + message_;
 }

@@ -12,7 +12,7 @@ namespace ens {
 
 class Status {
  public:
-  enum class Code { kOk, kInvalidArgument, kNotFound, kIOError, kCorruption, kTimeout, kInternal };
+  enum class Code { kOk, kInvalidArgument, kNotFound, kIOError, kCorruption, kTimeout, kInternal, kCancelled };
 
   Status() = default;
   static Status Ok() { return Status(); }
@@ -22,6 +22,8 @@ class Status {
   static Status Corruption(std::string msg) { return Status(Code::kCorruption, std::move(msg)); }
   static Status Timeout(std::string msg) { return Status(Code::kTimeout, std::move(msg)); }
   static Status Internal(std::string msg) { return Status(Code::kInternal, std::move(msg)); }
+  // An operation given up because the process was told to stop (not a failure of its own).
+  static Status Cancelled(std::string msg) { return Status(Code::kCancelled, std::move(msg)); }
   // "<context>: <strerror(err)>"; the one place errno becomes text.
   static Status FromErrno(const std::string& context, int err);
 

@@ -53,7 +53,7 @@ Mutation QueryByCommittee(const MutationSpec& spec, const MutationContext& c) {
 
 // Runs argv with `input` on stdin; returns stdout. Enforces exit 0 and the timeout.
 StatusOr<std::string> RunCommand(const std::vector<std::string>& argv, const std::string& input,
-                                 double timeout_s, const std::function<void()>& on_wait) {
+                                 double timeout_s, const std::function<bool()>& on_wait) {
   constexpr int kWaitTickMs = 200;
   const std::string name = argv[0];
   int in_pipe[2], out_pipe[2];
@@ -89,7 +89,7 @@ StatusOr<std::string> RunCommand(const std::vector<std::string>& argv, const std
     ::close(wfd);
     wfd = -1;
   }
-  bool timed_out = false;
+  bool timed_out = false, abandoned = false;
   const size_t kMaxOutput = 256u << 20;
   while (rfd >= 0) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -100,7 +100,10 @@ StatusOr<std::string> RunCommand(const std::vector<std::string>& argv, const std
     struct pollfd p[2] = {{rfd, POLLIN, 0}, {wfd, POLLOUT, 0}};
     int r = ::poll(p, wfd >= 0 ? 2 : 1, static_cast<int>(std::min<int64_t>(left.count(), kWaitTickMs)));
     if (r < 0 && errno != EINTR) break;
-    if (on_wait) on_wait();
+    if (on_wait && !on_wait()) {
+      abandoned = true;
+      break;
+    }
     if (wfd >= 0 && (p[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
       ssize_t w = ::write(wfd, input.data() + written, input.size() - written);
       if (w > 0) written += static_cast<size_t>(w);
@@ -122,10 +125,10 @@ StatusOr<std::string> RunCommand(const std::vector<std::string>& argv, const std
   }
   if (wfd >= 0) ::close(wfd);
   if (rfd >= 0) ::close(rfd);
-  if (timed_out) ::kill(-pid, SIGKILL);
+  if (timed_out || abandoned) ::kill(-pid, SIGKILL);
   int status = 0;
   int spins = 0;
-  while (!timed_out) {  // output closed: give the program the rest of the timeout to exit
+  while (!timed_out && !abandoned) {  // output closed: give the program the rest of the timeout to exit
     pid_t r = ::waitpid(pid, &status, WNOHANG);
     if (r == pid) break;
     if (std::chrono::steady_clock::now() >= deadline) {
@@ -134,7 +137,14 @@ StatusOr<std::string> RunCommand(const std::vector<std::string>& argv, const std
       break;
     }
     ::usleep(10000);
-    if (on_wait && ++spins % (kWaitTickMs / 10) == 0) on_wait();
+    if (on_wait && ++spins % (kWaitTickMs / 10) == 0 && !on_wait()) {
+      abandoned = true;
+      ::kill(-pid, SIGKILL);
+    }
+  }
+  if (abandoned) {
+    ::waitpid(pid, &status, 0);
+    return Status::Cancelled("mutation command " + name + " abandoned: the daemon is stopping");
   }
   if (timed_out) {
     ::waitpid(pid, &status, 0);

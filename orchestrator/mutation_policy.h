@@ -35,8 +35,10 @@ struct MutationContext {
   int features = 0;
   uint64_t train_rows = 0;                             // drop ids must be below this
   // `command` only: called at least every 200 ms while the program runs (the supervisor
-  // pings the systemd watchdog and serves its control socket meanwhile). May be empty.
-  std::function<void()> on_wait;
+  // pings the systemd watchdog and serves its control socket meanwhile). Returning false
+  // abandons the program: it is killed with its process group and the decision fails with
+  // kCancelled. May be empty.
+  std::function<bool()> on_wait;
 };
 
 struct Mutation {

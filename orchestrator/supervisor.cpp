@@ -306,11 +306,14 @@ Status Supervisor::CommitRound(int round, double wall_seconds, bool* stop_now) {
     MutationContext ctx{round, cfg_.run_seed, &pool_, &pool_used_, &results, summary,
                         mut.add.features, progress_.train_rows};
     // A mutation command may run for minutes: keep pinging the watchdog, answering
-    // ensemblectl and noting signals (acted on after the commit). A copy of the spec, because
-    // a reload served meanwhile may replace cfg_.
+    // ensemblectl and noting signals. One stop request is acted on after the commit (the
+    // command gets until stop_timeout_s); a second abandons it (the round is committed again
+    // on resume). A copy of the spec,
+    // because a reload served meanwhile may replace cfg_.
     ctx.on_wait = [this] {
-      (void)HandleSignals();
+      bool go_on = HandleSignals() && !(stop_requests_ > 0 && Clock::now() > stop_deadline_);
       ServiceTick(false);
+      return go_on;
     };
     const MutationSpec spec = cfg_.mutation;
     auto m = DecideMutation(spec, ctx);
@@ -435,6 +438,11 @@ int Supervisor::Run() {
     ApplyPendingReload();  // the round boundary: safe config changes apply from here on
     bool stop_now = false;
     s = CommitRound(round, Since(t0), &stop_now);
+    if (s.code() == Status::Code::kCancelled) {  // a second SIGTERM/SIGINT during the mutation
+      spdlog::warn("stopped while deciding round {}'s mutation ({}); its members are saved; run again to resume",
+                   round, s.message());
+      break;
+    }
     if (!s.ok()) {
       spdlog::error("round {} commit: {}", round, s.ToString());
       code = s.code() == Status::Code::kIOError ? exit_code::kTransientFailure : exit_code::kPermanentFailure;

@@ -3,6 +3,8 @@
 // running the same config again completes with the undisturbed run's bits.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <set>
 
@@ -220,6 +222,62 @@ TEST_CASE("SIGTERM twice stops at once and the run still resumes to the same bit
   std::fflush(stdout);
   CHECK(ReplayJournal(JournalOf(tmp / "stop")).finished);
   auto diffs = CompareRuns(tmp / "calm", tmp / "stop", rounds, members, tmp.path());
+  INFO(Joined(diffs));
+  CHECK(diffs.empty());
+}
+
+// A mutation command may run for minutes. SIGTERM twice while it runs: the command is killed,
+// the daemon exits 0 at once without committing the round, and the rerun decides the
+// mutation again and completes with the undisturbed run's commits.
+TEST_CASE("SIGTERM twice during a slow mutation command stops at once and the rerun commits the round",
+          "[resilience][stop][mutation]") {
+  TempDir tmp;
+  // Slow only while tmp/slow exists; it writes tmp/started first, so the test knows it runs.
+  WriteText(tmp / "mutate.sh", "#!/bin/sh\ncat > /dev/null\ntouch '" + tmp / "started" + "'\n"
+            "if [ -e '" + tmp / "slow" + "' ]; then sleep 60; fi\necho '{\"add\": [], \"drop\": []}'\n");
+  ::chmod((tmp / "mutate.sh").c_str(), 0700);
+  auto config = [&](const std::string& state) {
+    std::string c = Config(state, 2, 2, 5);
+    const std::string from = R"({"policy": "append_from_pool", "k": 10})";
+    return c.replace(c.find(from), from.size(),
+                     R"({"policy": "command", "argv": [")" + tmp / "mutate.sh" + R"("], "timeout_s": 120})");
+  };
+  WriteText(tmp / "calm.json", config(tmp / "calm"));
+  WriteText(tmp / "stop.json", config(tmp / "stop"));
+  auto calm = RunEnsembled(tmp / "calm.json", tmp.path(), {}, 90);
+  INFO(calm.out << calm.err);
+  REQUIRE(calm.code == 0);
+  std::filesystem::remove(tmp / "started");
+
+  WriteText(tmp / "slow", "");
+  Watched run;
+  run.pid = SpawnEnv({BinaryPath("ensembled"), "run", "--config", tmp / "stop.json"}, tmp / "stop.out", tmp / "stop.err");
+  bool mutating = run.Until([&] { return std::filesystem::exists(tmp / "started"); }, 60);
+  INFO("stop run:\n" << ReadText(tmp / "stop.out") << ReadText(tmp / "stop.err"));
+  REQUIRE(mutating);
+  auto t_signal = SteadyClock::now();
+  ::kill(run.pid, SIGTERM);
+  run.Until([] { return false; }, 0.3);
+  ::kill(run.pid, SIGTERM);
+  bool timed_out = false;
+  run.Finish(30, &timed_out);
+  double stop_seconds = SecondsSince(t_signal);
+  INFO("stop run (after exit):\n" << ReadText(tmp / "stop.out") << ReadText(tmp / "stop.err"));
+  REQUIRE_FALSE(timed_out);
+  CHECK(*run.code == 0);
+  CHECK(stop_seconds < 5);
+  CHECK(ReadText(tmp / "stop.err").find("abandoned") != std::string::npos);
+  CHECK(CountEvents(JournalOf(tmp / "stop"), "round_committed") == 0);
+  CheckJournalIntact(tmp / "stop");
+  std::printf("[graceful_stop] SIGTERM twice during a mutation command: exit %d %.2f s after the first signal\n",
+              *run.code, stop_seconds);
+
+  std::filesystem::remove(tmp / "slow");
+  auto resumed = RunEnsembled(tmp / "stop.json", tmp.path(), {}, 90);
+  INFO("resumed:\n" << resumed.out << resumed.err);
+  REQUIRE(resumed.code == 0);
+  CHECK(CommitFacts(JournalOf(tmp / "stop")) == CommitFacts(JournalOf(tmp / "calm")));
+  auto diffs = CompareRuns(tmp / "calm", tmp / "stop", 2, 2, tmp.path());
   INFO(Joined(diffs));
   CHECK(diffs.empty());
 }

@@ -226,7 +226,10 @@ TEST_CASE("command on_wait is called every 200 ms while the program runs", "[mut
   Fixture f(4);
   using Clock = std::chrono::steady_clock;
   std::vector<Clock::time_point> calls;
-  f.ctx.on_wait = [&] { calls.push_back(Clock::now()); };
+  f.ctx.on_wait = [&] {
+    calls.push_back(Clock::now());
+    return true;
+  };
   SECTION("output open") {
     MustDecide(Script(dir, "slow.sh", "cat > /dev/null\nsleep 1\necho '{}'"), f.ctx);
   }
@@ -239,6 +242,20 @@ TEST_CASE("command on_wait is called every 200 ms while the program runs", "[mut
     gap = std::max(gap, std::chrono::duration<double>(calls[i] - calls[i - 1]).count());
   INFO(calls.size() << " calls, longest gap " << gap << " s");
   CHECK(gap < 0.5);
+}
+
+// A second SIGTERM while a command runs: the supervisor's on_wait says stop.
+TEST_CASE("command on_wait returning false abandons the program with kCancelled", "[mutation]") {
+  TempDir dir;
+  Fixture f(4);
+  int calls = 0;
+  f.ctx.on_wait = [&] { return ++calls < 3; };
+  MutationSpec spec = Script(dir, "endless.sh", "cat > /dev/null\nsleep 30\necho '{}'", 60);
+  auto t0 = std::chrono::steady_clock::now();
+  RequireError(spec, f.ctx, Status::Code::kCancelled, {spec.argv[0], "abandoned"});
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(calls == 3);
+  CHECK(took < 5);  // not the 30 s the program wanted, nor the 60 s timeout
 }
 
 TEST_CASE("command exit status, timeout and a missing program are errors", "[mutation]") {
