@@ -176,9 +176,11 @@ int Verify(const std::string& state_dir, int round, const std::string& member, i
       int rc = RunAndWait(argv, scratch + "/train.out");
       // A failing pack-mate (it failed in the run too) makes the exit non-zero; the verified
       // member is still comparable when its directory was written.
-      bool written = PathExists(scratch + "/" + name + "/" + name + "/member.json");
-      result = rc == 0 || (group.size() > 1 && written) ? CompareMember(layout.MemberDir(round, name), scratch + "/" + name + "/" + name, scratch, &equal)
-                       : "retraining failed (ensemble-worker exit " + std::to_string(rc) + ")";
+      const std::string fresh = scratch + "/" + name + "/" + name;
+      bool written = PathExists(fresh + "/member.json");
+      result = rc == 0 || (group.size() > 1 && written)
+                   ? CompareMember(layout.MemberDir(round, name), fresh, scratch, &equal)
+                   : "retraining failed (ensemble-worker exit " + std::to_string(rc) + ")";
     }
     mismatches += !equal;
     std::printf("%-10s %6d  %s%s\n", name.c_str(), round, result.c_str(),

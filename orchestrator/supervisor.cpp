@@ -303,18 +303,17 @@ Status Supervisor::CommitRound(int round, double wall_seconds, bool* stop_now) {
   Mutation mut;
   mut.add.features = static_cast<int>(train_->header().features);
   if (!*stop_now) {
-    MutationContext ctx{round, cfg_.run_seed, &pool_, &pool_used_, &results, summary,
-                        mut.add.features, progress_.train_rows};
     // A mutation command may run for minutes: keep pinging the watchdog, answering
     // ensemblectl and noting signals. One stop request is acted on after the commit (the
     // command gets until stop_timeout_s); a second abandons it (the round is committed again
-    // on resume). A copy of the spec,
-    // because a reload served meanwhile may replace cfg_.
-    ctx.on_wait = [this] {
+    // on resume). A copy of the spec, because a reload served meanwhile may replace cfg_.
+    auto on_wait = [this] {
       bool go_on = HandleSignals() && !(stop_requests_ > 0 && Clock::now() > stop_deadline_);
       ServiceTick(false);
       return go_on;
     };
+    MutationContext ctx{round, cfg_.run_seed, &pool_, &pool_used_, &results, summary,
+                        mut.add.features, progress_.train_rows, on_wait};
     const MutationSpec spec = cfg_.mutation;
     auto m = DecideMutation(spec, ctx);
     if (!m.ok()) return m.status();
