@@ -39,7 +39,18 @@ StatusOr<MessageQueue> MessageQueue::Create(const std::string& name, long max_me
   attr.mq_maxmsg = max_messages;
   attr.mq_msgsize = static_cast<long>(kMaxMessageBytes);
   mqd_t q = mq_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NONBLOCK | O_CLOEXEC, 0600, &attr);
-  if (q == static_cast<mqd_t>(-1)) return Status::FromErrno("mq_open(create) " + name, errno);
+  if (q == static_cast<mqd_t>(-1)) {
+    int err = errno;
+    Status s = Status::FromErrno("mq_open(create) " + name, err);
+    // EMFILE here is the user's queue byte budget, not open files: say what to do about it.
+    if (err == EMFILE)
+      return Status::IOError(s.message() + " (the POSIX message queue budget of this user, RLIMIT_MSGQUEUE / "
+                             "`ulimit -q`, is used up: raise it, or remove the queues of runs that were killed, "
+                             "/dev/mqueue/ens-" + std::to_string(::getuid()) + "-*, when no ensembled of theirs runs)");
+    if (err == ENFILE || err == ENOSPC)
+      return Status::IOError(s.message() + " (the system's queue limit, /proc/sys/fs/mqueue/queues_max, is reached)");
+    return s;
+  }
   MessageQueue m;
   m.mq_ = q;
   m.name_ = name;

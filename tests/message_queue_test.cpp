@@ -3,6 +3,7 @@
 #include "common/message_queue.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -156,6 +157,38 @@ TEST_CASE("Queues are created 0600", "[mq]") {
   REQUIRE(::stat(path.c_str(), &file) == 0);
   CHECK((file.st_mode & 07777) == 0600);
   CHECK(file.st_uid == ::getuid());
+}
+
+// With the queue budget used up (here: lowered to 1 byte in a child), the error says what it
+// is and what to do, instead of a bare "Too many open files".
+TEST_CASE("A used-up RLIMIT_MSGQUEUE is named in the error", "[mq]") {
+  QueueNameGuard n("budget");
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    struct rlimit one {1, 1};
+    std::string msg = ::setrlimit(RLIMIT_MSGQUEUE, &one) != 0 ? "setrlimit failed" : "";
+    if (msg.empty()) {
+      StatusOr<MessageQueue> q = MessageQueue::Create(n.name());
+      msg = q.ok() ? "created" : q.status().ToString();
+    }
+    (void)!::write(fds[1], msg.data(), msg.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string got;
+  char buf[512];
+  for (ssize_t r; (r = ::read(fds[0], buf, sizeof(buf))) > 0;) got.append(buf, static_cast<size_t>(r));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  INFO(got);
+  CHECK(got.find(n.name()) != std::string::npos);
+  CHECK(got.find("RLIMIT_MSGQUEUE") != std::string::npos);
+  CHECK(got.find("ulimit -q") != std::string::npos);
 }
 
 TEST_CASE("Create replaces a stale queue of the same name", "[mq]") {
