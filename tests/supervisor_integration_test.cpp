@@ -58,6 +58,9 @@ Observed Watch(pid_t sup, const std::string& train_path) {
       saw_sup_maps = true;
     }
     for (pid_t w : ChildrenOf(sup)) {
+      // Only the workers: a sanitized ensembled has other short-lived children (LeakSanitizer's
+      // tracer at exit).
+      if (ReadText("/proc/" + std::to_string(w) + "/cmdline").find("ensemble-worker") == std::string::npos) continue;
       o.workers.insert(w);
       std::string wm = MapsOf(w);
       size_t at = wm.find(train_path);
