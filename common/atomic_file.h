@@ -15,6 +15,7 @@ Status WriteFileAtomic(const std::string& path, const std::string& content, int 
 // Writes and fsyncs `path` in place (no rename): for files inside a directory that is itself
 // renamed into place afterwards, where a per-file rename would buy nothing.
 Status WriteFileDurable(const std::string& path, const std::string& content, int mode = 0600);
+// The whole file. Errors read "<path>: <strerror>" (kNotFound when it does not exist).
 StatusOr<std::string> ReadFile(const std::string& path);
 // mkdir -p with `mode` for every directory it creates.
 Status MakeDirs(const std::string& path, int mode = 0700);

@@ -11,25 +11,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/atomic_file.h"
 #include "common/data_source.h"
 
 namespace ens {
 
 namespace {
-
-// Reads a whole file; the one place a CSV path meets the OS.
-Status ReadFile(const std::string& path, std::string* out) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return Status::FromErrno(path, errno);
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out->append(buf, n);
-  const bool failed = std::ferror(f) != 0;
-  const int err = errno;
-  std::fclose(f);
-  if (failed) return Status::FromErrno(path, err);
-  return Status::Ok();
-}
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -197,15 +184,15 @@ Status ParseRow(const std::string& path, const Line& line, size_t field_count,
 
 StatusOr<Table> LoadCsv(const std::string& path, const std::vector<std::string>& feature_columns,
                         const std::string& target_column) {
-  std::string text;
-  Status s = ReadFile(path, &text);
-  if (!s.ok()) return s;
+  StatusOr<std::string> file = ReadFile(path);
+  if (!file.ok()) return file.status();
+  const std::string& text = *file;
   const std::vector<Line> lines = NonEmptyLines(text);
   if (lines.empty()) {
     return Status::InvalidArgument(Where(path, 1, 1) + "empty file, expected a header line");
   }
   std::vector<std::string> names;
-  s = ParseHeader(path, lines[0], &names);
+  Status s = ParseHeader(path, lines[0], &names);
   if (!s.ok()) return s;
   StatusOr<Selection> sel =
       SelectColumns(path, lines[0].number, names, feature_columns, target_column);

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/atomic_file.h"
 #include "common/data_source.h"
 
 namespace ens {
@@ -24,19 +25,6 @@ static_assert(std::endian::native == std::endian::little,
 
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicSize = 6;
-
-Status ReadFile(const std::string& path, std::string* out) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return Status::FromErrno(path, errno);
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out->append(buf, n);
-  const bool failed = std::ferror(f) != 0;
-  const int err = errno;
-  std::fclose(f);
-  if (failed) return Status::FromErrno(path, err);
-  return Status::Ok();
-}
 
 uint32_t LittleEndian(const std::string& bytes, size_t offset, size_t width) {
   uint32_t v = 0;
@@ -234,12 +222,12 @@ Status ConvertValues(const std::string& path, const char* data,
 }
 
 StatusOr<NpyArray> LoadNpy(const std::string& path) {
-  std::string bytes;
-  Status s = ReadFile(path, &bytes);
-  if (!s.ok()) return s;
+  StatusOr<std::string> file = ReadFile(path);
+  if (!file.ok()) return file.status();
+  const std::string& bytes = *file;
   NpyHeader header;
   size_t offset = 0;
-  s = ReadHeader(path, bytes, &header, &offset);
+  Status s = ReadHeader(path, bytes, &header, &offset);
   if (!s.ok()) return s;
   if (header.fortran_order) {
     return Status::InvalidArgument(path +

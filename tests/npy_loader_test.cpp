@@ -14,6 +14,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/data_source.h"
+#include "support/temp_dir.h"
 
 namespace ens {
 namespace {
@@ -21,24 +22,7 @@ namespace {
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/npy_loader_test.XXXXXX";
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string Write(const std::string& name, const std::string& content) const {
-    const std::string p = path_ + "/" + name;
-    std::ofstream(p, std::ios::binary) << content;
-    return p;
-  }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 template <typename T>
 std::string Bytes(const std::vector<T>& values) {

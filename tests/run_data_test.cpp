@@ -13,30 +13,14 @@
 #include <catch2/catch.hpp>
 
 #include "common/data_source.h"
+#include "support/temp_dir.h"
 
 namespace ens {
 namespace {
 
 using Catch::Matchers::Contains;
 
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/run_data_test.XXXXXX";
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string Write(const std::string& name, const std::string& content) const {
-    const std::string p = path_ + "/" + name;
-    std::ofstream(p, std::ios::binary) << content;
-    return p;
-  }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 // A version 1.0 <f4 .npy file of `values` with the given shape text.
 std::string NpyF4(const std::string& shape, const std::vector<float>& values) {

@@ -1,4 +1,5 @@
-// Test support: temp directories and running the real binaries as child processes.
+// Test support: running the real binaries as child processes (and, via temp_dir.h, temp
+// directories).
 // Header-only; used by the integration tests. Not thread-safe.
 #pragma once
 
@@ -15,40 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "temp_dir.h"
+
 namespace ens::testing {
 
 inline std::string BinaryPath(const std::string& name) { return std::string(ENS_BINARY_DIR) + "/" + name; }
-
-// A directory under /tmp removed when the object dies.
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/ensembled-test-XXXXXX";
-    path_ = ::mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& rel) const { return path_ + "/" + rel; }
-  std::string File(const std::string& name) const { return *this / name; }
-
- private:
-  std::string path_;
-};
-
-inline void WriteText(const std::string& path, const std::string& text) {
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  std::ofstream(path) << text;
-}
-
-inline std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Starts argv[0] with stdout/stderr redirected to files; returns the pid.
 inline pid_t Spawn(const std::vector<std::string>& argv, const std::string& out_file,
