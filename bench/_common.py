@@ -78,6 +78,26 @@ def machine_info():
     return info
 
 
+def run_baseline(spec, work, name, timeout_s):
+    """Runs bench/_baselines.py (in the baselines venv) on `spec`; returns (its result, wall s).
+
+    Exits the benchmark with the baseline's stderr when it fails.
+    """
+    spec_path = os.path.join(work, name + "-spec.json")
+    out_path = os.path.join(work, name + "-result.json")
+    with open(spec_path, "w") as f:
+        json.dump(spec, f)
+    t0 = time.monotonic()
+    p = subprocess.run([BENCH_PY, os.path.join(REPO, "bench", "_baselines.py"), "--spec", spec_path,
+                        "--out", out_path], capture_output=True, text=True, timeout=timeout_s)
+    wall = time.monotonic() - t0
+    if p.returncode != 0:
+        print(p.stderr[-4000:], file=sys.stderr)
+        sys.exit("%s baseline failed (exit %d)" % (name, p.returncode))
+    with open(out_path) as f:
+        return json.load(f), wall
+
+
 def write_result(name, result):
     """Appends one run's result to bench/results/<name>.json (a JSON list of runs)."""
     os.makedirs(RESULTS_DIR, exist_ok=True)

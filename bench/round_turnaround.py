@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -120,19 +119,7 @@ def run_baseline(args, work, framework, paths):
             "hidden": 6, "huber_delta": 0.35, "l1": 1e-5, "l2": 1e-4, "parallel": args.parallel,
             "threads": 1, "run_seed": 7, "import_in_parent": args.import_in_parent,
             "calibrate_epochs": args.calibrate_epochs}
-    spec_path = os.path.join(work, framework + "-spec.json")
-    out_path = os.path.join(work, framework + "-result.json")
-    with open(spec_path, "w") as f:
-        json.dump(spec, f)
-    t0 = time.monotonic()
-    p = subprocess.run([C.BENCH_PY, os.path.join(C.REPO, "bench", "_baselines.py"), "--spec", spec_path,
-                        "--out", out_path], capture_output=True, text=True, timeout=1200)
-    wall = time.monotonic() - t0
-    if p.returncode != 0:
-        print(p.stderr[-4000:], file=sys.stderr)
-        sys.exit("%s baseline failed (exit %d)" % (framework, p.returncode))
-    with open(out_path) as f:
-        res = json.load(f)
+    res, wall = C.run_baseline(spec, work, framework, 1200)
     # Round 0 of a baseline starts at its process launch, like ensembled's.
     res["rounds"][0]["wall_seconds"] += wall - res["total_seconds"]
     res["total_seconds"] = wall

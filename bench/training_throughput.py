@@ -18,12 +18,9 @@ the parent before forking). Same rows, split fraction, epochs, batch size on all
 Usage: bench/training_throughput.py [--members 64] [--epochs 10] [--rows 2048] [--sides ...]
 """
 import argparse
-import json
 import math
 import os
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common as C  # noqa: E402
@@ -78,18 +75,7 @@ def run_baseline(args, work, side, state):
             "epochs": args.epochs, "batch_size": 32, "validation_split": 0.2, "lr": 0.001, "hidden": 6,
             "huber_delta": 0.35, "l1": 1e-5, "l2": 1e-4, "parallel": args.parallel, "threads": 1,
             "run_seed": 11, "import_in_parent": True, "calibrate_epochs": 0}
-    spec_path, out_path = os.path.join(work, side + "-spec.json"), os.path.join(work, side + "-out.json")
-    with open(spec_path, "w") as f:
-        json.dump(spec, f)
-    t0 = time.monotonic()
-    p = subprocess.run([C.BENCH_PY, os.path.join(C.REPO, "bench", "_baselines.py"), "--spec", spec_path,
-                        "--out", out_path], capture_output=True, text=True, timeout=1800)
-    wall = time.monotonic() - t0
-    if p.returncode != 0:
-        print(p.stderr[-4000:], file=sys.stderr)
-        sys.exit("%s baseline failed (exit %d)" % (side, p.returncode))
-    with open(out_path) as f:
-        res = json.load(f)
+    res, wall = C.run_baseline(spec, work, side, 1800)
     r = res["rounds"][0]
     return {"total_seconds": wall, "round_seconds": r["dispatch_to_done_seconds"],
             "parent_import_seconds": res["parent_import_seconds"],
