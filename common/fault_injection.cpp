@@ -24,11 +24,22 @@ void CrashPoint(const char* point) {
   if (++hits[s] == nth) ::kill(::getpid(), SIGKILL);
 }
 
-bool NonFiniteLossRequested(const std::string& task_id) {
-  const char* spec = std::getenv("ENSEMBLED_TEST_NONFINITE");
-  if (spec == nullptr || task_id.empty()) return false;
+namespace {
+
+// Whether `item` is one of the comma-separated entries of environment variable `var`.
+bool Listed(const char* var, const std::string& item) {
+  const char* spec = std::getenv(var);
+  if (spec == nullptr || item.empty()) return false;
   std::string list = std::string(",") + spec + ",";
-  return list.find("," + task_id + ",") != std::string::npos;
+  return list.find("," + item + ",") != std::string::npos;
+}
+
+}  // namespace
+
+bool NonFiniteLossRequested(const std::string& task_id) { return Listed("ENSEMBLED_TEST_NONFINITE", task_id); }
+
+bool WriteFailureRequested(const std::string& task_id, int attempt) {
+  return Listed("ENSEMBLED_TEST_FAIL_WRITE", task_id + ":" + std::to_string(attempt));
 }
 
 }  // namespace ens

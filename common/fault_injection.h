@@ -6,6 +6,8 @@
 //
 // ENSEMBLED_TEST_NONFINITE=<task_id>[,<task_id>...] makes those tasks' training loss NaN
 // from the first step, as a diverging member's would be (the deterministic-failure tests).
+// ENSEMBLED_TEST_FAIL_WRITE=<task_id>:<attempt>[,...] makes that attempt's member-directory
+// write fail with an I/O error, as a full or failing disk would (a transient failure).
 #pragma once
 
 #include <string>
@@ -14,5 +16,6 @@ namespace ens {
 
 void CrashPoint(const char* point);
 bool NonFiniteLossRequested(const std::string& task_id);
+bool WriteFailureRequested(const std::string& task_id, int attempt);
 
 }  // namespace ens

@@ -42,12 +42,13 @@ StatusOr<MessageQueue> MessageQueue::Create(const std::string& name, long max_me
   if (q == static_cast<mqd_t>(-1)) {
     int err = errno;
     Status s = Status::FromErrno("mq_open(create) " + name, err);
-    // EMFILE here is the user's queue byte budget, not open files: say what to do about it.
+    // EMFILE is usually the user's queue byte budget, not open files: say what to do about it.
     if (err == EMFILE)
-      return Status::IOError(s.message() + " (the POSIX message queue budget of this user, RLIMIT_MSGQUEUE / "
-                             "`ulimit -q`, is used up: raise it, or remove the queues of runs that were killed, "
-                             "/dev/mqueue/ens-" + std::to_string(::getuid()) + "-*, when no ensembled of theirs runs)");
-    if (err == ENFILE || err == ENOSPC)
+      return Status::IOError(s.message() + " (either this process's descriptors, RLIMIT_NOFILE, or, more likely, "
+                             "the POSIX message queue budget of this user, RLIMIT_MSGQUEUE / `ulimit -q`, is used "
+                             "up: raise it, or remove the queues of runs that were killed, /dev/mqueue/ens-" +
+                             std::to_string(::getuid()) + "-*, when no ensembled of theirs runs)");
+    if (err == ENOSPC)
       return Status::IOError(s.message() + " (the system's queue limit, /proc/sys/fs/mqueue/queues_max, is reached)");
     return s;
   }

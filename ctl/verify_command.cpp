@@ -41,7 +41,8 @@ StatusOr<TaskSpec> RecordedTask(const RunLayout& layout, int round, const std::s
   json m = ReadMemberRecord(path);
   std::string verified_path = layout.MemberDir(round, verified) + "/member.json";
   json rec = ReadMemberRecord(verified_path);
-  if (!m.is_object() && name != verified && rec.is_object() && rec.contains("pack_members") &&
+  // Only a missing record: a corrupt one is reported as such below.
+  if (!PathExists(path) && name != verified && rec.is_object() && rec.contains("pack_members") &&
       rec["pack_members"].is_array()) {
     for (const auto& pm : rec["pack_members"])
       if (pm.is_object() && pm.value("name", "") == name) {
@@ -52,9 +53,9 @@ StatusOr<TaskSpec> RecordedTask(const RunLayout& layout, int round, const std::s
         path = verified_path + " (pack_members: " + name + ")";
       }
   }
-  if (!m.is_object()) return Status::NotFound(path + ": missing or not JSON");
+  if (m.is_null()) return Status::NotFound(path + ": missing");
   TaskSpec t;
-  if (!m.contains("spec")) return Status::Corruption(path + ": not a member record");
+  if (!m.is_object() || !m.contains("spec")) return Status::Corruption(path + ": not a member record");
   Status s = MemberFromJson(m["spec"], &t.member);
   if (!s.ok()) return Status::Corruption(path + ": " + s.message());
   t.task_id = "verify-r" + std::to_string(round) + "-" + name;

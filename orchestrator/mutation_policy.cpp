@@ -58,13 +58,22 @@ StatusOr<std::string> RunCommand(const std::vector<std::string>& argv, const std
   const std::string name = argv[0];
   int in_pipe[2], out_pipe[2];
   if (::pipe2(in_pipe, O_CLOEXEC) != 0) return Status::FromErrno("pipe", errno);
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0) return Status::FromErrno("pipe", errno);
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) {
+    int err = errno;
+    ::close(in_pipe[0]);
+    ::close(in_pipe[1]);
+    return Status::FromErrno("pipe", err);
+  }
   std::vector<std::string> args = argv;
   std::vector<char*> cargv;
   for (auto& a : args) cargv.push_back(a.data());
   cargv.push_back(nullptr);
   pid_t pid = ::fork();
-  if (pid < 0) return Status::FromErrno("fork for mutation command", errno);
+  if (pid < 0) {
+    int err = errno;
+    for (int fd : {in_pipe[0], in_pipe[1], out_pipe[0], out_pipe[1]}) ::close(fd);
+    return Status::FromErrno("fork for mutation command", err);
+  }
   if (pid == 0) {
     ::setpgid(0, 0);  // its own group: a timeout kills whatever it started too
     ::dup2(in_pipe[0], 0);

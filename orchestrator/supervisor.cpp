@@ -167,6 +167,7 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
   };
   std::deque<std::vector<TaskSpec>> pending;
   std::map<int, int> current;     // pack -> the attempt now pending or in flight
+  std::map<int, int> reports_due;  // pack -> reports its dispatched attempt still owes
   std::set<std::string> failed_members;
   bool any_permanent = false;
   size_t finished = progress_.done.size();
@@ -181,20 +182,28 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
   std::string first_failure;
   while (finished + failed_members.size() < cfg_.members.size()) {
     if (stop_requests_ == 0 && !paused_)
-      while (!pending.empty()) {
-        // A journaled member in a re-run pack trains for the pack's sake only (publish false),
-        // decided now: a pack-mate's report may have come in since the retry was queued.
-        bool needed = false;
-        for (TaskSpec& t : pending.front()) {
-          t.publish = progress_.done.count(t.member.name) == 0;
-          needed = needed || (t.publish && !failed_members.count(t.member.name));
-        }
-        if (!needed) {
-          pending.pop_front();
+      for (auto it = pending.begin(); it != pending.end();) {
+        // A retry waits until every task of the pack's previous attempt has reported (done,
+        // failed or lost): only then is it known which members are journaled.
+        const int pack = pack_of[static_cast<size_t>(it->front().member_index)];
+        if (reports_due[pack] > 0) {
+          ++it;
           continue;
         }
-        if (!workers_->Assign(pending.front())) break;
-        pending.pop_front();
+        // A journaled (done or failed) member in a re-run pack trains for the pack's sake only
+        // (publish false): its directory is not rewritten.
+        bool needed = false;
+        for (TaskSpec& t : *it) {
+          t.publish = !progress_.done.count(t.member.name) && !failed_members.count(t.member.name);
+          needed = needed || t.publish;
+        }
+        if (!needed) {
+          it = pending.erase(it);
+          continue;
+        }
+        if (!workers_->Assign(*it)) break;
+        reports_due[pack] = static_cast<int>(it->size());
+        it = pending.erase(it);
         CrashPoint("after_dispatch");
       }
     if (stop_requests_ > 0 && workers_->BusyCount() == 0) return RoundEnd::kStopped;
@@ -208,10 +217,15 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
     round_failed_ = failed_members.size();
     ServiceTick(false);
     for (PoolEvent& e : workers_->Service()) {
+      // A pack's unpublished members may report after the round has everything it needs; such
+      // late reports reach the next round's loop and must not count there.
+      if (e.task.round != round) continue;
       const std::string& name = e.task.member.name;
       const int pack = pack_of[static_cast<size_t>(e.task.member_index)];
+      if (reports_due[pack] > 0) --reports_due[pack];  // one attempt of a pack in flight at a time
       if (e.kind == PoolEvent::kDone) {
-        if (progress_.done.count(name)) continue;  // a re-run pack trained a journaled member again (unpublished)
+        // Unpublished (trained again for its pack only), or already decided: nothing to record.
+        if (!e.task.publish || progress_.done.count(name) || failed_members.count(name)) continue;
         auto r = LoadMemberResult(e.task.out_dir, holdout_.rows(), pool_.rows());
         if (r.ok()) {
           json rec = {{"event", "member_done"}, {"round", round}, {"member", name},
@@ -259,14 +273,15 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
       bool give_up = e.task.attempt >= cfg_.max_task_attempts;
       spdlog::warn("round {} member {} attempt {} failed: {}{}", round, name, e.task.attempt, e.error,
                    give_up ? " (giving up)" : " (will retry)");
-      current[pack] = e.task.attempt + 1;
-      if (!give_up) {
+      if (!give_up) {  // the whole pack again (its bits depend on all of it)
+        current[pack] = e.task.attempt + 1;
         pending.push_back(unit(static_cast<size_t>(pack), e.task.attempt + 1));
         ++counters_.members_retried_total;
         continue;
       }
-      // A crash or an I/O error takes the whole pack's attempt down: its members fail together.
-      for (int i : packs[static_cast<size_t>(pack)]) mark_failed(i);
+      // Out of attempts: this member fails. Its pack-mates' own reports of this last attempt
+      // (done, failed or lost; every task of a pack gets one) decide theirs.
+      mark_failed(e.task.member_index);
     }
   }
   size_t failed = failed_members.size();

@@ -1,8 +1,9 @@
-// Deterministic member failures (a loss that turns non-finite): the member is marked failed
-// with its reason and not retried; the round goes on when min_members members succeeded, else
-// the run stops with exit 78 (not restarted by systemd). Inside a fused pack the failing
-// member is dropped alone: its pack-mates finish, unretried, with the bits they have when no
-// member fails. The failure is injected with ENSEMBLED_TEST_NONFINITE (common/fault_injection.h).
+// Member failures. Deterministic ones (a loss that turns non-finite): the member is marked
+// failed with its reason and not retried; the round goes on when min_members members
+// succeeded, else the run stops with exit 78 (not restarted by systemd). Inside a fused pack
+// the failing member is dropped alone: its pack-mates finish, unretried, with the bits they
+// have when no member fails. A transient one (a failed write) retries the pack. Failures are injected with ENSEMBLED_TEST_NONFINITE and
+// ENSEMBLED_TEST_FAIL_WRITE (common/fault_injection.h).
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
@@ -129,6 +130,46 @@ TEST_CASE("a packed member with a non-finite loss leaves its pack-mates' bits un
   INFO(v.out << v.err);
   CHECK(v.code == 0);
   CHECK(v.out.find("3 member(s) checked, 0 mismatch(es)") != std::string::npos);
+}
+
+// A transient failure of one packed member (its directory write fails once) retries the whole
+// pack: the mates already journaled train again unpublished (not rewritten), and their late
+// reports, which may arrive after the round is complete, count nowhere.
+TEST_CASE("a packed member's failed write retries its pack without rewriting the journaled mates",
+          "[failure][pack][integration]") {
+  TempDir tmp;
+  auto base = RunCase(tmp, "base", "\"auto\"", "", Healthy());
+  INFO(base.run.out << base.run.err);
+  REQUIRE(base.run.code == 0);
+  EnvChanges fail_once{{{"ENSEMBLED_TEST_FAIL_WRITE", "r0-m000:1"}}, {"ENSEMBLED_TEST_NONFINITE"}};
+  auto [r, recs] = RunCase(tmp, "state", "\"auto\"", "", fail_once);
+  INFO(r.out << r.err);
+  REQUIRE_FALSE(r.timed_out);
+  REQUIRE(r.code == 0);
+  CHECK(r.err.find("injected failure") != std::string::npos);
+  CHECK(Events(recs, "member_failed", 0).empty());
+  auto done0 = Events(recs, "member_done", 0);
+  REQUIRE(done0.size() == 4);
+  for (const auto& d : done0) {
+    INFO(d.dump());
+    CHECK(d["attempt"] == (d["member"] == "m000" ? 2 : 1));
+  }
+  // Every member_done belongs to its round (a late report of round 0 would carry round 0).
+  for (int round : {0, 1})
+    for (const auto& d : Events(recs, "member_done", round)) {
+      INFO(d.dump());
+      CHECK(d["metrics"]["round"] == round);
+    }
+  CHECK(Events(recs, "member_done", 1).size() == 4);
+  RunLayout layout(tmp / "state");
+  for (const char* m : {"m001", "m002", "m003"}) {  // written once, by attempt 1
+    json metrics = json::parse(ReadText(layout.MemberDir(0, m) + "/metrics.json"));
+    INFO(m);
+    CHECK(metrics["attempt"] == 1);
+  }
+  auto diffs = CompareRuns(tmp / "base", tmp / "state", 2, 4, tmp.path());
+  INFO(Joined(diffs));
+  CHECK(diffs.empty());
 }
 
 }  // namespace

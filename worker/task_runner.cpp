@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "common/atomic_file.h"
+#include "common/fault_injection.h"
 #include "common/member_result.h"
 #include "common/run_layout.h"
 #include "common/seed.h"
@@ -143,6 +144,10 @@ TaskOutcome TaskRunner::Finish(const TrainInputs& in, TrainOutputs& res, int64_t
                            {"generation", task.generation}, {"rows", task.rows},
                            {"excluded_file", task.excluded_file}, {"threads", task.threads},
                            {"pack", pack_names_}, {"pack_members", pack_members_}, {"norm", res.norm}};
+  if (WriteFailureRequested(task.task_id, task.attempt)) {  // test hook (fault_injection.h)
+    out.status = Status::IOError("write " + tmp + "/member.json: injected failure (ENSEMBLED_TEST_FAIL_WRITE)");
+    return out;
+  }
   // Every file fsynced, then the directory, then one rename publishes the member.
   // (SaveCheckpoint already wrote checkpoint.pt durably.)
   for (auto s : {WriteFileDurable(tmp + "/member.json", member.dump(2) + "\n"),
@@ -200,17 +205,23 @@ std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks,
   } else {
     st = TrainPack(ins, &res);
   }
-  bool permanent = false;
-  for (const auto& r : res) permanent = permanent || r.permanent_failure;
+  // A failure of the task as a whole: TrainMember says whether it is permanent; TrainPack's
+  // own failures are deterministic (bad inputs).
+  const bool permanent = tasks.size() == 1 ? res[0].permanent_failure : true;
   // Model, optimizer and every tensor of the task died with the trainer's frame.
   ReleaseTorchCaches();
   malloc_trim(0);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double member_seconds = seconds / static_cast<double>(tasks.size());
   for (size_t k = 0; k < tasks.size(); ++k) {
-    if (!st.ok() || !res[k].status.ok()) {
-      outs[k].status = st.ok() ? res[k].status : st;
-      outs[k].permanent = st.ok() ? res[k].permanent_failure : permanent;
+    if (!res[k].status.ok()) {  // the member's own failure inside its pack
+      outs[k].status = res[k].status;
+      outs[k].permanent = res[k].permanent_failure;
+      continue;
+    }
+    if (!st.ok()) {
+      outs[k].status = st;
+      outs[k].permanent = permanent;
       continue;
     }
     if (!tasks[k].publish) {  // its journaled directory stays as it is

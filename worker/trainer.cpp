@@ -466,7 +466,10 @@ Status TrainPack(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* 
     TrainOutputs& o = (*out)[k];
     if (!mi.checkpoint_path.empty()) {
       Status st = SaveCheckpoint(m.model, mi.checkpoint_path);
-      if (!st.ok()) return st;
+      if (!st.ok()) {  // this member's write (e.g. a full disk): transient, and its own
+        o.status = st;
+        continue;
+      }
     }
     o.holdout_pred = PredictRows(m.model, mi.holdout, mi.holdout_rows, F);
     o.pool_pred = PredictRows(m.model, mi.pool, mi.pool_rows, F);

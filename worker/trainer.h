@@ -41,8 +41,9 @@ struct TrainOutputs {
   std::vector<float> holdout_pred;
   std::vector<float> pool_pred;
   bool permanent_failure = false;       // set with a non-ok status: retrying cannot help
-  // TrainPack only: this member's own failure (a non-finite loss). The pack goes on without it
-  // and the other members' results stand; the other fields are then empty.
+  // TrainPack only: this member's own failure (a non-finite loss, permanent_failure set; or
+  // its checkpoint write). The other members' results stand; this one's other fields are
+  // then incomplete.
   Status status;
 };
 
@@ -57,7 +58,7 @@ Status TrainMember(const TrainInputs& in, TrainOutputs* out);
 // k's result in the same format as TrainMember's. REQUIRES: same rows, features, split sizes.
 // A packed member's bits depend on the whole pack (its composition is fixed by the config).
 // A member whose loss turns non-finite is dropped (out[k].status) while the others go on;
-// the returned status is for failures of the pack as a whole.
+// the returned status is for failures of the pack as a whole (deterministic: bad inputs).
 Status TrainPack(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* out);
 
 // Frees what the allocator caches (CUDA caching allocator) after a task.

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 namespace ens::testing {
@@ -16,7 +17,9 @@ class TempDir {
  public:
   TempDir() {
     char tmpl[] = "/tmp/ensembled-test-XXXXXX";
-    path_ = ::mkdtemp(tmpl);
+    const char* made = ::mkdtemp(tmpl);
+    if (made == nullptr) throw std::runtime_error("mkdtemp /tmp/ensembled-test-XXXXXX failed");
+    path_ = made;
   }
   ~TempDir() {
     std::error_code ec;
