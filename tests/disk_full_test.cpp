@@ -125,13 +125,18 @@ DiskFull RunDiskFull(TempDir& tmp) {
   return d;
 }
 
+// Runs the scenario into *d; false (with a WARN saying why) when it could not run here.
+bool RanOnFullDisk(TempDir& tmp, DiskFull* d) {
+  *d = RunDiskFull(tmp);
+  if (d->skipped.empty()) return true;
+  WARN("SKIPPED: " << d->skipped);
+  return false;
+}
+
 TEST_CASE("a full disk stops the run with an error and leaves a sound journal", "[resilience][disk_full]") {
   TempDir tmp;
-  DiskFull d = RunDiskFull(tmp);
-  if (!d.skipped.empty()) {
-    WARN("SKIPPED: " << d.skipped);
-    return;
-  }
+  DiskFull d;
+  if (!RanOnFullDisk(tmp, &d)) return;
   INFO("run on the 3 MiB tmpfs:\n" << d.run.out << d.run.err);
   CHECK(d.unmounted);
   REQUIRE_FALSE(d.run.timed_out);
@@ -157,11 +162,8 @@ TEST_CASE("a full disk stops the run with an error and leaves a sound journal", 
 // on the full disk left partial files in <member>.tmp.)
 TEST_CASE("the state of a run stopped by a full disk resumes on a bigger disk", "[resilience][disk_full]") {
   TempDir tmp;
-  DiskFull d = RunDiskFull(tmp);
-  if (!d.skipped.empty()) {
-    WARN("SKIPPED: " << d.skipped);
-    return;
-  }
+  DiskFull d;
+  if (!RanOnFullDisk(tmp, &d)) return;
   INFO("run on the 3 MiB tmpfs:\n" << d.run.out << d.run.err);
   REQUIRE(d.run.code != 0);
   CHECK(d.unmounted);
@@ -190,11 +192,8 @@ TEST_CASE("the state of a run stopped by a full disk resumes on a bigger disk", 
 // What an operator needs from the error: which file, and that the disk is full.
 TEST_CASE("a full disk is reported as 'No space left' naming the path", "[resilience][disk_full]") {
   TempDir tmp;
-  DiskFull d = RunDiskFull(tmp);
-  if (!d.skipped.empty()) {
-    WARN("SKIPPED: " << d.skipped);
-    return;
-  }
+  DiskFull d;
+  if (!RanOnFullDisk(tmp, &d)) return;
   INFO("run on the 3 MiB tmpfs:\n" << d.run.out << d.run.err);
   REQUIRE(d.run.code != 0);
   INFO("[error] lines:\n" << d.error_lines);
@@ -206,11 +205,8 @@ TEST_CASE("a full disk is reported as 'No space left' naming the path", "[resili
 // systemd never to restart (RestartPreventExitStatus=78).
 TEST_CASE("a full disk exits with the transient failure code and not 78", "[resilience][disk_full]") {
   TempDir tmp;
-  DiskFull d = RunDiskFull(tmp);
-  if (!d.skipped.empty()) {
-    WARN("SKIPPED: " << d.skipped);
-    return;
-  }
+  DiskFull d;
+  if (!RanOnFullDisk(tmp, &d)) return;
   INFO("run on the 3 MiB tmpfs:\n" << d.run.out << d.run.err);
   REQUIRE(d.run.code != 0);
   CHECK(d.run.code == 1);  // exit_code::kTransientFailure

@@ -104,18 +104,25 @@ void CheckJournalIntact(const std::string& state) {
     }
 }
 
+// Runs the config undisturbed in tmp/calm (it must succeed), then starts the same config in
+// tmp/stop as *run. Returns the undisturbed run.
+TimedRun CalmThenStart(const TempDir& tmp, int rounds, int members, int epochs, Watched* run) {
+  WriteText(tmp / "calm.json", Config(tmp / "calm", rounds, members, epochs));
+  WriteText(tmp / "stop.json", Config(tmp / "stop", rounds, members, epochs));
+  TimedRun calm = RunEnsembled(tmp / "calm.json", tmp.path(), {}, 90);
+  INFO(calm.out << calm.err);
+  REQUIRE(calm.code == 0);
+  run->pid = SpawnEnv({BinaryPath("ensembled"), "run", "--config", tmp / "stop.json"}, tmp / "stop.out",
+                      tmp / "stop.err");
+  return calm;
+}
+
 TEST_CASE("SIGTERM once lets running members finish and exits 0 and the run resumes to the same bits",
           "[resilience][stop]") {
   const int rounds = 2, members = 4, epochs = 60;
   TempDir tmp;
-  WriteText(tmp / "calm.json", Config(tmp / "calm", rounds, members, epochs));
-  WriteText(tmp / "stop.json", Config(tmp / "stop", rounds, members, epochs));
-  auto calm = RunEnsembled(tmp / "calm.json", tmp.path(), {}, 90);
-  INFO(calm.out << calm.err);
-  REQUIRE(calm.code == 0);
-
   Watched run;
-  run.pid = SpawnEnv({BinaryPath("ensembled"), "run", "--config", tmp / "stop.json"}, tmp / "stop.out", tmp / "stop.err");
+  TimedRun calm = CalmThenStart(tmp, rounds, members, epochs, &run);
   bool got_one = run.Until([&] { return DoneNow(tmp / "stop") >= 1; }, 60);
   INFO("stop run:\n" << ReadText(tmp / "stop.out") << ReadText(tmp / "stop.err"));
   REQUIRE(got_one);
@@ -174,14 +181,8 @@ TEST_CASE("SIGTERM twice stops at once and the run still resumes to the same bit
   // Slow members (~5 s each): a graceful stop would take seconds, a stop at once does not.
   const int rounds = 1, members = 2, epochs = 200;
   TempDir tmp;
-  WriteText(tmp / "calm.json", Config(tmp / "calm", rounds, members, epochs));
-  WriteText(tmp / "stop.json", Config(tmp / "stop", rounds, members, epochs));
-  auto calm = RunEnsembled(tmp / "calm.json", tmp.path(), {}, 90);
-  INFO(calm.out << calm.err);
-  REQUIRE(calm.code == 0);
-
   Watched run;
-  run.pid = SpawnEnv({BinaryPath("ensembled"), "run", "--config", tmp / "stop.json"}, tmp / "stop.out", tmp / "stop.err");
+  TimedRun calm = CalmThenStart(tmp, rounds, members, epochs, &run);
   std::string status_file = RunLayout(tmp / "stop").StatusFile();
   bool busy = run.Until(
       [&] {

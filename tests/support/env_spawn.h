@@ -44,10 +44,8 @@ struct EnvChanges {
   std::vector<std::string> unset;
 };
 
-// Like Spawn() in process_harness.h, but the child gets this process's environment with
-// `env` applied. argv/envp are built before fork (the child only dup2s and execs).
-inline pid_t SpawnEnv(const std::vector<std::string>& argv, const std::string& out_file,
-                      const std::string& err_file, const EnvChanges& env = {}) {
+// This process's environment with `env` applied, as "KEY=value" strings.
+inline std::vector<std::string> EnvironmentWith(const EnvChanges& env) {
   std::map<std::string, std::string> vars;
   for (char** e = environ; *e; ++e) {
     const char* eq = std::strchr(*e, '=');
@@ -55,23 +53,19 @@ inline pid_t SpawnEnv(const std::vector<std::string>& argv, const std::string& o
   }
   for (const auto& k : env.unset) vars.erase(k);
   for (const auto& [k, v] : env.set) vars[k] = v;
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : vars) env_strings.push_back(k + "=" + v);
-  std::vector<char*> envp, args;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_copy = argv;
-  for (auto& a : argv_copy) args.push_back(a.data());
-  args.push_back(nullptr);
+  std::vector<std::string> out;
+  for (const auto& [k, v] : vars) out.push_back(k + "=" + v);
+  return out;
+}
+
+// Like Spawn() in process_harness.h, but the child gets this process's environment with
+// `env` applied. argv/envp are built before fork (the child only dup2s and execs).
+inline pid_t SpawnEnv(const std::vector<std::string>& argv, const std::string& out_file,
+                      const std::string& err_file, const EnvChanges& env = {}) {
+  std::vector<std::string> env_strings = EnvironmentWith(env), argv_copy = argv;
+  std::vector<char*> envp = NullTerminated(env_strings), args = NullTerminated(argv_copy);
   pid_t pid = ::fork();
-  if (pid == 0) {
-    int out = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int err = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    ::dup2(out, 1);
-    ::dup2(err, 2);
-    ::execve(args[0], args.data(), envp.data());
-    ::_exit(127);
-  }
+  if (pid == 0) ExecRedirected(args.data(), envp.data(), out_file.c_str(), err_file.c_str());
   return pid;
 }
 

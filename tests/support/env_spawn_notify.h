@@ -25,24 +25,13 @@ namespace ens::testing {
 // only formats digits into a preallocated buffer, dup2s and execs.
 inline pid_t SpawnNotifyEnv(const std::vector<std::string>& argv, const std::string& out_file,
                             const std::string& err_file, const EnvChanges& env, bool watchdog_pid_self) {
-  std::map<std::string, std::string> vars;
-  for (char** e = environ; *e; ++e) {
-    const char* eq = std::strchr(*e, '=');
-    if (eq) vars[std::string(*e, static_cast<size_t>(eq - *e))] = eq + 1;
-  }
-  for (const auto& k : env.unset) vars.erase(k);
-  for (const auto& [k, v] : env.set) vars[k] = v;
-  vars.erase("WATCHDOG_PID");
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : vars) env_strings.push_back(k + "=" + v);
-  std::vector<char*> envp, args;
-  for (auto& s : env_strings) envp.push_back(s.data());
+  EnvChanges changes = env;
+  changes.set.erase("WATCHDOG_PID");  // only the child's own pid, or none
+  changes.unset.push_back("WATCHDOG_PID");
+  std::vector<std::string> env_strings = EnvironmentWith(changes), argv_copy = argv;
+  std::vector<char*> envp = NullTerminated(env_strings), args = NullTerminated(argv_copy);
   char pid_var[48] = "WATCHDOG_PID=";
-  if (watchdog_pid_self) envp.push_back(pid_var);
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_copy = argv;
-  for (auto& a : argv_copy) args.push_back(a.data());
-  args.push_back(nullptr);
+  if (watchdog_pid_self) envp.insert(envp.end() - 1, pid_var);
   pid_t pid = ::fork();
   if (pid == 0) {
     if (watchdog_pid_self) {
@@ -53,12 +42,7 @@ inline pid_t SpawnNotifyEnv(const std::vector<std::string>& argv, const std::str
       while (n > 0) pid_var[at++] = digits[--n];
       pid_var[at] = '\0';
     }
-    int out = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int err = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    ::dup2(out, 1);
-    ::dup2(err, 2);
-    ::execve(args[0], args.data(), envp.data());
-    ::_exit(127);
+    ExecRedirected(args.data(), envp.data(), out_file.c_str(), err_file.c_str());
   }
   return pid;
 }

@@ -22,21 +22,34 @@ namespace ens::testing {
 
 inline std::string BinaryPath(const std::string& name) { return std::string(ENS_BINARY_DIR) + "/" + name; }
 
+// char* views of `strings`, null-terminated (for execv/execve); built before fork.
+inline std::vector<char*> NullTerminated(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// In a forked child: stdout/stderr to the files, then exec args[0] with `envp` (null: this
+// environment). Allocates nothing. Never returns.
+[[noreturn]] inline void ExecRedirected(char* const* args, char* const* envp, const char* out_file,
+                                        const char* err_file) {
+  int out = ::open(out_file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  int err = ::open(err_file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ::dup2(out, 1);
+  ::dup2(err, 2);
+  if (envp) ::execve(args[0], args, envp);
+  else ::execv(args[0], args);
+  ::_exit(127);
+}
+
 // Starts argv[0] with stdout/stderr redirected to files; returns the pid.
 inline pid_t Spawn(const std::vector<std::string>& argv, const std::string& out_file,
                    const std::string& err_file) {
+  std::vector<std::string> argv_copy = argv;
+  std::vector<char*> args = NullTerminated(argv_copy);
   pid_t pid = ::fork();
-  if (pid == 0) {
-    int out = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int err = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    ::dup2(out, 1);
-    ::dup2(err, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
+  if (pid == 0) ExecRedirected(args.data(), nullptr, out_file.c_str(), err_file.c_str());
   return pid;
 }
 
