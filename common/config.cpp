@@ -55,14 +55,16 @@ constexpr std::array kEarlyStopKeys{"enabled"sv, "monitor"sv, "patience"sv, "min
 constexpr std::array kMutationKeys{"policy"sv, "k"sv, "argv"sv, "timeout_s"sv};
 constexpr std::array kRoundsKeys{"count"sv, "stop_below_error"sv};
 
-constexpr std::array kActivations{"relu"sv, "tanh"sv, "sigmoid"sv, "swish"sv, "gelu"sv, "linear"sv};
-constexpr std::array kInitializers{"glorot_uniform"sv, "he_uniform"sv, "lecun_normal"sv};
-constexpr std::array kLosses{"mse"sv, "mae"sv, "huber"sv};
-constexpr std::array kOptimizers{"adam"sv, "adamw"sv, "sgd"sv};
-constexpr std::array kMonitors{"val_loss"sv, "val_mae"sv, "val_mse"sv};
-constexpr std::array kSplits{"random"sv, "bootstrap"sv};
 constexpr std::array kSources{"synthetic"sv, "csv"sv, "npy"sv};
 constexpr std::array kPolicies{"none"sv, "append_from_pool"sv, "query_by_committee"sv, "command"sv};
+
+// The allowed names of each member option enum (common/member_options.h), for messages.
+constexpr Words NamesOf(Activation) { return kActivationNames; }
+constexpr Words NamesOf(Initializer) { return kInitializerNames; }
+constexpr Words NamesOf(LossKind) { return kLossNames; }
+constexpr Words NamesOf(OptimizerKind) { return kOptimizerNames; }
+constexpr Words NamesOf(Monitor) { return kMonitorNames; }
+constexpr Words NamesOf(SplitKind) { return kSplitNames; }
 
 // A member count is a list size; a typo like 1e6 must not allocate a million specs.
 constexpr int kMaxMembers = 10000;
@@ -242,6 +244,14 @@ class Validator {
     };
     return String(obj, ptr, key, out, "must be one of " + Join(allowed), listed, hint);
   }
+  // A member option, given by its name in member_options.h and stored as its enum.
+  template <typename E>
+  bool Enum(const json& obj, const std::string& ptr, std::string_view key, E* out) {
+    std::string name;
+    if (!Enum(obj, ptr, key, NamesOf(E{}), &name)) return false;
+    *out = *Parse<E>(name);  // Enum accepted only a listed name, so Parse succeeds
+    return true;
+  }
   bool Path(const json& obj, const std::string& ptr, std::string_view key,
             const std::string& base_dir, std::string* out) {
     if (!String(obj, ptr, key, out)) return false;
@@ -311,7 +321,7 @@ void ReadLayers(Validator& v, const json& obj, const std::string& ptr, MemberSpe
     if (!v.Object(l, lp, kLayerKeys)) continue;
     if (!l.contains("units")) v.Error(Child(lp, "units"), "is required");
     v.Int(l, lp, "units", 1, INT_MAX, &layers[i].units);
-    v.Enum(l, lp, "activation", kActivations, &layers[i].activation);
+    v.Enum(l, lp, "activation", &layers[i].activation);
     v.Number(l, lp, "dropout", kFraction, &layers[i].dropout);
   }
   m->layers = std::move(layers);  // a layer list replaces, never merges
@@ -323,7 +333,7 @@ void ReadEarlyStopping(Validator& v, const json& obj, const std::string& ptr,
   const json* j = v.Section(obj, ptr, "early_stopping", kEarlyStopKeys);
   if (j == nullptr) return;
   v.Bool(*j, p, "enabled", &es->enabled);
-  v.Enum(*j, p, "monitor", kMonitors, &es->monitor);
+  v.Enum(*j, p, "monitor", &es->monitor);
   v.Int(*j, p, "patience", 0, INT_MAX, &es->patience);
   v.Number(*j, p, "min_delta", kNonNegative, &es->min_delta);
   v.Bool(*j, p, "restore_best", &es->restore_best);
@@ -344,12 +354,12 @@ void OverlayMember(Validator& v, const json& j, const std::string& ptr, PartialM
   v.Name(j, ptr, "name", &m->name);
   if (j.contains("layers")) pm->layers_at = Child(ptr, "layers");
   ReadLayers(v, j, ptr, m);
-  v.Enum(j, ptr, "initializer", kInitializers, &m->initializer);
+  v.Enum(j, ptr, "initializer", &m->initializer);
   v.Number(j, ptr, "l1", kNonNegative, &m->l1);
   v.Number(j, ptr, "l2", kNonNegative, &m->l2);
-  v.Enum(j, ptr, "loss", kLosses, &m->loss);
+  v.Enum(j, ptr, "loss", &m->loss);
   v.Number(j, ptr, "huber_delta", kPositive, &m->huber_delta);
-  v.Enum(j, ptr, "optimizer", kOptimizers, &m->optimizer);
+  v.Enum(j, ptr, "optimizer", &m->optimizer);
   v.Number(j, ptr, "lr", kPositive, &m->lr);
   if (j.contains("weight_decay")) pm->weight_decay_given = true;
   v.Number(j, ptr, "weight_decay", kNonNegative, &m->weight_decay);
@@ -357,7 +367,7 @@ void OverlayMember(Validator& v, const json& j, const std::string& ptr, PartialM
   v.Int(j, ptr, "epochs", 1, INT_MAX, &m->epochs);
   v.Int(j, ptr, "batch_size", 1, INT_MAX, &m->batch_size);
   ReadEarlyStopping(v, j, ptr, &m->early_stopping);
-  v.Enum(j, ptr, "split", kSplits, &m->split);
+  v.Enum(j, ptr, "split", &m->split);
   v.Number(j, ptr, "validation_split", kOpenFraction, &m->validation_split);
   v.Unsigned(j, ptr, "seed_offset", &m->seed_offset);
 }
@@ -369,7 +379,7 @@ MemberSpec FinishMember(Validator& v, PartialMember pm) {
     v.Error(Child(pm.origin, "layers"),
             "every member needs at least one layer (set \"layers\" here or in the defaults)");
   }
-  if (pm.spec.optimizer == "adamw" && !pm.weight_decay_given) {
+  if (pm.spec.optimizer == OptimizerKind::kAdamW && !pm.weight_decay_given) {
     pm.spec.weight_decay = kAdamwDefaultWeightDecay;
   }
   return std::move(pm.spec);
@@ -754,28 +764,29 @@ StatusOr<Config> LoadConfigFile(const std::string& path) {
 nlohmann::json MemberToJson(const MemberSpec& m) {
   json layers = json::array();
   for (const LayerSpec& l : m.layers) {
-    layers.push_back({{"units", l.units}, {"activation", l.activation}, {"dropout", l.dropout}});
+    layers.push_back(
+        {{"units", l.units}, {"activation", Name(l.activation)}, {"dropout", l.dropout}});
   }
   const EarlyStoppingSpec& es = m.early_stopping;
   json early_stopping = {{"enabled", es.enabled},
-                         {"monitor", es.monitor},
+                         {"monitor", Name(es.monitor)},
                          {"patience", es.patience},
                          {"min_delta", es.min_delta},
                          {"restore_best", es.restore_best}};
   json out = {{"layers", std::move(layers)},
-              {"initializer", m.initializer},
+              {"initializer", Name(m.initializer)},
               {"l1", m.l1},
               {"l2", m.l2},
-              {"loss", m.loss},
+              {"loss", Name(m.loss)},
               {"huber_delta", m.huber_delta},
-              {"optimizer", m.optimizer},
+              {"optimizer", Name(m.optimizer)},
               {"lr", m.lr},
               {"weight_decay", m.weight_decay},
               {"momentum", m.momentum},
               {"epochs", m.epochs},
               {"batch_size", m.batch_size},
               {"early_stopping", std::move(early_stopping)},
-              {"split", m.split},
+              {"split", Name(m.split)},
               {"validation_split", m.validation_split},
               {"seed_offset", m.seed_offset}};
   // Unnamed (not yet resolved) specs omit the name, which stays empty on the way back.

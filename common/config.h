@@ -14,22 +14,24 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/member_options.h"
 #include "common/status.h"
 
 namespace ens {
 
 struct LayerSpec {
   int units = 0;                      // REQUIRED, >= 1
-  std::string activation = "relu";    // relu | tanh | sigmoid | swish | gelu | linear. Default: relu
+  // relu | tanh | sigmoid | swish | gelu | linear. Default: relu
+  Activation activation = Activation::kRelu;
   double dropout = 0.0;               // [0, 1). Default: 0
 };
 
 struct EarlyStoppingSpec {
-  bool enabled = false;               // Default: false
-  std::string monitor = "val_loss";   // val_loss | val_mae | val_mse. Default: val_loss
-  int patience = 10;                  // >= 0. Default: 10
-  double min_delta = 0.0;             // >= 0. Default: 0
-  bool restore_best = true;           // Default: true
+  bool enabled = false;                 // Default: false
+  Monitor monitor = Monitor::kValLoss;  // val_loss | val_mae | val_mse. Default: val_loss
+  int patience = 10;                    // >= 0. Default: 10
+  double min_delta = 0.0;               // >= 0. Default: 0
+  bool restore_best = true;             // Default: true
 };
 
 // Everything needed to build and train one member. Pure data: the same spec, seed and
@@ -37,19 +39,21 @@ struct EarlyStoppingSpec {
 struct MemberSpec {
   std::string name;                         // Default: "m<index>" (3 digits)
   std::vector<LayerSpec> layers;            // hidden layers; output layer (1 unit, linear) implied
-  std::string initializer = "glorot_uniform";  // glorot_uniform | he_uniform | lecun_normal. Default: glorot_uniform
+  // glorot_uniform | he_uniform | lecun_normal. Default: glorot_uniform
+  Initializer initializer = Initializer::kGlorotUniform;
   double l1 = 0.0;                          // L1 on kernels. Default: 0
   double l2 = 0.0;                          // L2 on kernels. Default: 0
-  std::string loss = "mse";                 // mse | mae | huber. Default: mse
+  LossKind loss = LossKind::kMse;           // mse | mae | huber. Default: mse
   double huber_delta = 1.0;                 // > 0. Default: 1.0
-  std::string optimizer = "adam";           // adam | adamw | sgd. Default: adam
+  // adam | adamw | sgd. Default: adam
+  OptimizerKind optimizer = OptimizerKind::kAdam;
   double lr = 1e-3;                         // > 0. Default: 0.001
   double weight_decay = 0.0;                // adamw/sgd. Default: 0 (adamw: 0.01)
   double momentum = 0.0;                    // sgd only. Default: 0
   int epochs = 50;                          // >= 1. Default: 50
   int batch_size = 32;                      // >= 1. Default: 32
   EarlyStoppingSpec early_stopping;
-  std::string split = "random";             // random | bootstrap. Default: random
+  SplitKind split = SplitKind::kRandom;     // random | bootstrap. Default: random
   double validation_split = 0.2;            // (0, 1). Default: 0.2
   uint64_t seed_offset = 0;                 // added to the member index before seed mixing. Default: 0
 };
@@ -150,7 +154,8 @@ struct ConfigError {
 std::vector<ConfigError> ValidateConfigText(const std::string& text, const std::string& base_dir,
                                             Config* out);
 
-// Serialisation of one member (used in task messages and checkpoints).
+// Serialisation of one member (used in task messages and checkpoints). Options are written
+// by their names in member_options.h; MemberFromJson rejects an unknown name.
 nlohmann::json MemberToJson(const MemberSpec& m);
 Status MemberFromJson(const nlohmann::json& j, MemberSpec* out);
 

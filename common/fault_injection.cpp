@@ -42,4 +42,19 @@ bool WriteFailureRequested(const std::string& task_id, int attempt) {
   return Listed("ENSEMBLED_TEST_FAIL_WRITE", task_id + ":" + std::to_string(attempt));
 }
 
+bool OutOfMemoryRequested(size_t pack_size) {
+  const char* spec = std::getenv("ENSEMBLED_TEST_TORCH_ERROR");
+  constexpr char kPrefix[] = "oom_above:";
+  if (spec == nullptr || std::strncmp(spec, kPrefix, sizeof(kPrefix) - 1) != 0) return false;
+  return pack_size > std::strtoull(spec + sizeof(kPrefix) - 1, nullptr, 10);
+}
+
+bool TorchErrorRequested(const std::string& task_id) {
+  const char* spec = std::getenv("ENSEMBLED_TEST_TORCH_ERROR");
+  constexpr char kPrefix[] = "error:";
+  if (spec == nullptr || std::strncmp(spec, kPrefix, sizeof(kPrefix) - 1) != 0) return false;
+  std::string list = "," + std::string(spec + sizeof(kPrefix) - 1) + ",";
+  return !task_id.empty() && list.find("," + task_id + ",") != std::string::npos;
+}
+
 }  // namespace ens

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+
 namespace ens::ctl {
 
 // Reads the run state (run.json, journal, summaries) and prints where the run stands; when
@@ -22,10 +24,28 @@ int Predict(const std::string& state_dir, int round, const std::string& input_cs
 // and compares them bit for bit with the recorded ones. `member` non-empty: just that one;
 // else `sample` > 0: that many, chosen repeatably; else all. Exit kVerifyMismatch on any difference.
 int Verify(const std::string& state_dir, int round, const std::string& member, int sample);
+// Writes one TorchScript module to `output` whose forward(x) returns (mean, std) over the
+// members of `round` (-1: latest committed), via `ensemble-worker export`.
+int Export(const std::string& state_dir, int round, const std::string& output);
 // Prints every config error as "<JSON pointer>: <message>"; non-zero exit when any.
 int ValidateConfig(const std::string& path);
 // Runs a program (argv[0] a path) and waits; returns its exit code, or -signal.
 // `stdout_path` non-empty: the program's stdout goes to that file.
 int RunAndWait(const std::vector<std::string>& argv, const std::string& stdout_path = "");
+// The ensemble-worker to run: $ENSEMBLED_WORKER, else the one next to ensemblectl.
+std::string WorkerBinary();
+
+// A committed round of a run and its members, in the order its summary lists them.
+struct CommittedRound {
+  int round = 0;
+  std::vector<std::string> members;      // names
+  std::vector<std::string> member_dirs;  // RunLayout::MemberDir of each
+};
+// Round `round` (-1: the latest committed) of the run in `state_dir`, from its journal and
+// summary. Errors name the file at fault; kInvalidArgument only when `round` is not committed.
+StatusOr<CommittedRound> FindCommittedRound(const std::string& state_dir, int round);
+// The exit code for a FindCommittedRound error: kUsage for a round that is not committed,
+// else kPermanentFailure (no run there, or its state is unreadable: retrying cannot help).
+int RoundErrorExitCode(const Status& s);
 
 }  // namespace ens::ctl

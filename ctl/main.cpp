@@ -66,6 +66,13 @@ int main(int argc, char** argv) {
   auto* some = verify->add_option("--sample", sample, "this many members, chosen repeatably")->excludes(only);
   verify->add_flag("--all", all, "every member of the round (the default)")->excludes(only)->excludes(some);
 
+  std::string export_file;
+  auto* export_cmd =
+      app.add_subcommand("export", "one TorchScript file of a round's members: forward(x) -> (mean, std)");
+  export_cmd->add_option("--state-dir,-s", state_dir, "the run's state directory")->required();
+  export_cmd->add_option("--round,-r", round, "round whose members are exported (default: latest committed)");
+  export_cmd->add_option("--output,-o", export_file, "TorchScript file to write (e.g. ensemble.pt)")->required();
+
   auto* validate = app.add_subcommand("validate-config", "check a config; print every error");
   validate->add_option("config", config, "config file")->required();
   CLI11_PARSE(app, argc, argv);
@@ -75,5 +82,6 @@ int main(int argc, char** argv) {
     if (*c) return ens::ctl::Control(state_dir, socket, c->get_name());
   if (*predict) return ens::ctl::Predict(state_dir, round, input, output);
   if (*verify) return ens::ctl::Verify(state_dir, round, member, sample);
+  if (*export_cmd) return ens::ctl::Export(state_dir, round, export_file);
   return ens::ctl::ValidateConfig(config);
 }

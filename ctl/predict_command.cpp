@@ -42,41 +42,61 @@ int RunAndWait(const std::vector<std::string>& argv, const std::string& stdout_p
   return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
 }
 
-namespace {
-
 std::string WorkerBinary() {
   const char* env = std::getenv("ENSEMBLED_WORKER");
   return env ? env : SelfDir() + "/ensemble-worker";
 }
 
-}  // namespace
+StatusOr<CommittedRound> FindCommittedRound(const std::string& state_dir, int round) {
+  RunLayout layout(state_dir);
+  auto recs = ReadJournal(layout.JournalFile());
+  if (!recs.ok()) {
+    const Status& s = recs.status();
+    if (s.code() != Status::Code::kNotFound) return s;
+    return Status::NotFound(s.message() + " (no run in " + state_dir + "?)");
+  }
+  RunProgress p = ReplayJournal(*recs);
+  if (p.committed.empty()) return Status::NotFound("no round of " + state_dir + " is committed yet");
+  const int last = p.committed.back().value("round", 0);
+  if (round < 0) round = last;
+  if (round >= static_cast<int>(p.committed.size()))
+    return Status::InvalidArgument("round " + std::to_string(round) + " is not committed (last: " +
+                                   std::to_string(last) + ")");
+  const std::string path = layout.SummaryFile(round);
+  auto text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  json summary = json::parse(*text, nullptr, false);
+  if (summary.is_discarded() || !summary.is_object() || !summary.contains("members") ||
+      !summary["members"].is_array())
+    return Status::Corruption(path + ": not a round summary");
+  CommittedRound out;
+  out.round = round;
+  for (const auto& m : summary["members"]) {
+    std::string name = m.is_object() ? m.value("member", "") : "";
+    if (name.empty()) return Status::Corruption(path + ": a member without a name");
+    out.members.push_back(name);
+    out.member_dirs.push_back(layout.MemberDir(round, name));
+  }
+  return out;
+}
+
+int RoundErrorExitCode(const Status& s) {
+  return s.code() == Status::Code::kInvalidArgument ? exit_code::kUsage : exit_code::kPermanentFailure;
+}
 
 int Predict(const std::string& state_dir, int round, const std::string& input_csv, const std::string& output_csv) {
   RunLayout layout(state_dir);
   auto run_text = ReadFile(layout.RunFile());
-  auto recs = ReadJournal(layout.JournalFile());
-  if (!run_text.ok() || !recs.ok()) {
-    std::cerr << "ensemblectl predict: " << (!run_text.ok() ? run_text.status() : recs.status()).message() << "\n";
+  if (!run_text.ok()) {
+    std::cerr << "ensemblectl predict: " << run_text.status().message() << "\n";
     return exit_code::kPermanentFailure;
   }
   json run = json::parse(*run_text, nullptr, false);
-  RunProgress p = ReplayJournal(*recs);
-  if (p.committed.empty()) {
-    std::cerr << "ensemblectl predict: no round of " << state_dir << " is committed yet\n";
-    return exit_code::kPermanentFailure;
+  auto committed = FindCommittedRound(state_dir, round);
+  if (!committed.ok()) {
+    std::cerr << "ensemblectl predict: " << committed.status().message() << "\n";
+    return RoundErrorExitCode(committed.status());
   }
-  if (round < 0) round = p.committed.back().value("round", 0);
-  if (round >= static_cast<int>(p.committed.size())) {
-    std::cerr << "ensemblectl predict: round " << round << " is not committed (last: "
-              << p.committed.back().value("round", 0) << ")\n";
-    return exit_code::kUsage;
-  }
-  auto summary_text = ReadFile(layout.SummaryFile(round));
-  if (!summary_text.ok()) {
-    std::cerr << "ensemblectl predict: " << summary_text.status().message() << "\n";
-    return exit_code::kPermanentFailure;
-  }
-  json summary = json::parse(*summary_text, nullptr, false);
   std::vector<std::string> names = run.value("feature_names", std::vector<std::string>{});
   auto table = LoadCsv(input_csv, names, "");
   if (!table.ok()) {
@@ -92,8 +112,8 @@ int Predict(const std::string& state_dir, int round, const std::string& input_cs
   (void)WriteFileAtomic(tmp + "/in.f32", FloatsToBytes(table->x));
   std::vector<std::string> argv = {WorkerBinary(), "predict", "--input", tmp + "/in.f32", "--features",
                                    std::to_string(table->features), "--output", tmp + "/out.f32"};
-  for (const auto& m : summary["members"]) argv.push_back(layout.MemberDir(round, m.value("member", "")) + "/checkpoint.pt");
-  size_t k = summary["members"].size();
+  for (const auto& dir : committed->member_dirs) argv.push_back(dir + "/checkpoint.pt");
+  size_t k = committed->member_dirs.size();
   int rc = RunAndWait(argv);
   auto preds = rc == 0 ? ReadFloats(tmp + "/out.f32", k * table->rows()) : StatusOr<std::vector<float>>(
                                                                           Status::Internal("worker exited with " + std::to_string(rc)));

@@ -1,33 +1,53 @@
 #include "orchestrator/pack_plan.h"
 
+#include <algorithm>
 #include <map>
 
 #include <nlohmann/json.hpp>
 
 namespace ens {
+namespace {
+
+// Cuts `group` into `parts` contiguous runs whose sizes differ by at most one.
+void Cut(const std::vector<int>& group, size_t parts, std::vector<std::vector<int>>* out) {
+  size_t begin = 0;
+  for (size_t p = 0; p < parts; ++p) {
+    size_t len = group.size() / parts + (p < group.size() % parts ? 1 : 0);
+    out->emplace_back(group.begin() + begin, group.begin() + begin + len);
+    begin += len;
+  }
+}
+
+}  // namespace
 
 std::string PackKey(const MemberSpec& m) {
   nlohmann::json layers = nlohmann::json::array();
-  for (const auto& l : m.layers) layers.push_back({l.units, l.activation, l.dropout});
-  return nlohmann::json{layers, m.loss, m.huber_delta, m.optimizer, m.lr, m.weight_decay, m.momentum,
-                        m.epochs, m.batch_size, m.l1, m.l2, m.validation_split}
+  for (const auto& l : m.layers) layers.push_back({l.units, Name(l.activation)});
+  return nlohmann::json{layers, Name(m.loss), Name(m.optimizer), m.batch_size, Name(m.initializer),
+                        m.validation_split}
       .dump();
 }
 
-std::vector<std::vector<int>> PlanPacks(const std::vector<MemberSpec>& members, int pack_size) {
-  int cap = pack_size == 0 ? kAutoPackCap : std::max(1, pack_size);
-  std::vector<std::vector<int>> packs;
-  std::map<std::string, size_t> open;  // key -> index of its pack still filling
+std::vector<std::vector<int>> PlanPacks(const std::vector<MemberSpec>& members, int pack_size, int workers) {
+  std::vector<std::vector<int>> groups;  // compatible members, in order of their first member
+  std::map<std::string, size_t> group_of;
   for (size_t i = 0; i < members.size(); ++i) {
-    std::string key = PackKey(members[i]);
-    auto it = open.find(key);
-    if (it == open.end() || static_cast<int>(packs[it->second].size()) >= cap) {
-      packs.push_back({});
-      open[key] = packs.size() - 1;
-      it = open.find(key);
-    }
-    packs[it->second].push_back(static_cast<int>(i));
+    auto [it, fresh] = group_of.emplace(PackKey(members[i]), groups.size());
+    if (fresh) groups.emplace_back();
+    groups[it->second].push_back(static_cast<int>(i));
   }
+  std::vector<std::vector<int>> packs;
+  for (const auto& g : groups) {
+    const size_t n = g.size();
+    if (pack_size == 0) {
+      size_t by_cap = (n + kAutoPackCap - 1) / kAutoPackCap;
+      Cut(g, std::max(by_cap, std::min(n, static_cast<size_t>(std::max(1, workers)))), &packs);
+      continue;
+    }
+    const size_t cap = static_cast<size_t>(std::max(1, pack_size));
+    for (size_t b = 0; b < n; b += cap) packs.emplace_back(g.begin() + b, g.begin() + std::min(n, b + cap));
+  }
+  std::sort(packs.begin(), packs.end(), [](const auto& a, const auto& b) { return a.front() < b.front(); });
   return packs;
 }
 

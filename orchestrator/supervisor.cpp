@@ -154,9 +154,10 @@ bool Supervisor::HandleSignals() {
 }
 
 Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
-  // The dispatch unit is a pack (a single member when packing is off). Its composition comes
-  // from the config alone, so a retried or resumed pack trains exactly the same bits.
-  const std::vector<std::vector<int>> packs = PlanPacks(cfg_.members, cfg_.pack_size);
+  // The dispatch unit is a pack (a single member when packing is off). A member's bits do not
+  // depend on its pack, so the plan may follow the worker count.
+  const std::vector<std::vector<int>> packs =
+      PlanPacks(cfg_.members, cfg_.pack_size, static_cast<int>(workers_->slots().size()));
   std::vector<int> pack_of(cfg_.members.size());
   for (size_t p = 0; p < packs.size(); ++p)
     for (int i : packs[p]) pack_of[static_cast<size_t>(i)] = static_cast<int>(p);

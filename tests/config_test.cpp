@@ -89,6 +89,11 @@ TEST_CASE("example.json parses into the documented demo", "[config]") {
   CHECK_FALSE(c.rounds.stop_below_error.has_value());
   CHECK(c.heartbeat_timeout_s == 60.0);
   CHECK(c.max_task_attempts == 3);
+  CHECK(c.pack_size == 0);  // "auto"
+  CHECK(c.service.control_socket.empty());
+  CHECK(c.service.http_port == 0);
+  CHECK(c.service.http_bind == "127.0.0.1");
+  CHECK(c.service.log_file.empty());
 
   REQUIRE(c.members.size() == 8);
   for (size_t i = 0; i < c.members.size(); ++i) {
@@ -99,23 +104,23 @@ TEST_CASE("example.json parses into the documented demo", "[config]") {
     CHECK(m.name == name);
     CHECK(m.epochs == 60);
     CHECK(m.batch_size == 32);
-    CHECK(m.optimizer == "adam");
+    CHECK(m.optimizer == OptimizerKind::kAdam);
     CHECK(m.lr == 0.003);
-    CHECK(m.loss == "huber");
+    CHECK(m.loss == LossKind::kHuber);
     CHECK(m.huber_delta == 1.0);
     CHECK(m.l2 == 1e-5);
     CHECK(m.early_stopping.enabled);
     CHECK(m.early_stopping.patience == 10);
     CHECK(m.early_stopping.restore_best);
     CHECK(m.validation_split == 0.2);
-    CHECK(m.split == "random");
+    CHECK(m.split == SplitKind::kRandom);
     const bool relu = i % 2 == 0;
     REQUIRE(m.layers.size() == (relu ? 2u : 3u));
     for (const LayerSpec& l : m.layers) {
       CHECK(l.units == (relu ? 64 : 32));
-      CHECK(l.activation == (relu ? "relu" : "tanh"));
+      CHECK(l.activation == (relu ? Activation::kRelu : Activation::kTanh));
     }
-    CHECK(m.initializer == (relu ? "he_uniform" : "glorot_uniform"));
+    CHECK(m.initializer == (relu ? Initializer::kHeUniform : Initializer::kGlorotUniform));
   }
 }
 
@@ -131,11 +136,11 @@ TEST_CASE("a minimal config gets the documented defaults", "[config]") {
   REQUIRE(c.members.size() == 1);
   const MemberSpec& m = c.members[0];
   CHECK(m.name == "m000");
-  CHECK(m.layers[0].activation == "relu");
+  CHECK(m.layers[0].activation == Activation::kRelu);
   CHECK(m.epochs == 50);
   CHECK(m.lr == 1e-3);
   CHECK(m.weight_decay == 0.0);
-  CHECK(m.early_stopping.monitor == "val_loss");
+  CHECK(m.early_stopping.monitor == Monitor::kValLoss);
 }
 
 TEST_CASE("comments of both kinds are accepted", "[config]") {
@@ -271,6 +276,30 @@ TEST_CASE("enum values are checked against their lists", "[config]") {
   RequireOnlyError(policy, "/mutation/policy", "must be one of none,");
 }
 
+TEST_CASE("an unknown member option is an error at its pointer, never a default", "[config]") {
+  json doc = Minimal();
+  doc["members"]["list"] = {
+      {{"layers", {{{"units", 4}, {"activation", "relux"}}}}, {"initializer", "he_normal"}},
+      {{"optimizer", "adamx"}, {"loss", "Huber"}},
+      {{"early_stopping", {{"monitor", "val_acc"}}}, {"split", ""}}};
+  std::vector<ConfigError> errors = Validate(doc);
+  INFO("errors:\n" << Describe(errors));
+  CHECK(errors.size() == 6);  // every mistake in one pass
+  const std::pair<const char*, const char*> kExpected[] = {
+      {"/members/list/0/layers/0/activation", "got \"relux\" (did you mean 'relu'?)"},
+      {"/members/list/0/initializer", "must be one of glorot_uniform, he_uniform, lecun_normal"},
+      {"/members/list/1/optimizer", "got \"adamx\" (did you mean 'adam'?)"},
+      {"/members/list/1/loss", "must be one of mse, mae, huber, got \"Huber\""},
+      {"/members/list/2/early_stopping/monitor", "must be one of val_loss, val_mae, val_mse"},
+      {"/members/list/2/split", "must be one of random, bootstrap, got \"\""}};
+  for (const auto& [pointer, fragment] : kExpected) {
+    INFO(pointer);
+    const ConfigError* e = At(errors, pointer);
+    REQUIRE(e != nullptr);
+    CHECK_THAT(e->message, Catch::Contains(fragment));
+  }
+}
+
 TEST_CASE("required and conditionally required keys", "[config]") {
   json no_state = Minimal();
   no_state.erase("state_dir");
@@ -322,7 +351,7 @@ TEST_CASE("members: resolution order, names and layer rules", "[config]") {
   CHECK(c.members[1].weight_decay == 0.01);          // adamw default
   CHECK(c.members[2].name == "m002");
   CHECK(c.members[2].lr == 0.5);
-  CHECK(c.members[3].optimizer == "adamw");
+  CHECK(c.members[3].optimizer == OptimizerKind::kAdamW);
   CHECK(c.members[3].weight_decay == 0.0);  // given explicitly, so no adamw default
   CHECK(c.members[4].lr == 0.5);            // variants cycle
   for (const MemberSpec& m : c.members) CHECK(m.epochs == 7);
@@ -517,20 +546,22 @@ void RequireSameMember(const MemberSpec& a, const MemberSpec& b) {
 TEST_CASE("MemberToJson and MemberFromJson round-trip exactly", "[config]") {
   MemberSpec m;
   m.name = "odd.one-1";
-  m.layers = {{17, "gelu", 1.0 / 3.0}, {5, "swish", 0.0}, {1, "linear", 0.1}};
-  m.initializer = "lecun_normal";
+  m.layers = {{17, Activation::kGelu, 1.0 / 3.0},
+              {5, Activation::kSwish, 0.0},
+              {1, Activation::kLinear, 0.1}};
+  m.initializer = Initializer::kLecunNormal;
   m.l1 = 1e-300;
   m.l2 = 0.1 + 0.2;
-  m.loss = "mae";
+  m.loss = LossKind::kMae;
   m.huber_delta = 2.5;
-  m.optimizer = "sgd";
+  m.optimizer = OptimizerKind::kSgd;
   m.lr = std::nextafter(0.01, 1.0);
   m.weight_decay = 0.0;
   m.momentum = 0.9;
   m.epochs = 123;
   m.batch_size = 7;
-  m.early_stopping = {true, "val_mae", 0, 1e-7, false};
-  m.split = "bootstrap";
+  m.early_stopping = {true, Monitor::kValMae, 0, 1e-7, false};
+  m.split = SplitKind::kBootstrap;
   m.validation_split = 0.15;
   m.seed_offset = 18446744073709551615ULL;
 
@@ -544,13 +575,13 @@ TEST_CASE("MemberToJson and MemberFromJson round-trip exactly", "[config]") {
   CHECK(MemberToJson(back) == MemberToJson(m));
 
   // adamw with an explicit zero stays zero after the trip.
-  m.optimizer = "adamw";
+  m.optimizer = OptimizerKind::kAdamW;
   REQUIRE(MemberFromJson(json::parse(MemberToJson(m).dump()), &back).ok());
   CHECK(back.weight_decay == 0.0);
 
   // An unnamed spec stays unnamed: no name is invented on the way.
   MemberSpec unnamed;
-  unnamed.layers = {{2, "relu", 0.0}};
+  unnamed.layers = {{2, Activation::kRelu, 0.0}};
   REQUIRE(MemberFromJson(MemberToJson(unnamed), &back).ok());
   CHECK(back.name.empty());
 
@@ -579,6 +610,32 @@ TEST_CASE("MemberFromJson rejects bad input with pointers", "[config]") {
   CHECK_THAT(no_layers.message(), Catch::Contains("/layers"));
 
   CHECK_FALSE(MemberFromJson(json::array(), &out).ok());
+}
+
+TEST_CASE("MemberFromJson rejects an unknown option name instead of defaulting", "[config]") {
+  MemberSpec spec;
+  spec.layers = {{3, Activation::kTanh, 0.0}};
+  const json good = MemberToJson(spec);
+  const std::pair<json::json_pointer, const char*> kBad[] = {
+      {json::json_pointer("/layers/0/activation"), "relux"},
+      {json::json_pointer("/initializer"), "orthogonal"},
+      {json::json_pointer("/loss"), "MSE"},
+      {json::json_pointer("/optimizer"), "adamx"},
+      {json::json_pointer("/early_stopping/monitor"), "val_acc"},
+      {json::json_pointer("/split"), "stratified"}};
+  for (const auto& [pointer, name] : kBad) {
+    INFO(pointer.to_string() << " = " << name);
+    json j = good;
+    j[pointer] = name;
+    MemberSpec out;
+    out.name = "untouched";
+    Status s = MemberFromJson(j, &out);
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.code() == Status::Code::kInvalidArgument);
+    CHECK_THAT(s.message(), Catch::Contains(pointer.to_string() + ": must be one of ") &&
+                                Catch::Contains(std::string("got \"") + name + "\""));
+    CHECK(out.name == "untouched");
+  }
 }
 
 }  // namespace

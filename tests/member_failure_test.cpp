@@ -20,7 +20,7 @@ namespace {
 using json = nlohmann::json;
 using namespace ens::testing;
 
-// 4 members of one shape (so pack_size "auto" makes one pack of 4), 2 rounds.
+// 4 members of one shape (pack_size 4 makes one pack of them), 2 rounds.
 std::string Config(const std::string& state_dir, const std::string& pack_size, const std::string& min_members) {
   return R"({"run_name": "fail", "state_dir": ")" + state_dir + R"(", "run_seed": 31,
     "resources": {"gpus": "none", "cpu_workers": 2, "threads_per_worker": 1},
@@ -105,10 +105,10 @@ TEST_CASE("below min_members a deterministic failure stops the run with exit 78"
 
 TEST_CASE("a packed member with a non-finite loss leaves its pack-mates' bits untouched", "[failure][pack][integration]") {
   TempDir tmp;
-  auto base = RunCase(tmp, "base", "\"auto\"", "3", Healthy());
+  auto base = RunCase(tmp, "base", "4", "3", Healthy());
   INFO(base.run.out << base.run.err);
   REQUIRE(base.run.code == 0);
-  auto [r, recs] = RunCase(tmp, "state", "\"auto\"", "3", NonFinite("r0-m002"));
+  auto [r, recs] = RunCase(tmp, "state", "4", "3", NonFinite("r0-m002"));
   INFO(r.out << r.err);
   REQUIRE_FALSE(r.timed_out);
   REQUIRE(r.code == 0);
@@ -116,6 +116,10 @@ TEST_CASE("a packed member with a non-finite loss leaves its pack-mates' bits un
   RunLayout failed(tmp / "state"), healthy(tmp / "base");
   json m0 = json::parse(ReadText(failed.MemberDir(0, "m000") + "/metrics.json"));
   CHECK(m0["pack_size"] == 4);  // it really trained in the pack with m002
+  // Its record names its own task alone: nothing about its pack-mates is needed to retrain it.
+  json rec0 = json::parse(ReadText(failed.MemberDir(0, "m000") + "/member.json"));
+  CHECK(rec0.contains("task"));
+  CHECK_FALSE(rec0.contains("pack_members"));
   CHECK_FALSE(PathExists(failed.MemberDir(0, "m002")));
   std::vector<std::pair<std::string, std::string>> pairs;
   for (const char* m : {"m000", "m001", "m003"}) pairs.emplace_back(failed.MemberDir(0, m), healthy.MemberDir(0, m));
@@ -124,12 +128,13 @@ TEST_CASE("a packed member with a non-finite loss leaves its pack-mates' bits un
     INFO(pairs[i].first);
     CHECK(diffs[i] == "equal");
   }
-  // verify retrains the pack (m002 rebuilt from its pack-mates' records) and still matches.
+  // verify retrains each surviving member alone (m002 takes no part) and still matches.
   auto v = RunWithEnv({BinaryPath("ensemblectl"), "verify", "--state-dir", tmp / "state", "--round", "0"},
                       tmp.path(), Healthy(), 120);
   INFO(v.out << v.err);
   CHECK(v.code == 0);
   CHECK(v.out.find("3 member(s) checked, 0 mismatch(es)") != std::string::npos);
+  CHECK(v.out.find("m000            0  equal (trained in a pack of 4)") != std::string::npos);
 }
 
 // A transient failure of one packed member (its directory write fails once) retries the whole
@@ -138,11 +143,11 @@ TEST_CASE("a packed member with a non-finite loss leaves its pack-mates' bits un
 TEST_CASE("a packed member's failed write retries its pack without rewriting the journaled mates",
           "[failure][pack][integration]") {
   TempDir tmp;
-  auto base = RunCase(tmp, "base", "\"auto\"", "", Healthy());
+  auto base = RunCase(tmp, "base", "4", "", Healthy());
   INFO(base.run.out << base.run.err);
   REQUIRE(base.run.code == 0);
   EnvChanges fail_once{{{"ENSEMBLED_TEST_FAIL_WRITE", "r0-m000:1"}}, {"ENSEMBLED_TEST_NONFINITE"}};
-  auto [r, recs] = RunCase(tmp, "state", "\"auto\"", "", fail_once);
+  auto [r, recs] = RunCase(tmp, "state", "4", "", fail_once);
   INFO(r.out << r.err);
   REQUIRE_FALSE(r.timed_out);
   REQUIRE(r.code == 0);

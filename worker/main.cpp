@@ -5,6 +5,7 @@
 //   ensemble-worker train-one --task FILE...     run tasks (JSON TaskSpec) in order, then exit
 //   ensemble-worker predict --input F32 --features N --output F32 CHECKPOINT...
 //   ensemble-worker compare A B                  bitwise checkpoint comparison, JSON on stdout
+//   ensemble-worker export --output F CHECKPOINT...   one TorchScript module: (mean, std) of members
 #include <signal.h>
 #include <unistd.h>
 
@@ -116,7 +117,8 @@ int Serve(const std::string& run_id, int slot, const RecycleSpec& recycle_spec) 
       hb.rss_kb = CurrentRssKb();
       (void)SendReport(*up, hb, 0);  // a full queue drops a heartbeat, never blocks training
     };
-    std::vector<TaskOutcome> outcomes = runner.RunPack(tasks, beat);
+    auto note = [&](const std::string& what) { Log(slot, what, false); };
+    std::vector<TaskOutcome> outcomes = runner.RunPack(tasks, beat, note);
     std::string recycle_reason = recycle.AfterTask({CurrentRssKb(), CudaReservedKb()});
     Message rep;
     for (size_t k = 0; k < tasks.size(); ++k) {
@@ -155,36 +157,11 @@ int Serve(const std::string& run_id, int slot, const RecycleSpec& recycle_spec) 
   }
 }
 
-// Runs the tasks in order in this one process (verify and the reproducibility tests use it
-// to show that what a process trained before does not change a member's bits).
-int TrainSequence(const std::vector<std::string>& task_files, bool as_pack) {
+// Runs the tasks in order, each alone, in this one process (verify and the reproducibility
+// tests use it to show that what a process trained before does not change a member's bits).
+int TrainSequence(const std::vector<std::string>& task_files) {
   ConfigureTorchForDeterminism();
   TaskRunner runner;
-  if (as_pack) {  // verify of a packed member: the whole pack again, as the run trained it
-    std::vector<TaskSpec> tasks;
-    for (const auto& f : task_files) {
-      auto text = ReadFile(f);
-      TaskSpec t;
-      Status s = text.ok() ? TaskFromJson(nlohmann::json::parse(*text, nullptr, false), &t) : text.status();
-      if (!s.ok()) {
-        std::cerr << f << ": " << s.message() << "\n";
-        return exit_code::kUsage;
-      }
-      tasks.push_back(std::move(t));
-    }
-    // Every member reports: one that fails (a non-finite loss) does not hide its pack-mates'.
-    int rc = exit_code::kOk;
-    for (const TaskOutcome& o : runner.RunPack(tasks, nullptr)) {
-      if (!o.status.ok()) {
-        std::cerr << o.status.ToString() << "\n";
-        if (rc != exit_code::kTransientFailure)
-          rc = o.permanent ? exit_code::kPermanentFailure : exit_code::kTransientFailure;
-        continue;
-      }
-      std::cout << o.metrics.dump() << "\n";
-    }
-    return rc;
-  }
   for (const auto& task_file : task_files) {
     auto text = ReadFile(task_file);
     if (!text.ok()) {
@@ -231,6 +208,13 @@ int Predict(const std::string& input, int features, const std::string& output,
   return exit_code::kOk;
 }
 
+int Export(const std::string& output, const std::vector<std::string>& checkpoints) {
+  Status s = ExportEnsemble(checkpoints, output);
+  if (!s.ok()) std::cerr << "export: " << s.ToString() << "\n";
+  if (s.ok()) return exit_code::kOk;
+  return s.code() == Status::Code::kIOError ? exit_code::kTransientFailure : exit_code::kPermanentFailure;
+}
+
 }  // namespace
 }  // namespace ens
 
@@ -251,8 +235,6 @@ int main(int argc, char** argv) {
   serve->add_option("--recycle-gpu-reserved-mb", recycle.gpu_reserved_mb, "exit cleanly past this GPU reserve (0: off)");
   auto* one = app.add_subcommand("train-one", "run tasks from JSON files, in order, in this process");
   one->add_option("--task", task_files, "TaskSpec JSON file (repeatable)")->required();
-  bool as_pack = false;
-  one->add_flag("--pack", as_pack, "train the tasks together as one fused pack");
   auto* predict = app.add_subcommand("predict", "predict raw float32 rows with checkpoints");
   predict->add_option("--input", input, "raw float32 rows")->required();
   predict->add_option("--features", features, "features per row")->required();
@@ -261,11 +243,15 @@ int main(int argc, char** argv) {
   auto* compare = app.add_subcommand("compare", "compare two checkpoints bit for bit");
   compare->add_option("a", a)->required();
   compare->add_option("b", b)->required();
+  auto* exp = app.add_subcommand("export", "write one TorchScript module of the members: forward(x) -> (mean, std)");
+  exp->add_option("--output", output, "the module file to write")->required();
+  exp->add_option("checkpoints", checkpoints, "member checkpoint files")->required();
   CLI11_PARSE(app, argc, argv);
 
   // The supervisor forwards signals; a worker dies with the default action.
   if (*serve) return ens::Serve(run_id, slot, recycle);
-  if (*one) return ens::TrainSequence(task_files, as_pack);
+  if (*one) return ens::TrainSequence(task_files);
+  if (*exp) return ens::Export(output, checkpoints);
   if (*predict) return ens::Predict(input, features, output, checkpoints);
   auto r = ens::CompareCheckpoints(a, b);
   if (!r.ok()) {

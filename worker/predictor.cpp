@@ -1,6 +1,6 @@
 #include "worker/predictor.h"
 
-#include "worker/mlp.h"
+#include "worker/checkpoint.h"
 
 namespace ens {
 
@@ -10,28 +10,32 @@ StatusOr<std::vector<std::vector<float>>> PredictWithCheckpoints(
   torch::Tensor x = torch::from_blob(const_cast<float*>(rows.data()), {n, features});
   std::vector<std::vector<float>> out;
   for (const auto& path : checkpoints) {
-    auto m = LoadCheckpoint(path);
+    auto m = LoadMember(path);
     if (!m.ok()) return m.status();
-    if (m->x_mean.numel() != features)
-      return Status::InvalidArgument(path + ": model expects " + std::to_string(m->x_mean.numel()) +
+    if (MemberFeatures(*m) != features)
+      return Status::InvalidArgument(path + ": model expects " + std::to_string(MemberFeatures(*m)) +
                                      " features, input has " + std::to_string(features));
-    torch::Tensor p = m->PredictRaw(x).contiguous();
-    out.emplace_back(p.data_ptr<float>(), p.data_ptr<float>() + n);
+    try {
+      out.push_back(PredictRows(*m, x));
+    } catch (const c10::Error& e) {
+      return Status::Internal(path + ": " + e.what_without_backtrace());
+    }
   }
   return out;
 }
 
 StatusOr<nlohmann::json> CompareCheckpoints(const std::string& a, const std::string& b) {
-  auto ta = CheckpointTensors(a);
-  if (!ta.ok()) return ta.status();
-  auto tb = CheckpointTensors(b);
-  if (!tb.ok()) return tb.status();
-  if (ta->size() != tb->size())
-    return nlohmann::json{{"equal", false}, {"tensor", "(layer count)"}, {"max_abs_diff", nullptr}};
-  for (size_t i = 0; i < ta->size(); ++i) {
-    const auto& [name, x] = (*ta)[i];
-    const torch::Tensor& y = (*tb)[i].second;
-    if (x.sizes() != y.sizes() || x.dtype() != y.dtype())
+  auto ma = LoadMember(a);
+  if (!ma.ok()) return ma.status();
+  auto mb = LoadMember(b);
+  if (!mb.ok()) return mb.status();
+  NamedTensors ta = MemberBuffers(*ma), tb = MemberBuffers(*mb);
+  if (ta.size() != tb.size())
+    return nlohmann::json{{"equal", false}, {"tensor", "(tensor count)"}, {"max_abs_diff", nullptr}};
+  for (size_t i = 0; i < ta.size(); ++i) {
+    const auto& [name, x] = ta[i];
+    const torch::Tensor& y = tb[i].second;
+    if (name != tb[i].first || x.sizes() != y.sizes() || x.dtype() != y.dtype())
       return nlohmann::json{{"equal", false}, {"tensor", name}, {"max_abs_diff", nullptr}};
     // Bitwise: compare the raw bytes, so -0.0 vs 0.0 and NaN payloads count as different.
     torch::Tensor xc = x.contiguous(), yc = y.contiguous();
@@ -41,6 +45,12 @@ StatusOr<nlohmann::json> CompareCheckpoints(const std::string& a, const std::str
     }
   }
   return nlohmann::json{{"equal", true}};
+}
+
+Status ExportEnsemble(const std::vector<std::string>& checkpoints, const std::string& output) {
+  auto module = BuildEnsembleModule(checkpoints);
+  if (!module.ok()) return module.status();
+  return SaveModule(*module, output);
 }
 
 }  // namespace ens

@@ -1,8 +1,8 @@
-// Predictor: loads member checkpoints and predicts raw rows; compares checkpoints.
+// Predictor: the libtorch side of ensemblectl's predict, verify and export.
 //
-// Used by `ensemble-worker predict` (which `ensemblectl predict` runs) and by
-// `ensemble-worker compare` (which `ensemblectl verify` runs), so ensemblectl itself never
-// loads libtorch. Not thread-safe.
+// Used by `ensemble-worker predict` (ensemblectl predict), `ensemble-worker compare`
+// (ensemblectl verify) and `ensemble-worker export` (ensemblectl export), so ensemblectl
+// itself never loads libtorch. Checkpoints are member modules (checkpoint.h). Not thread-safe.
 #pragma once
 
 #include <string>
@@ -21,5 +21,9 @@ StatusOr<std::vector<std::vector<float>>> PredictWithCheckpoints(
 // Compares every tensor of two checkpoints bit for bit. Result: {"equal": bool,
 // "tensor": first differing name, "max_abs_diff": value} (tensor absent when equal).
 StatusOr<nlohmann::json> CompareCheckpoints(const std::string& a, const std::string& b);
+
+// Writes one TorchScript module over the member checkpoints to `output` (0600, durable):
+// forward(x) -> (mean, std) over the members.
+Status ExportEnsemble(const std::vector<std::string>& checkpoints, const std::string& output);
 
 }  // namespace ens

@@ -56,7 +56,7 @@ Status SplitRows(const TaskSpec& t, std::vector<int64_t>* train, std::vector<int
   for (uint64_t i = n; i > 1; --i) std::swap(perm[i - 1], perm[rng.Below(i)]);
   val->assign(perm.begin(), perm.begin() + nval);
   std::vector<int64_t> rest(perm.begin() + nval, perm.end());
-  if (t.member.split == "bootstrap") {
+  if (t.member.split == SplitKind::kBootstrap) {
     train->resize(rest.size());
     for (auto& r : *train) r = rest[rng.Below(rest.size())];
   } else {
@@ -139,11 +139,13 @@ TaskOutcome TaskRunner::Finish(const TrainInputs& in, TrainOutputs& res, int64_t
             {"pid", static_cast<int64_t>(::getpid())}, {"rss_kb_before", rss_before},
             {"rss_kb_after", CurrentRssKb()}, {"rss_kb_peak", PeakRssKb()}, {"seconds", seconds}});
   if (!m.contains("train_seconds")) m["train_seconds"] = seconds;
+  // "task" is exactly what the member was trained from: verify replays it alone (a member's
+  // bits do not depend on its pack). O(1) in the pack size.
   nlohmann::json member = {{"spec", MemberToJson(task.member)}, {"seed", task.seed},
                            {"round", task.round}, {"index", task.member_index},
                            {"generation", task.generation}, {"rows", task.rows},
                            {"excluded_file", task.excluded_file}, {"threads", task.threads},
-                           {"pack", pack_names_}, {"pack_members", pack_members_}, {"norm", res.norm}};
+                           {"norm", res.norm}, {"task", TaskToJson(task)}};
   if (WriteFailureRequested(task.task_id, task.attempt)) {  // test hook (fault_injection.h)
     out.status = Status::IOError("write " + tmp + "/member.json: injected failure (ENSEMBLED_TEST_FAIL_WRITE)");
     return out;
@@ -172,56 +174,36 @@ TaskOutcome TaskRunner::Run(const TaskSpec& task, const std::function<void(int)>
 }
 
 std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks,
-                                             const std::function<void(int)>& on_progress) {
+                                             const std::function<void(int)>& on_progress,
+                                             const std::function<void(const std::string&)>& on_note) {
   auto t0 = std::chrono::steady_clock::now();
   int64_t rss_before = CurrentRssKb();
   std::vector<TaskOutcome> outs(tasks.size());
   std::vector<TrainInputs> ins(tasks.size());
-  pack_names_ = nlohmann::json::array();
-  pack_members_ = nlohmann::json::array();
-  if (tasks.size() > 1)
-    for (const auto& t : tasks) {
-      pack_names_.push_back(t.member.name);
-      // Enough to retrain a pack-mate that left no directory (it failed): verify needs it.
-      pack_members_.push_back({{"name", t.member.name}, {"index", t.member_index}, {"seed", t.seed},
-                               {"spec", MemberToJson(t.member)}});
-    }
   for (size_t k = 0; k < tasks.size(); ++k) {
     Status st = Prepare(tasks[k], &ins[k], &outs[k].permanent);
-    if (!st.ok()) {  // one member cannot run: the whole pack reports it (its bits depend on all)
+    if (!st.ok()) {  // one member cannot run: the pack cannot be formed as planned
       for (auto& o : outs) {
-        o.status = Status::InvalidArgument(st.message());
+        o.status = st;
         o.permanent = outs[k].permanent;
       }
       return outs;
     }
     ins[k].on_progress = on_progress;
+    ins[k].on_note = on_note;
+    ins[k].data_cache = device_data_.get();
   }
   std::vector<TrainOutputs> res;
-  Status st;
-  if (tasks.size() == 1) {
-    res.resize(1);
-    st = TrainMember(ins[0], &res[0]);
-  } else {
-    st = TrainPack(ins, &res);
-  }
-  // A failure of the task as a whole: TrainMember says whether it is permanent; TrainPack's
-  // own failures are deterministic (bad inputs).
-  const bool permanent = tasks.size() == 1 ? res[0].permanent_failure : true;
+  TrainPack(ins, &res);
   // Model, optimizer and every tensor of the task died with the trainer's frame.
   ReleaseTorchCaches();
   malloc_trim(0);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double member_seconds = seconds / static_cast<double>(tasks.size());
   for (size_t k = 0; k < tasks.size(); ++k) {
-    if (!res[k].status.ok()) {  // the member's own failure inside its pack
+    if (!res[k].status.ok()) {
       outs[k].status = res[k].status;
       outs[k].permanent = res[k].permanent_failure;
-      continue;
-    }
-    if (!st.ok()) {
-      outs[k].status = st;
-      outs[k].permanent = permanent;
       continue;
     }
     if (!tasks[k].publish) {  // its journaled directory stays as it is

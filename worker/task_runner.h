@@ -33,18 +33,19 @@ class TaskRunner {
   TaskRunner() = default;
   // REQUIRES: task validated (DecodeMessage / TaskFromJson).
   TaskOutcome Run(const TaskSpec& task, const std::function<void(int epoch)>& on_progress);
-  // A fused pack (TrainPack) when tasks.size() > 1; one outcome per task, in order.
+  // The tasks as one fused pack (TrainPack; a single task is a pack of one); one outcome per
+  // task, in order. on_note receives log notes (a pack split after running out of memory).
   // REQUIRES: the tasks share PackKey, generation, rows and data_dir.
   std::vector<TaskOutcome> RunPack(const std::vector<TaskSpec>& tasks,
-                                   const std::function<void(int epoch)>& on_progress);
+                                   const std::function<void(int epoch)>& on_progress,
+                                   const std::function<void(const std::string&)>& on_note = nullptr);
 
  private:
   Status EnsureMapped(const TaskSpec& task);
   Status Prepare(const TaskSpec& task, TrainInputs* in, bool* permanent);
   TaskOutcome Finish(const TrainInputs& in, TrainOutputs& res, int64_t rss_before, double seconds);
-  nlohmann::json pack_names_;    // member names of the pack being run ([] when unpacked)
-  nlohmann::json pack_members_;  // and their name, index, seed and spec
   std::string data_dir_;
+  DeviceDataCachePtr device_data_ = NewDeviceDataCache();  // the generation on the GPU, across tasks
   std::unique_ptr<DatasetView> train_, holdout_, pool_;
 };
 

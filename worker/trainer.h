@@ -1,15 +1,24 @@
-// Trainer: trains one member with libtorch and produces everything its directory holds.
+// Trainer: the one training loop. Trains a pack of K >= 1 members and produces everything
+// their member directories hold; unpacked training is a pack of one.
 //
-// The only place (with predictor.cpp) that includes libtorch. Inputs point into the
-// read-only dataset mapping; nothing here writes to them. Each call re-seeds every
-// generator it uses from the task seed: weight init uses its own CPU generator, dropout the
-// re-seeded default generator, shuffling the project's SeededRng, so the result depends on
-// (member spec, seed, data) only — not on what this process trained before.
-// Not thread-safe: one task at a time per process.
+// Each member carries its own state through the loop: split (the caller's), shuffle stream,
+// dropout stream, init, standardisation, hyperparameters (lr, weight_decay, momentum, l1,
+// l2, huber_delta, dropout rate as per-member tensors), epochs, early stopping and the step
+// at which it stopped. On the CPU a member's checkpoint tensors, history (except timings)
+// and predictions are bitwise the same whatever pack it is trained in (model.h says how).
+//
+// The hot loop never reads the device: metrics accumulate on it and are read once per
+// epoch; an epoch's shuffled order goes to the device once per epoch; a DeviceDataCache
+// keeps a dataset generation on the GPU across tasks (then copies only appended rows).
+// A libtorch error (c10::Error) becomes the failure of the members it hit, never an abort;
+// out of memory splits a pack in halves and trains them one after the other.
+// Inputs point into the read-only dataset mapping; nothing here writes to them.
+// Not thread-safe: one pack at a time per process.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +28,13 @@
 #include "common/status.h"
 
 namespace ens {
+
+class DeviceDataCache;
+struct DeviceDataCacheDeleter {
+  void operator()(DeviceDataCache* c) const;
+};
+using DeviceDataCachePtr = std::unique_ptr<DeviceDataCache, DeviceDataCacheDeleter>;
+DeviceDataCachePtr NewDeviceDataCache();
 
 struct TrainInputs {
   const TaskSpec* task = nullptr;
@@ -30,21 +46,20 @@ struct TrainInputs {
   uint64_t holdout_rows = 0;
   const float* pool = nullptr;
   uint64_t pool_rows = 0;
-  std::string checkpoint_path;          // where to save the torch archive; "" = no checkpoint
-  std::function<void(int epoch)> on_progress;  // called after every batch (heartbeats; cheap)
+  std::string checkpoint_path;          // where to save the member module; "" = no checkpoint
+  DeviceDataCache* data_cache = nullptr;  // optional; the pack uses its first member's
+  std::function<void(int epoch)> on_progress;          // after every batch (heartbeats; cheap)
+  std::function<void(const std::string&)> on_note;    // notes for the log (a split pack)
 };
 
 struct TrainOutputs {
+  Status status;                        // this member's outcome
+  bool permanent_failure = false;       // with !status.ok(): retrying cannot help
   std::vector<nlohmann::json> history;  // one object per epoch
   nlohmann::json metrics;               // training metrics (member_result.h keys it owns)
   nlohmann::json norm;                  // {"x_mean":[..],"x_std":[..],"y_mean":v,"y_std":v}
   std::vector<float> holdout_pred;
   std::vector<float> pool_pred;
-  bool permanent_failure = false;       // set with a non-ok status: retrying cannot help
-  // TrainPack only: this member's own failure (a non-finite loss, permanent_failure set; or
-  // its checkpoint write). The other members' results stand; this one's other fields are
-  // then incomplete.
-  Status status;
 };
 
 // Process-wide, once at worker start: deterministic algorithms, cuDNN settings, 1 inter-op
@@ -52,14 +67,10 @@ struct TrainOutputs {
 void ConfigureTorchForDeterminism();
 std::string TorchDeviceDescription();
 
-Status TrainMember(const TrainInputs& in, TrainOutputs* out);
-
-// Trains K pack-compatible members (PackKey equal) as one batched model; out[k] is member
-// k's result in the same format as TrainMember's. REQUIRES: same rows, features, split sizes.
-// A packed member's bits depend on the whole pack (its composition is fixed by the config).
-// A member whose loss turns non-finite is dropped (out[k].status) while the others go on;
-// the returned status is for failures of the pack as a whole (deterministic: bad inputs).
-Status TrainPack(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* out);
+// Trains in[0..K) together; (*out)[k] is member k's result. A member whose loss turns
+// non-finite fails alone (permanent) while the others go on.
+// REQUIRES: K >= 1; equal PackKey, rows, features and split sizes.
+void TrainPack(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* out);
 
 // Frees what the allocator caches (CUDA caching allocator) after a task.
 void ReleaseTorchCaches();

@@ -1,0 +1,66 @@
+// ensemblectl export: one TorchScript file holding a committed round's members, for serving
+// without ensembled. ensemble-worker builds it (ensemblectl never loads libtorch); its
+// forward(x) returns (mean, std) over the members.
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "common/atomic_file.h"
+#include "common/exit_codes.h"
+#include "ctl/commands.h"
+
+namespace ens::ctl {
+namespace {
+
+// The checkpoint of every member of `round`, or why one is missing.
+StatusOr<std::vector<std::string>> Checkpoints(const CommittedRound& round) {
+  if (round.member_dirs.empty())
+    return Status::NotFound("round " + std::to_string(round.round) + " has no members to export");
+  std::vector<std::string> out;
+  for (const auto& dir : round.member_dirs) {
+    std::string path = dir + "/checkpoint.pt";
+    // The usual cause: the run's config has "save_checkpoints": false (members keep only
+    // their predictions and metrics), and nothing can rebuild the weights afterwards.
+    if (!PathExists(path))
+      return Status::NotFound(path + ": missing; checkpoints are written only when the run's config has "
+                              "\"save_checkpoints\": true, so round " + std::to_string(round.round) +
+                              " cannot be exported");
+    out.push_back(path);
+  }
+  return out;
+}
+
+}  // namespace
+
+int Export(const std::string& state_dir, int round, const std::string& output) {
+  auto committed = FindCommittedRound(state_dir, round);
+  if (!committed.ok()) {
+    std::cerr << "ensemblectl export: " << committed.status().message() << "\n";
+    return RoundErrorExitCode(committed.status());
+  }
+  auto checkpoints = Checkpoints(*committed);
+  if (!checkpoints.ok()) {
+    std::cerr << "ensemblectl export: " << checkpoints.status().message() << "\n";
+    return exit_code::kPermanentFailure;
+  }
+  std::vector<std::string> argv = {WorkerBinary(), "export", "--output", output};
+  argv.insert(argv.end(), checkpoints->begin(), checkpoints->end());
+  // The worker prints its own error (naming the checkpoint or output at fault) on stderr.
+  int rc = RunAndWait(argv);
+  if (rc != 0) {
+    std::cerr << "ensemblectl export: " << argv[0] << " export failed (exit " << rc << "); " << output
+              << " not written\n";
+    // A worker that cannot read the checkpoints will not on a retry either; anything else
+    // (a crash, no space, no worker binary) may pass.
+    return rc == exit_code::kPermanentFailure ? exit_code::kPermanentFailure : exit_code::kTransientFailure;
+  }
+  if (!PathExists(output)) {
+    std::cerr << "ensemblectl export: " << argv[0] << " exited 0 but wrote no " << output << "\n";
+    return exit_code::kTransientFailure;
+  }
+  std::printf("wrote %s: %zu members of round %d\n", output.c_str(), checkpoints->size(), committed->round);
+  return exit_code::kOk;
+}
+
+}  // namespace ens::ctl

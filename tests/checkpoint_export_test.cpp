@@ -1,0 +1,89 @@
+// Checkpoints people can use: a member's checkpoint.pt is a TorchScript module whose
+// forward(x) takes raw feature rows and returns predictions in target units, and
+// `ensemblectl export` writes one module returning (mean, std) over the members. Loaded with
+// the venv's Python torch, both reproduce what the worker wrote, bit for bit.
+#include <catch2/catch.hpp>
+
+#include "common/run_layout.h"
+#include "support/process_harness.h"
+#include "support/temp_dir.h"
+
+namespace ens {
+namespace {
+
+using namespace ens::testing;
+
+// Reads the holdout segment, runs each member's checkpoint on its features and compares the
+// bytes with holdout_pred.f32; then the export's (mean, std) with the members' own.
+constexpr const char* kCheck = R"PY(
+import struct, sys
+import numpy as np
+import torch
+torch.set_num_threads(1)
+state, export = sys.argv[1], sys.argv[2]
+raw = open(state + "/data/holdout.bin", "rb").read()
+rows = struct.unpack_from("<Q", raw, 24)[0]
+features = struct.unpack_from("<I", raw, 40)[0]
+table = np.frombuffer(raw, dtype="<f4", count=rows * (features + 1), offset=4096).reshape(rows, features + 1)
+x = torch.from_numpy(np.ascontiguousarray(table[:, :features]))
+preds = []
+for m in ("m000", "m001", "m002"):
+    d = f"{state}/rounds/r0001/members/{m}"
+    member = torch.jit.load(d + "/checkpoint.pt")
+    with torch.no_grad():
+        p = member(x)
+    want = np.fromfile(d + "/holdout_pred.f32", dtype="<f4")
+    if p.numpy().tobytes() != want.tobytes():
+        sys.exit(f"{m}: forward differs from holdout_pred.f32 (max abs diff {np.abs(p.numpy() - want).max()})")
+    preds.append(p)
+ens = torch.jit.load(export)
+with torch.no_grad():
+    mean, std = ens(x)
+stack = torch.stack(preds)
+if not torch.equal(mean, stack.mean(0)) or not torch.equal(std, stack.std(0, unbiased=False)):
+    sys.exit("export: (mean, std) differ from the members' own")
+print("ok", rows, features)
+)PY";
+
+TEST_CASE("checkpoints and the export reproduce the worker's predictions from Python", "[checkpoint][export]") {
+  TempDir tmp;
+  WriteText(tmp / "run.json", R"({"run_name": "export", "state_dir": ")" + tmp / "state" + R"(", "run_seed": 3,
+    "resources": {"gpus": "none", "cpu_workers": 2},
+    "data": {"synthetic": {"initial_rows": 200, "pool_rows": 100, "holdout_rows": 150}},
+    "members": {"defaults": {"epochs": 4, "layers": [{"units": 8, "activation": "gelu"}, {"units": 4, "activation": "swish"}]},
+                "count": 3},
+    "mutation": {"policy": "query_by_committee", "k": 10},
+    "rounds": {"count": 2}})");
+  auto run = Run({BinaryPath("ensembled"), "run", "--config", tmp / "run.json"}, tmp.path());
+  INFO(run.out << run.err);
+  REQUIRE(run.code == 0);
+  auto exp = Run({BinaryPath("ensemblectl"), "export", "--state-dir", tmp / "state", "-o", tmp / "ensemble.pt"},
+                 tmp.path());
+  INFO(exp.out << exp.err);
+  REQUIRE(exp.code == 0);
+  CHECK_THAT(exp.out, Catch::Contains("3 members of round 1"));
+  WriteText(tmp / "check.py", kCheck);
+  auto py = Run({ENS_PYTHON, tmp / "check.py", tmp / "state", tmp / "ensemble.pt"}, tmp.path());
+  INFO(py.out << py.err);
+  CHECK(py.code == 0);
+  CHECK_THAT(py.out, Catch::Contains("ok 150 10"));
+}
+
+TEST_CASE("export of a run without checkpoints or rounds says why", "[checkpoint][export]") {
+  TempDir tmp;
+  auto none = Run({BinaryPath("ensemblectl"), "export", "--state-dir", tmp / "nothing", "-o", tmp / "e.pt"}, tmp.path());
+  CHECK(none.code != 0);
+  CHECK_THAT(none.err, Catch::Contains("nothing"));
+  WriteText(tmp / "run.json", R"({"run_name": "nockpt", "state_dir": ")" + tmp / "state" + R"(", "save_checkpoints": false,
+    "resources": {"gpus": "none", "cpu_workers": 1},
+    "data": {"synthetic": {"initial_rows": 100, "pool_rows": 0, "holdout_rows": 50}},
+    "members": {"defaults": {"epochs": 2, "layers": [{"units": 4}]}, "count": 2}})");
+  auto run = Run({BinaryPath("ensembled"), "run", "--config", tmp / "run.json"}, tmp.path());
+  REQUIRE(run.code == 0);
+  auto exp = Run({BinaryPath("ensemblectl"), "export", "--state-dir", tmp / "state", "-o", tmp / "e.pt"}, tmp.path());
+  CHECK(exp.code != 0);
+  CHECK_THAT(exp.err, Catch::Contains("save_checkpoints"));
+}
+
+}  // namespace
+}  // namespace ens

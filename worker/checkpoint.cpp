@@ -1,0 +1,111 @@
+#include "worker/checkpoint.h"
+
+#include <memory>
+#include <sstream>
+
+#include "common/atomic_file.h"
+
+namespace ens {
+namespace {
+
+constexpr const char* kNormNames[] = {"x_mean", "x_std", "y_mean", "y_std"};
+
+// TorchScript class names must be identifiers; member names may hold '-' and '.'.
+std::string Identifier(const std::string& s) {
+  std::string out;
+  for (char c : s) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return out;
+}
+
+}  // namespace
+
+StatusOr<torch::jit::Module> BuildMemberModule(const MemberParts& parts) {
+  try {
+    torch::jit::Module m(c10::QualifiedName("ensembled.Member_" + Identifier(parts.spec.name)),
+                         std::make_shared<torch::jit::CompilationUnit>());
+    m.register_attribute("spec", c10::StringType::get(), MemberToJson(parts.spec).dump());
+    for (const auto& [name, t] : parts.tensors) m.register_buffer(name, t.detach().to(torch::kCPU).contiguous());
+    const torch::Tensor norm[] = {parts.x_mean, parts.x_std, parts.y_mean, parts.y_std};
+    for (int i = 0; i < 4; ++i) m.register_buffer(kNormNames[i], norm[i].detach().to(torch::kCPU).contiguous());
+    m.define("def forward(self, x):\n"
+             "    h = (x - self.x_mean) / self.x_std\n" +
+             parts.forward_source + "    return h * self.y_std + self.y_mean\n");
+    m.eval();
+    return m;
+  } catch (const std::exception& e) {  // c10::Error, or a TorchScript compile error
+    return Status::Internal("member " + parts.spec.name + ": cannot build its module: " + e.what());
+  }
+}
+
+Status SaveModule(const torch::jit::Module& module, const std::string& path) {
+  try {
+    // Serialised in memory, then written with the project's checked write: torch's file
+    // writer aborts the process on ENOSPC, and it would create the file under the umask.
+    std::ostringstream bytes;
+    module.save(bytes);
+    return WriteFileDurable(path, bytes.str());
+  } catch (const c10::Error& e) {
+    return Status::IOError("save checkpoint " + path + ": " + e.what_without_backtrace());
+  }
+}
+
+StatusOr<torch::jit::Module> LoadMember(const std::string& path) {
+  try {
+    torch::jit::Module m = torch::jit::load(path, torch::kCPU);
+    if (!m.hasattr("spec") || !m.attr("spec").isString() || !m.hasattr("x_mean"))
+      return Status::Corruption(path + ": not an ensembled member checkpoint (no spec or norm)");
+    m.eval();
+    return m;
+  } catch (const c10::Error& e) {
+    return Status::Corruption("load checkpoint " + path + ": " + e.what_without_backtrace());
+  }
+}
+
+NamedTensors MemberBuffers(const torch::jit::Module& member) {
+  NamedTensors out;
+  for (const auto& b : member.named_buffers(/*recurse=*/false)) out.emplace_back(b.name, b.value);
+  return out;
+}
+
+int64_t MemberFeatures(const torch::jit::Module& member) { return member.attr("x_mean").toTensor().numel(); }
+
+std::vector<float> PredictRows(torch::jit::Module& member, const torch::Tensor& x) {
+  torch::NoGradGuard no_grad;
+  const int64_t n = x.size(0);
+  std::vector<float> out(n);
+  for (int64_t b = 0; b < n; b += kPredictChunkRows) {
+    int64_t len = std::min(kPredictChunkRows, n - b);
+    torch::Tensor p = member.forward({x.narrow(0, b, len)}).toTensor().to(torch::kCPU).contiguous();
+    std::memcpy(out.data() + b, p.data_ptr<float>(), len * sizeof(float));
+  }
+  return out;
+}
+
+StatusOr<torch::jit::Module> BuildEnsembleModule(const std::vector<std::string>& checkpoints) {
+  if (checkpoints.empty()) return Status::InvalidArgument("export: no member checkpoints");
+  try {
+    torch::jit::Module ens(c10::QualifiedName("ensembled.Ensemble"), std::make_shared<torch::jit::CompilationUnit>());
+    std::string calls;
+    int64_t features = -1;
+    for (size_t i = 0; i < checkpoints.size(); ++i) {
+      auto m = LoadMember(checkpoints[i]);
+      if (!m.ok()) return m.status();
+      if (features >= 0 && MemberFeatures(*m) != features)
+        return Status::InvalidArgument(checkpoints[i] + ": expects " + std::to_string(MemberFeatures(*m)) +
+                                       " features, the first member " + std::to_string(features));
+      features = MemberFeatures(*m);
+      std::string name = "m" + std::to_string(i);
+      ens.register_module(name, *m);
+      calls += (i ? ", self." : "self.") + name + ".forward(x)";
+    }
+    ens.define("def forward(self, x):\n"
+               "    p = torch.stack([" + calls + "])\n"
+               "    return torch.mean(p, 0), torch.std(p, 0, False)\n");
+    ens.eval();
+    return ens;
+  } catch (const std::exception& e) {  // c10::Error, or a TorchScript compile error
+    return Status::Internal(std::string("export: ") + e.what());
+  }
+}
+
+}  // namespace ens

@@ -1,0 +1,52 @@
+// Checkpoint: one member as a callable TorchScript module, and an ensemble of them.
+//
+// checkpoint.pt is a TorchScript archive (torch.jit.save format) holding
+//   attribute "spec"   str: the MemberSpec JSON
+//   buffers            the model's named tensors (MLP: layer<i>_weight [out, in], layer<i>_bias [out])
+//                      then x_mean, x_std [features], y_mean, y_std [1] (float32)
+//   forward(x)         raw feature rows [n, features] -> predictions [n] in target units
+// so `torch.jit.load(path)(x)` works from Python and C++ alike. The worker computes a
+// member's holdout and pool predictions with this same module, one forward call for up to
+// kPredictChunkRows rows, so a caller that passes the same rows gets the same bits.
+// An ensemble export holds the members as submodules m<i> and forward(x) returns
+// (mean, std) over them (RegressionObjective::Combine).
+// Includes libtorch: include only from worker/*.cpp files that already pay for it.
+#pragma once
+
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/status.h"
+#include "worker/model.h"
+
+namespace ens {
+
+inline constexpr int64_t kPredictChunkRows = 65536;
+
+struct MemberParts {
+  MemberSpec spec;
+  NamedTensors tensors;                   // Model::MemberTensors
+  std::string forward_source;             // Model::MemberForwardSource
+  torch::Tensor x_mean, x_std, y_mean, y_std;
+};
+
+// The member module (in memory; nothing is written).
+StatusOr<torch::jit::Module> BuildMemberModule(const MemberParts& parts);
+// Writes `module` with the project's checked, durable write (0600).
+Status SaveModule(const torch::jit::Module& module, const std::string& path);
+// Loads a member checkpoint; a file that is not one is Corruption naming the path.
+StatusOr<torch::jit::Module> LoadMember(const std::string& path);
+// Every buffer of a member module, in checkpoint order (verify compares them bit for bit).
+NamedTensors MemberBuffers(const torch::jit::Module& member);
+int64_t MemberFeatures(const torch::jit::Module& member);
+// Predictions for rows [n, features] (any strides), chunked by kPredictChunkRows.
+std::vector<float> PredictRows(torch::jit::Module& member, const torch::Tensor& x);
+
+// One module over the given member checkpoints; forward(x) -> (mean, std).
+StatusOr<torch::jit::Module> BuildEnsembleModule(const std::vector<std::string>& checkpoints);
+
+}  // namespace ens

@@ -1,0 +1,64 @@
+// Model: the network of a pack of K >= 1 members, as stacked parameters [K, ...].
+//
+// Training never mixes members: every parameter's leading dimension is the member, every
+// operation on it is elementwise or a per-member matrix product, and each member draws its
+// dropout masks from its own generator. A member's slice therefore gets the same bits whether
+// K is 1 or 512 (on the CPU; ARCHITECTURE.md says what holds on CUDA). Unpacked training is a
+// pack of one.
+//
+// A model kind also knows how one member stands alone: its named tensors and the TorchScript
+// source of its forward, which checkpoint.h turns into a callable checkpoint.
+// Includes libtorch: include only from worker/*.cpp files that already pay for it.
+// Not thread-safe.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/config.h"
+
+namespace ens {
+
+using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual int64_t Members() const = 0;
+  // Every trainable tensor, stacked [K, ...], leaves that require grad (the optimizer's).
+  virtual std::vector<torch::Tensor> Parameters() const = 0;
+  // The tensors L1/L2 apply to (kernels, not biases); a subset of Parameters().
+  virtual std::vector<torch::Tensor> Kernels() const = 0;
+  // x [K, B, features] in standardised units -> predictions [K, B] in standardised units.
+  // `training` draws dropout masks (each member from its own generator).
+  virtual torch::Tensor Forward(const torch::Tensor& x, bool training) = 0;
+  // One member's trainable tensors as they stand alone (CPU copies), named for the
+  // checkpoint. `slices` are that member's slices of Parameters(), in the same order.
+  virtual NamedTensors MemberTensors(const std::vector<torch::Tensor>& slices) const = 0;
+  // TorchScript statements that map `h` (standardised features, [n, features]) to `h`
+  // (standardised predictions, [n]), reading the MemberTensors() names as attributes of self.
+  virtual std::string MemberForwardSource(int64_t k) const = 0;
+};
+
+// Per-member construction data of a pack.
+struct ModelMember {
+  const MemberSpec* spec = nullptr;
+  uint64_t init_seed = 0;     // weight init (a CPU generator owned by the build)
+  uint64_t dropout_seed = 0;  // this member's dropout mask generator
+};
+
+// The MLP kind: hidden layers from the spec, a one-unit linear output.
+// REQUIRES: every member has the same layer units and activations and the same initializer
+// (PackKey equal); dropout rates may differ per member.
+std::unique_ptr<Model> BuildMlp(const std::vector<ModelMember>& members, int features, torch::Device device);
+
+// A tensor [K, rows, cols] whose member slices each start on a 64-byte boundary. Batched
+// matrix products on the CPU pick their kernel by the output's alignment: with every slice
+// aligned as a lone member's is, slice k equals what K = 1 computes, bit for bit.
+torch::Tensor AlignedSlices(int64_t k, int64_t rows, int64_t cols, const torch::TensorOptions& opts);
+
+}  // namespace ens

@@ -1,0 +1,36 @@
+// PackOptimizer: Adam, AdamW or SGD over stacked parameters [K, ...] with every
+// hyperparameter per member (lr, weight_decay, momentum as [K, 1, ...] tensors).
+//
+// Each update is elementwise in the parameter, so member k's step depends only on its own
+// slice and hyperparameters: its bits are the same in a pack of any size. The formulas are
+// torch's (Adam: Kingma & Ba with bias correction, eps 1e-8, betas 0.9/0.999; AdamW:
+// decoupled decay p *= 1 - lr*wd; SGD: g += wd*p, buf = momentum*buf + g, p -= lr*buf).
+// Adam ignores weight_decay, as the config documents. Not thread-safe.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "common/config.h"
+
+namespace ens {
+
+class PackOptimizer {
+ public:
+  // REQUIRES: every spec has the same optimizer kind; params all have leading dim K.
+  PackOptimizer(const std::vector<const MemberSpec*>& specs, std::vector<torch::Tensor> params);
+
+  void ZeroGrad();
+  // One update of every parameter from its .grad().
+  void Step();
+
+ private:
+  OptimizerKind kind_;
+  std::vector<torch::Tensor> params_;
+  std::vector<torch::Tensor> m_, v_;  // Adam moments / SGD momentum buffer (m_)
+  torch::Tensor lr_, weight_decay_, momentum_;  // [K, 1, 1]
+  int64_t step_ = 0;
+};
+
+}  // namespace ens
