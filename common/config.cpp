@@ -58,14 +58,6 @@ constexpr std::array kRoundsKeys{"count"sv, "stop_below_error"sv};
 constexpr std::array kSources{"synthetic"sv, "csv"sv, "npy"sv};
 constexpr std::array kPolicies{"none"sv, "append_from_pool"sv, "query_by_committee"sv, "command"sv};
 
-// The allowed names of each member option enum (common/member_options.h), for messages.
-constexpr Words NamesOf(Activation) { return kActivationNames; }
-constexpr Words NamesOf(Initializer) { return kInitializerNames; }
-constexpr Words NamesOf(LossKind) { return kLossNames; }
-constexpr Words NamesOf(OptimizerKind) { return kOptimizerNames; }
-constexpr Words NamesOf(Monitor) { return kMonitorNames; }
-constexpr Words NamesOf(SplitKind) { return kSplitNames; }
-
 // A member count is a list size; a typo like 1e6 must not allocate a million specs.
 constexpr int kMaxMembers = 10000;
 // Only documented when not given explicitly, so "weight_decay": 0 with adamw stays 0.

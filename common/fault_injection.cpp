@@ -43,18 +43,10 @@ bool WriteFailureRequested(const std::string& task_id, int attempt) {
 }
 
 bool OutOfMemoryRequested(size_t pack_size) {
-  const char* spec = std::getenv("ENSEMBLED_TEST_TORCH_ERROR");
-  constexpr char kPrefix[] = "oom_above:";
-  if (spec == nullptr || std::strncmp(spec, kPrefix, sizeof(kPrefix) - 1) != 0) return false;
-  return pack_size > std::strtoull(spec + sizeof(kPrefix) - 1, nullptr, 10);
+  const char* limit = std::getenv("ENSEMBLED_TEST_OOM_ABOVE");
+  return limit != nullptr && pack_size > std::strtoull(limit, nullptr, 10);
 }
 
-bool TorchErrorRequested(const std::string& task_id) {
-  const char* spec = std::getenv("ENSEMBLED_TEST_TORCH_ERROR");
-  constexpr char kPrefix[] = "error:";
-  if (spec == nullptr || std::strncmp(spec, kPrefix, sizeof(kPrefix) - 1) != 0) return false;
-  std::string list = "," + std::string(spec + sizeof(kPrefix) - 1) + ",";
-  return !task_id.empty() && list.find("," + task_id + ",") != std::string::npos;
-}
+bool TorchErrorRequested(const std::string& task_id) { return Listed("ENSEMBLED_TEST_TORCH_ERROR", task_id); }
 
 }  // namespace ens

@@ -8,10 +8,10 @@
 // from the first step, as a diverging member's would be (the deterministic-failure tests).
 // ENSEMBLED_TEST_FAIL_WRITE=<task_id>:<attempt>[,...] makes that attempt's member-directory
 // write fail with an I/O error, as a full or failing disk would (a transient failure).
-// ENSEMBLED_TEST_TORCH_ERROR=oom_above:<n> makes a pack of more than n members throw
-// libtorch's out-of-memory error when its training starts (a GPU that fits only n);
-// ENSEMBLED_TEST_TORCH_ERROR=error:<task_id>[,...] throws a plain c10::Error (a shape
-// mismatch) for a pack holding one of those tasks. There is no GPU in CI: these stand in.
+// ENSEMBLED_TEST_OOM_ABOVE=<n> makes a pack of more than n members throw libtorch's
+// out-of-memory error when its training starts (a GPU that fits only n);
+// ENSEMBLED_TEST_TORCH_ERROR=<task_id>[,...] throws a plain c10::Error (a shape mismatch)
+// for a pack holding one of those tasks. There is no GPU in CI: these stand in.
 #pragma once
 
 #include <cstddef>

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <optional>
+#include <span>
 #include <string_view>
 
 namespace ens {
@@ -31,48 +32,27 @@ inline constexpr std::array<std::string_view, 3> kOptimizerNames{"adam", "adamw"
 inline constexpr std::array<std::string_view, 3> kMonitorNames{"val_loss", "val_mae", "val_mse"};
 inline constexpr std::array<std::string_view, 2> kSplitNames{"random", "bootstrap"};
 
-namespace member_options_internal {
-template <typename E, size_t N>
-constexpr std::optional<E> Find(const std::array<std::string_view, N>& names, std::string_view s) {
-  for (size_t i = 0; i < N; ++i)
-    if (names[i] == s) return static_cast<E>(i);
-  return std::nullopt;
-}
-}  // namespace member_options_internal
+// NamesOf(E{}): the name table of enum E. The one overload set Name and Parse build on.
+constexpr std::span<const std::string_view> NamesOf(Activation) { return kActivationNames; }
+constexpr std::span<const std::string_view> NamesOf(Initializer) { return kInitializerNames; }
+constexpr std::span<const std::string_view> NamesOf(LossKind) { return kLossNames; }
+constexpr std::span<const std::string_view> NamesOf(OptimizerKind) { return kOptimizerNames; }
+constexpr std::span<const std::string_view> NamesOf(Monitor) { return kMonitorNames; }
+constexpr std::span<const std::string_view> NamesOf(SplitKind) { return kSplitNames; }
 
-constexpr std::string_view Name(Activation v) { return kActivationNames[static_cast<size_t>(v)]; }
-constexpr std::string_view Name(Initializer v) { return kInitializerNames[static_cast<size_t>(v)]; }
-constexpr std::string_view Name(LossKind v) { return kLossNames[static_cast<size_t>(v)]; }
-constexpr std::string_view Name(OptimizerKind v) { return kOptimizerNames[static_cast<size_t>(v)]; }
-constexpr std::string_view Name(Monitor v) { return kMonitorNames[static_cast<size_t>(v)]; }
-constexpr std::string_view Name(SplitKind v) { return kSplitNames[static_cast<size_t>(v)]; }
+// The name of an option value.
+template <typename E>
+constexpr std::string_view Name(E v) {
+  return NamesOf(v)[static_cast<size_t>(v)];
+}
 
 // Parse<E>(s): the enum named s, or nullopt for an unknown name.
 template <typename E>
-constexpr std::optional<E> Parse(std::string_view s);
-template <>
-constexpr std::optional<Activation> Parse<Activation>(std::string_view s) {
-  return member_options_internal::Find<Activation>(kActivationNames, s);
-}
-template <>
-constexpr std::optional<Initializer> Parse<Initializer>(std::string_view s) {
-  return member_options_internal::Find<Initializer>(kInitializerNames, s);
-}
-template <>
-constexpr std::optional<LossKind> Parse<LossKind>(std::string_view s) {
-  return member_options_internal::Find<LossKind>(kLossNames, s);
-}
-template <>
-constexpr std::optional<OptimizerKind> Parse<OptimizerKind>(std::string_view s) {
-  return member_options_internal::Find<OptimizerKind>(kOptimizerNames, s);
-}
-template <>
-constexpr std::optional<Monitor> Parse<Monitor>(std::string_view s) {
-  return member_options_internal::Find<Monitor>(kMonitorNames, s);
-}
-template <>
-constexpr std::optional<SplitKind> Parse<SplitKind>(std::string_view s) {
-  return member_options_internal::Find<SplitKind>(kSplitNames, s);
+constexpr std::optional<E> Parse(std::string_view s) {
+  const auto names = NamesOf(E{});
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == s) return static_cast<E>(i);
+  return std::nullopt;
 }
 
 }  // namespace ens

@@ -232,7 +232,7 @@ TEST_CASE("a member whose loss turns non-finite fails alone - its mates keep the
 
 TEST_CASE("a libtorch error fails the task with its message instead of aborting", "[trainer][errors]") {
   Fixture f;
-  ::setenv("ENSEMBLED_TEST_TORCH_ERROR", "error:r0-m001", 1);
+  ::setenv("ENSEMBLED_TEST_TORCH_ERROR", "r0-m001", 1);
   auto out = f.Train({0, 1}, Seed000, "pack");
   ::unsetenv("ENSEMBLED_TEST_TORCH_ERROR");
   for (int i : {0, 1}) {
@@ -251,19 +251,19 @@ TEST_CASE("out of memory splits the pack in halves with the same bits", "[traine
   std::vector<TrainInputs> in;
   for (int i : idx) in.push_back(f.Inputs(f.Task(Seed000(i), i), "split"));
   in[0].on_note = [&](const std::string& n) { notes.push_back(n); };
-  ::setenv("ENSEMBLED_TEST_TORCH_ERROR", "oom_above:2", 1);
+  ::setenv("ENSEMBLED_TEST_OOM_ABOVE", "2", 1);
   std::vector<TrainOutputs> out;
   TrainPack(in, &out);
-  ::unsetenv("ENSEMBLED_TEST_TORCH_ERROR");
+  ::unsetenv("ENSEMBLED_TEST_OOM_ABOVE");
   REQUIRE(out.size() == 5);
   REQUIRE_FALSE(notes.empty());
   CHECK_THAT(notes[0], Catch::Contains("pack of 5 ran out of memory"));
   auto whole = f.Train(idx, Seed000, "whole");
   for (int i : idx) RequireSameBits(f, whole[i], out[i], "whole-" + Seed000(i).name + ".pt", "split-" + Seed000(i).name + ".pt");
 
-  ::setenv("ENSEMBLED_TEST_TORCH_ERROR", "oom_above:0", 1);  // not even one member fits
+  ::setenv("ENSEMBLED_TEST_OOM_ABOVE", "0", 1);  // not even one member fits
   auto none = f.Train({0}, Seed000, "none");
-  ::unsetenv("ENSEMBLED_TEST_TORCH_ERROR");
+  ::unsetenv("ENSEMBLED_TEST_OOM_ABOVE");
   CHECK_FALSE(none[0].status.ok());
   CHECK_THAT(none[0].status.message(), Catch::Contains("does not fit in memory alone"));
 }

@@ -84,7 +84,7 @@ at::Generator DeviceGenerator(torch::Device device, uint64_t seed) {
 
 class PackedMlp : public Model {
  public:
-  PackedMlp(const std::vector<ModelMember>& members, int features, torch::Device device) : device_(device) {
+  PackedMlp(const std::vector<ModelMember>& members, int features, torch::Device device) {
     const MemberSpec& s0 = *members[0].spec;
     for (const auto& l : s0.layers) activations_.push_back(l.activation);
     std::vector<std::vector<torch::Tensor>> w(s0.layers.size() + 1);
@@ -143,7 +143,7 @@ class PackedMlp : public Model {
     return out;
   }
 
-  std::string MemberForwardSource(int64_t) const override {
+  std::string MemberForwardSource() const override {
     std::string src;
     for (size_t l = 0; l < weights_.size(); ++l) {
       std::string name = "self.layer" + std::to_string(l);
@@ -174,7 +174,6 @@ class PackedMlp : public Model {
     return h * torch::stack(masks);
   }
 
-  torch::Device device_;
   std::vector<Activation> activations_;
   std::vector<std::vector<float>> dropout_;  // [hidden layer][member]
   std::vector<at::Generator> generators_;

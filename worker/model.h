@@ -41,7 +41,8 @@ class Model {
   virtual NamedTensors MemberTensors(const std::vector<torch::Tensor>& slices) const = 0;
   // TorchScript statements that map `h` (standardised features, [n, features]) to `h`
   // (standardised predictions, [n]), reading the MemberTensors() names as attributes of self.
-  virtual std::string MemberForwardSource(int64_t k) const = 0;
+  // Every member of a pack has the same architecture, so one source serves them all.
+  virtual std::string MemberForwardSource() const = 0;
 };
 
 // Per-member construction data of a pack.

@@ -1,13 +1,11 @@
 #include "worker/objective.h"
 
+#include "worker/pack_optimizer.h"
+
 namespace ens {
 
 RegressionObjective::RegressionObjective(const std::vector<const MemberSpec*>& specs, torch::Device device)
-    : kind_(specs[0]->loss) {
-  std::vector<float> delta;
-  for (const MemberSpec* s : specs) delta.push_back(static_cast<float>(s->huber_delta));
-  delta_ = torch::tensor(delta).unsqueeze(1).to(device);
-}
+    : kind_(specs[0]->loss), delta_(PerMember(specs, &MemberSpec::huber_delta, device).view({-1, 1})) {}
 
 torch::Tensor RegressionObjective::ElementLoss(const torch::Tensor& pred, const torch::Tensor& target) const {
   torch::Tensor e = pred - target;

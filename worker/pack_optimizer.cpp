@@ -7,20 +7,20 @@ namespace {
 
 constexpr double kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8;
 
-torch::Tensor PerMember(const std::vector<const MemberSpec*>& specs, double MemberSpec::*field,
-                        const torch::Tensor& like) {
+}  // namespace
+
+torch::Tensor PerMember(const std::vector<const MemberSpec*>& specs, double MemberSpec::*field, torch::Device device) {
   std::vector<float> v;
   for (const MemberSpec* s : specs) v.push_back(static_cast<float>(s->*field));
-  return torch::tensor(v).view({-1, 1, 1}).to(like.device());
+  return torch::tensor(v).view({-1, 1, 1}).to(device);
 }
-
-}  // namespace
 
 PackOptimizer::PackOptimizer(const std::vector<const MemberSpec*>& specs, std::vector<torch::Tensor> params)
     : kind_(specs[0]->optimizer), params_(std::move(params)) {
-  lr_ = PerMember(specs, &MemberSpec::lr, params_[0]);
-  weight_decay_ = PerMember(specs, &MemberSpec::weight_decay, params_[0]);
-  momentum_ = PerMember(specs, &MemberSpec::momentum, params_[0]);
+  const torch::Device device = params_[0].device();
+  lr_ = PerMember(specs, &MemberSpec::lr, device);
+  weight_decay_ = PerMember(specs, &MemberSpec::weight_decay, device);
+  momentum_ = PerMember(specs, &MemberSpec::momentum, device);
   for (const auto& p : params_) {
     m_.push_back(torch::zeros_like(p, p.options().requires_grad(false)));
     if (kind_ != OptimizerKind::kSgd) v_.push_back(torch::zeros_like(p, p.options().requires_grad(false)));

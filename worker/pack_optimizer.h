@@ -16,6 +16,10 @@
 
 namespace ens {
 
+// One value per member from its spec, as a [K, 1, 1] tensor on `device`: a per-member
+// hyperparameter that broadcasts over any stacked [K, rows, cols] parameter.
+torch::Tensor PerMember(const std::vector<const MemberSpec*>& specs, double MemberSpec::*field, torch::Device device);
+
 class PackOptimizer {
  public:
   // REQUIRES: every spec has the same optimizer kind; params all have leading dim K.

@@ -130,12 +130,6 @@ torch::Tensor Penalty(const Model& model, const torch::Tensor& l1, const torch::
   return p;
 }
 
-torch::Tensor PerMember(const std::vector<MemberRun>& runs, double MemberSpec::*field, torch::Device dev) {
-  std::vector<float> v;
-  for (const auto& r : runs) v.push_back(static_cast<float>(r.spec->*field));
-  return torch::tensor(v).view({-1, 1, 1}).to(dev);
-}
-
 double Monitored(Monitor monitor, double loss, double mae, double mse) {
   switch (monitor) {
     case Monitor::kValMae: return mae;
@@ -174,8 +168,8 @@ class PackLoop {
     model_ = BuildMlp(mm, in[0].features, dev);
     objective_ = std::make_unique<RegressionObjective>(specs, dev);
     optimizer_ = std::make_unique<PackOptimizer>(specs, model_->Parameters());
-    l1_ = PerMember(runs_, &MemberSpec::l1, dev);
-    l2_ = PerMember(runs_, &MemberSpec::l2, dev);
+    l1_ = PerMember(specs, &MemberSpec::l1, dev);
+    l2_ = PerMember(specs, &MemberSpec::l2, dev);
     for (const auto& r : runs_) max_epochs_ = std::max(max_epochs_, r.spec->epochs);
   }
 
@@ -196,7 +190,7 @@ class PackLoop {
   // After Run: each member's stand-alone parts (its kept parameters and standardisation).
   MemberParts Parts(size_t k) const {
     const MemberRun& r = runs_[k];
-    return {*r.spec, model_->MemberTensors(r.kept), model_->MemberForwardSource(static_cast<int64_t>(k)),
+    return {*r.spec, model_->MemberTensors(r.kept), model_->MemberForwardSource(),
             norm_.Member(norm_.xm, k), norm_.Member(norm_.xs, k), norm_.Member(norm_.ym, k),
             norm_.Member(norm_.ys, k)};
   }
@@ -380,7 +374,7 @@ void AddGpuPeaks(torch::Device dev, std::vector<TrainOutputs>* out) {
 // The fault-injection hooks (fault_injection.h) for libtorch errors, thrown as libtorch would.
 void InjectTorchErrors(const std::vector<TrainInputs>& in) {
   TORCH_CHECK_WITH(OutOfMemoryError, !OutOfMemoryRequested(in.size()),
-                   "CUDA out of memory. Tried to allocate 2.00 GiB (injected: ENSEMBLED_TEST_TORCH_ERROR)");
+                   "CUDA out of memory. Tried to allocate 2.00 GiB (injected: ENSEMBLED_TEST_OOM_ABOVE)");
   for (const auto& i : in)
     TORCH_CHECK(!TorchErrorRequested(i.task->task_id),
                 "mat1 and mat2 shapes cannot be multiplied (injected: ENSEMBLED_TEST_TORCH_ERROR)");
@@ -392,11 +386,8 @@ void TrainPackOnce(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>
   if (dev.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(dev.index());
   out->assign(in.size(), TrainOutputs{});
   InjectTorchErrors(in);
-  torch::Tensor all;
-  std::unique_ptr<DeviceDataCache> own;
-  DeviceDataCache* cache = in[0].data_cache;
-  if (cache == nullptr) cache = (own = std::make_unique<DeviceDataCache>()).get();
-  all = cache->Rows(in[0], dev);
+  DeviceDataCache own;  // used when the caller keeps none
+  torch::Tensor all = (in[0].data_cache ? in[0].data_cache : &own)->Rows(in[0], dev);
   auto t_start = Clock::now();
   PackLoop loop(in, out, dev);
   loop.Run(all);
