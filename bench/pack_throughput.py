@@ -1,19 +1,34 @@
 #!/usr/bin/env python3
-"""Fused packs vs one model per task: member-steps/s for 64 seed-000-shaped members
-(9 inputs -> 6 sigmoid -> 1 linear, Huber delta 0.35, Adam, batch 32), side by side in one
-run, both through the real daemon with one CPU worker and one thread.
+"""Fused packs against one model per task, side by side in one run, through the real daemon
+with one CPU worker and one thread: seed-000-shaped members (9 inputs -> 6 sigmoid -> 1
+linear, Huber delta 0.35, Adam, batch 32; 1000 rows, 800 of them for training).
 
-Usage: bench/pack_throughput.py [--members 64] [--epochs 20] [--build build]
-Writes bench/results/pack_throughput.json.
+For each case K x E (K members, E epochs) it runs a round with
+  pack_size 1       one member per task (skipped above --baseline-max members)
+  pack_size "auto"  the daemon's own plan
+  pack_size K       one fused pack of all K
+and reports member-steps/s over the whole round ("wall") and inside the training loop
+("train"), the ratio of round wall time to the pack's training time (issue 19: <= 1.5), and
+the fsync/fdatasync/syncfs calls of the fused round (a separate run under strace -f -c, so
+the timed runs are not slowed; "n/a" without strace).
+
+Usage: bench/pack_throughput.py [--cases 64x20,512x20,4096x4] [--baseline-max 512] [--build build]
+                                [--gpus none|auto] [--out bench/results/pack_throughput.json]
 """
-import argparse, json, os, subprocess, sys, tempfile, time
+import argparse, json, os, re, shutil, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+GPUS = "none"  # --gpus: "auto" on a GPU machine (scripts/gpu-check)
+
+
 def config(state, members, epochs, pack_size):
+    resources = {"gpus": GPUS, "cpu_workers": 1, "threads_per_worker": 1}
+    if GPUS != "none":
+        resources["workers_per_gpu"] = 1
     return {"run_name": "pack-bench", "state_dir": state, "run_seed": 0, "pack_size": pack_size,
-            "resources": {"gpus": "none", "cpu_workers": 1, "threads_per_worker": 1},
+            "resources": resources,
             "data": {"synthetic": {"features": 9, "initial_rows": 1000, "pool_rows": 0, "holdout_rows": 200}},
             "members": {"defaults": {"layers": [{"units": 6, "activation": "sigmoid"}], "loss": "huber",
                                      "huber_delta": 0.35, "optimizer": "adam", "lr": 0.001, "epochs": epochs,
@@ -22,14 +37,24 @@ def config(state, members, epochs, pack_size):
             "rounds": {"count": 1}, "save_checkpoints": False}
 
 
-def run(build, members, epochs, pack_size, work):
-    state = os.path.join(work, f"pack{pack_size}")
+def run(build, members, epochs, pack_size, work, strace=False):
+    state = os.path.join(work, f"k{members}-e{epochs}-p{pack_size}" + ("-strace" if strace else ""))
     path = state + ".json"
     json.dump(config(state, members, epochs, pack_size), open(path, "w"))
-    r = subprocess.run([os.path.join(build, "ensembled"), "run", "--config", path],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cmd = [os.path.join(build, "ensembled"), "run", "--config", path]
+    trace = state + ".strace"
+    if strace:
+        cmd = ["strace", "-f", "-c", "-o", trace, "-e", "trace=fsync,fdatasync,syncfs"] + cmd
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if r.returncode != 0:
         sys.exit(r.stderr[-2000:])
+    if strace:
+        calls = 0
+        for line in open(trace):
+            m = re.match(r"\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(fsync|fdatasync|syncfs)\s*$", line)
+            if m:
+                calls += int(m.group(1))
+        return calls
     journal = [json.loads(l) for l in open(os.path.join(state, "journal.jsonl"))]
     wall = next(j["wall_seconds"] for j in journal if j["event"] == "round_committed")
     steps, train = 0, 0.0
@@ -38,36 +63,54 @@ def run(build, members, epochs, pack_size, work):
             m = j["metrics"]
             steps += m["epochs_run"] * -(-m["train_rows"] // 32)
             train += m["train_seconds"]  # packed: the pack's training time / K per member
-    return steps, wall, train
+    shutil.rmtree(state, ignore_errors=True)
+    return {"member_steps": steps, "round_wall_s": round(wall, 3), "member_steps_per_s": round(steps / wall, 1),
+            "train_s": round(train, 3), "train_member_steps_per_s": round(steps / train, 1),
+            "wall_over_train": round(wall / train, 2)}
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--members", type=int, default=64)
-    ap.add_argument("--epochs", type=int, default=20)
+    ap.add_argument("--cases", default="64x20,512x20,4096x4", help="KxE,... (members x epochs)")
+    ap.add_argument("--baseline-max", type=int, default=512, help="largest K also run one member per task")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--gpus", default="none", help='"none" (CPU worker) or "auto" (one worker on the GPU)')
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "pack_throughput.json"))
     a = ap.parse_args()
-    rows = {}
+    global GPUS
+    GPUS = a.gpus
+    have_strace = shutil.which("strace") is not None
+    cases = []
     with tempfile.TemporaryDirectory(prefix="ens-packs-") as work:
-        for label, ps in (("one model per task", 1), (f"fused pack of {a.members}", a.members)):
-            steps, wall, train = run(a.build, a.members, a.epochs, ps, work)
-            rows[label] = {"member_steps": steps, "round_wall_s": round(wall, 2), "member_steps_per_s": round(steps / wall, 1),
-                           "train_s": round(train, 2), "train_member_steps_per_s": round(steps / train, 1)}
-    base = rows["one model per task"]["member_steps_per_s"]
-    tbase = rows["one model per task"]["train_member_steps_per_s"]
-    print("round wall = everything (dispatch, training, predictions, writing and fsyncing member files);")
-    print("training = the training loops alone (metrics train_seconds)")
-    print(f"{'mode':24} {'member-steps':>12} {'round wall s':>12} {'steps/s (wall)':>15} {'ratio':>6} "
-          f"{'train s':>8} {'steps/s (train)':>16} {'ratio':>6}")
-    for k, v in rows.items():
-        print(f"{k:24} {v['member_steps']:12d} {v['round_wall_s']:12.2f} {v['member_steps_per_s']:15.1f} "
-              f"{v['member_steps_per_s'] / base:5.1f}x {v['train_s']:8.2f} {v['train_member_steps_per_s']:16.1f} "
-              f"{v['train_member_steps_per_s'] / tbase:5.1f}x")
+        for case in a.cases.split(","):
+            k, e = (int(x) for x in case.split("x"))
+            rows = {}
+            if k <= a.baseline_max:
+                rows["one model per task"] = run(a.build, k, e, 1, work)
+            rows["auto"] = run(a.build, k, e, "auto", work)
+            rows[f"fused pack of {k}"] = run(a.build, k, e, k, work)
+            fsyncs = run(a.build, k, e, k, work, strace=True) if have_strace else None
+            cases.append({"members": k, "epochs": e, "fused_round_fsync_calls": fsyncs, "results": rows})
+    print("wall = the whole round (dispatch, training, predictions, writing, journaling, commit);")
+    print("train = the training loops alone (metrics train_seconds); ratios against one model per task")
+    print(f"{'K x E':>9} {'mode':20} {'steps':>8} {'wall s':>8} {'steps/s wall':>13} {'ratio':>6} "
+          f"{'train s':>8} {'steps/s train':>14} {'ratio':>6} {'wall/train':>10}")
+    for c in cases:
+        base = c["results"].get("one model per task")
+        for mode, v in c["results"].items():
+            rw = f"{v['member_steps_per_s'] / base['member_steps_per_s']:5.1f}x" if base else "    -"
+            rt = f"{v['train_member_steps_per_s'] / base['train_member_steps_per_s']:5.1f}x" if base else "    -"
+            print(f"{c['members']:>5} x{c['epochs']:<3} {mode:20} {v['member_steps']:8d} {v['round_wall_s']:8.2f} "
+                  f"{v['member_steps_per_s']:13.1f} {rw} {v['train_s']:8.2f} {v['train_member_steps_per_s']:14.1f} "
+                  f"{rt} {v['wall_over_train']:10.2f}")
+        print(f"{'':>9} fsync+fdatasync+syncfs calls in the fused round: "
+              f"{c['fused_round_fsync_calls'] if c['fused_round_fsync_calls'] is not None else 'n/a (no strace)'}")
     out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-           "command": f"bench/pack_throughput.py --members {a.members} --epochs {a.epochs}",
-           "machine": "2-core Debian 12 CPU dev machine, 1 worker, 1 thread", "results": rows}
-    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
-    json.dump(out, open(os.path.join(ROOT, "bench", "results", "pack_throughput.json"), "w"), indent=2)
+           "command": f"bench/pack_throughput.py --cases {a.cases} --baseline-max {a.baseline_max}",
+           "machine": "2-core Debian 12 CPU dev machine, 1 worker, 1 thread" if a.gpus == "none" else "GPU: gpus " + a.gpus,
+           "cases": cases}
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    json.dump(out, open(a.out, "w"), indent=2)
 
 
 if __name__ == "__main__":

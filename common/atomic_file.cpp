@@ -25,30 +25,27 @@ bool PathExists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-Status FsyncDir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno("open " + dir, errno);
-  int rc = ::fsync(fd);
+namespace {
+
+// Opens `path` with `flags`, runs `sync` (fsync, syncfs) on it and closes it; errors name both.
+Status SyncPath(const std::string& path, int flags, int (*sync)(int), const char* what) {
+  int fd = ::open(path.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno("open " + path, errno);
+  int rc = sync(fd);
   int err = errno;
   ::close(fd);
-  if (rc != 0) return Status::FromErrno("fsync " + dir, err);
+  if (rc != 0) return Status::FromErrno(std::string(what) + " " + path, err);
   return Status::Ok();
 }
 
-Status FsyncFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno("open " + path, errno);
-  int rc = ::fsync(fd);
-  int err = errno;
-  ::close(fd);
-  if (rc != 0) return Status::FromErrno("fsync " + path, err);
-  return Status::Ok();
-}
+}  // namespace
+
+Status FsyncDir(const std::string& dir) { return SyncPath(dir, O_RDONLY | O_DIRECTORY, ::fsync, "fsync"); }
 
 namespace {
 
-// Writes all of content to a new file at `path` and fsyncs it; removes it on failure.
-Status WriteAndSync(const std::string& path, const std::string& content, int mode) {
+// Writes all of content to a new file at `path` and, with sync, fsyncs it; removes it on failure.
+Status WriteAndSync(const std::string& path, const std::string& content, int mode, bool sync = true) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return Status::FromErrno("create " + path, errno);
   const char* p = content.data();
@@ -65,17 +62,27 @@ Status WriteAndSync(const std::string& path, const std::string& content, int mod
     p += w;
     left -= static_cast<size_t>(w);
   }
-  if (::fsync(fd) != 0) {
+  if (sync && ::fsync(fd) != 0) {
     int err = errno;
     ::close(fd);
     ::unlink(path.c_str());
     return Status::FromErrno("fsync " + path, err);
   }
-  ::close(fd);
+  if (::close(fd) != 0) {
+    int err = errno;
+    ::unlink(path.c_str());
+    return Status::FromErrno("close " + path, err);
+  }
   return Status::Ok();
 }
 
 }  // namespace
+
+Status WriteFileUnsynced(const std::string& path, const std::string& content, int mode) {
+  return WriteAndSync(path, content, mode, /*sync=*/false);
+}
+
+Status SyncFileSystem(const std::string& path) { return SyncPath(path, O_RDONLY, ::syncfs, "syncfs"); }
 
 Status WriteFileDurable(const std::string& path, const std::string& content, int mode) {
   return WriteAndSync(path, content, mode);
@@ -138,17 +145,20 @@ Status RemoveTree(const std::string& path) {
   return Status::Ok();
 }
 
-Status RenameDirAtomic(const std::string& from, const std::string& to) {
+Status SwapDirInto(const std::string& from, const std::string& to) {
   // An existing target is swapped out atomically (a reader never sees it missing), then removed.
   if (PathExists(to)) {
     if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) != 0)
       return Status::FromErrno("exchange " + from + " with " + to, errno);
-    Status s = RemoveTree(from);
-    if (!s.ok()) return s;
-  } else if (::rename(from.c_str(), to.c_str()) != 0) {
-    return Status::FromErrno("rename " + from + " to " + to, errno);
+    return RemoveTree(from);
   }
-  return FsyncDir(ParentDir(to));
+  if (::rename(from.c_str(), to.c_str()) != 0) return Status::FromErrno("rename " + from + " to " + to, errno);
+  return Status::Ok();
+}
+
+Status RenameDirAtomic(const std::string& from, const std::string& to) {
+  Status s = SwapDirInto(from, to);
+  return s.ok() ? FsyncDir(ParentDir(to)) : s;
 }
 
 }  // namespace ens

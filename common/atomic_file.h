@@ -20,11 +20,20 @@ StatusOr<std::string> ReadFile(const std::string& path);
 // mkdir -p with `mode` for every directory it creates.
 Status MakeDirs(const std::string& path, int mode = 0700);
 Status FsyncDir(const std::string& dir);
-// fsync of a file another library wrote (e.g. a torch archive).
-Status FsyncFile(const std::string& path);
 // Renames a directory into place atomically (removing an existing target first) and
 // fsyncs the parent.
 Status RenameDirAtomic(const std::string& from, const std::string& to);
+
+// Batched durability, for many files published together (a pack's member directories):
+// write each with WriteFileUnsynced, make them all durable with one SyncFileSystem, move
+// each directory into place with SwapDirInto, then FsyncDir each parent once. Two flushes
+// in all instead of one per file.
+Status WriteFileUnsynced(const std::string& path, const std::string& content, int mode = 0600);
+// syncfs(2) of the filesystem holding `path`: everything written there before is on disk
+// after it returns ok (a write-back error since the last call is reported).
+Status SyncFileSystem(const std::string& path);
+// RenameDirAtomic without the parent fsync.
+Status SwapDirInto(const std::string& from, const std::string& to);
 // rm -rf; absent is fine.
 Status RemoveTree(const std::string& path);
 bool PathExists(const std::string& path);

@@ -82,7 +82,13 @@ class DatasetWriter {
 class DatasetView {
  public:
   // Maps path read-only and validates header and checksum. Errors name the path.
-  static StatusOr<std::unique_ptr<DatasetView>> Map(const std::string& path);
+  // With `checked` (this process's earlier view of the same file, whose checksum it verified),
+  // only the rows appended since are read: the checksum is continued from checked's, O(rows
+  // added). Should that not match (the file was replaced, or rolled back and rewritten), the
+  // whole table is checked as without it.
+  static StatusOr<std::unique_ptr<DatasetView>> Map(const std::string& path, const DatasetView* checked = nullptr);
+  // Rows the last Map actually read to check the checksum (tests, benchmarks).
+  uint64_t rows_checked() const { return rows_checked_; }
   ~DatasetView();
 
   const SegmentHeader& header() const { return header_; }
@@ -96,6 +102,8 @@ class DatasetView {
   std::unique_ptr<Region> region_;
   SegmentHeader header_{};
   const float* data_ = nullptr;
+  uint64_t device_ = 0, inode_ = 0;  // the file mapped (a replaced file is checked in full)
+  uint64_t rows_checked_ = 0;
 };
 
 }  // namespace ens

@@ -3,10 +3,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
+#include <thread>
 
 namespace ens {
 
@@ -48,5 +50,22 @@ bool OutOfMemoryRequested(size_t pack_size) {
 }
 
 bool TorchErrorRequested(const std::string& task_id) { return Listed("ENSEMBLED_TEST_TORCH_ERROR", task_id); }
+
+void SlowPhaseIfTold(std::string_view phase) {
+  const char* spec = std::getenv("ENSEMBLED_TEST_SLOW_PHASE");
+  if (spec == nullptr) return;
+  std::string_view s(spec);
+  auto colon = s.find(':');
+  if (colon == std::string_view::npos || s.substr(0, colon) != phase) return;
+  std::this_thread::sleep_for(std::chrono::milliseconds(std::atol(spec + colon + 1)));
+}
+
+void HangIfTold(const std::string& task_id, int attempt, std::string_view phase) {
+  const char* spec = std::getenv("ENSEMBLED_TEST_HANG");
+  std::string want = task_id + ":" + std::to_string(attempt);
+  if (!phase.empty()) want += ":" + std::string(phase);
+  if (spec != nullptr && want == spec)
+    for (;;) ::pause();
+}
 
 }  // namespace ens

@@ -12,11 +12,16 @@
 // out-of-memory error when its training starts (a GPU that fits only n);
 // ENSEMBLED_TEST_TORCH_ERROR=<task_id>[,...] throws a plain c10::Error (a shape mismatch)
 // for a pack holding one of those tasks. There is no GPU in CI: these stand in.
+// ENSEMBLED_TEST_SLOW_PHASE=<phase>:<ms> makes every step of that task phase (one member's
+// setup, predictions or output) take ms longer: a phase that is long but moving, as a pack
+// of thousands is. ENSEMBLED_TEST_HANG=<task_id>:<attempt>[:<phase>] makes that attempt stop
+// for good (no progress, no heartbeats) when the task starts, or at that phase.
 #pragma once
 
 #include <cstddef>
 
 #include <string>
+#include <string_view>
 
 namespace ens {
 
@@ -25,5 +30,9 @@ bool NonFiniteLossRequested(const std::string& task_id);
 bool WriteFailureRequested(const std::string& task_id, int attempt);
 bool OutOfMemoryRequested(size_t pack_size);
 bool TorchErrorRequested(const std::string& task_id);
+// Sleeps the ENSEMBLED_TEST_SLOW_PHASE delay when `phase` is the one named; else returns at once.
+void SlowPhaseIfTold(std::string_view phase);
+// Never returns when ENSEMBLED_TEST_HANG names this attempt and phase ("" = the task's start).
+void HangIfTold(const std::string& task_id, int attempt, std::string_view phase);
 
 }  // namespace ens

@@ -69,8 +69,19 @@ StatusOr<std::unique_ptr<Journal>> Journal::Open(const std::string& path) {
 }
 
 Status Journal::Append(json record) {
-  record["time"] = static_cast<int64_t>(std::time(nullptr));
-  std::string line = record.dump() + "\n";
+  std::vector<json> one;
+  one.push_back(std::move(record));
+  return AppendBatch(std::move(one));
+}
+
+Status Journal::AppendBatch(std::vector<json> batch) {
+  if (batch.empty()) return Status::Ok();
+  const auto now = static_cast<int64_t>(std::time(nullptr));
+  std::string line;
+  for (json& record : batch) {
+    record["time"] = now;
+    line += record.dump() + "\n";
+  }
   const char* p = line.data();
   size_t left = line.size();
   while (left > 0) {
@@ -83,7 +94,7 @@ Status Journal::Append(json record) {
     left -= static_cast<size_t>(w);
   }
   if (::fdatasync(fd_) != 0) return Status::FromErrno("fsync " + path_, errno);
-  records_.push_back(std::move(record));
+  for (json& record : batch) records_.push_back(std::move(record));
   return Status::Ok();
 }
 

@@ -1,7 +1,7 @@
 // Journal: the append-only record of a run, one JSON object per line (journal.jsonl).
 //
 // Each Append writes one line and fsyncs before returning: a record that Append returned for
-// is durable. A supervisor killed mid-write leaves at most one torn last line, which Open
+// is durable. AppendBatch does the same for many lines at the cost of one fsync. A supervisor killed mid-write leaves at most one torn last line, which Open
 // drops (and truncates away); a bad line anywhere else is corruption, reported with its
 // line number, never guessed around.
 //
@@ -34,6 +34,10 @@ class Journal {
 
   // Adds "time" (unix seconds) and appends durably.
   Status Append(nlohmann::json record);
+  // Appends every record with one write and one fdatasync (a pack's member_done records):
+  // after an ok, all are durable; a crash mid-way leaves a prefix of them (and at most one
+  // torn line, dropped on Open). On error none is in records().
+  Status AppendBatch(std::vector<nlohmann::json> batch);
   const std::vector<nlohmann::json>& records() const { return records_; }
   // Lines dropped as torn when opening (0 or 1).
   int torn_lines_dropped() const { return torn_; }

@@ -1,7 +1,8 @@
 // MemberResult: what a finished member left on disk, as the supervisor and ensemblectl read it.
 //
 // The worker writes a member directory (see run_layout.h) to <dir>.tmp and renames it into
-// place after every file is fsynced, so a member directory that exists is complete.
+// place once every file is durable (one syncfs per pack), so a member directory that exists
+// is complete.
 // metrics.json keys (all numbers unless said): member (string), round, index, seed,
 // generation, train_rows, val_rows, epochs_run, best_epoch, best_val_loss, holdout_rmse,
 // holdout_mae, seconds, rss_kb_before, rss_kb_after, rss_kb_peak, threads, device (string).

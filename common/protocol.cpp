@@ -124,7 +124,8 @@ std::string EncodeMessage(const Message& m) {
   switch (m.type) {
     case MessageType::kReady: j["pid"] = m.pid; break;
     case MessageType::kHeartbeat:
-      j.update({{"pid", m.pid}, {"task_id", m.task_id}, {"epoch", m.epoch}, {"rss_kb", m.rss_kb}});
+      j.update({{"pid", m.pid}, {"task_id", m.task_id}, {"epoch", m.epoch}, {"rss_kb", m.rss_kb},
+                {"phase", std::string(Name(m.phase))}});
       break;
     case MessageType::kDone:
       j.update({{"pid", m.pid}, {"task_id", m.task_id},
@@ -178,6 +179,16 @@ StatusOr<Message> DecodeMessage(std::string_view bytes) {
       ok = GetInt(j, "pid", 1, INT32_MAX, &m.pid, &err) && GetString(j, "task_id", 256, &m.task_id, &err) &&
            GetInt(j, "epoch", 0, 1 << 30, &epoch, &err) && GetInt(j, "rss_kb", 0, INT64_MAX, &m.rss_kb, &err);
       m.epoch = static_cast<int>(epoch);
+      if (ok && j.contains("phase")) {
+        std::string phase;
+        ok = GetString(j, "phase", 32, &phase, &err);
+        auto parsed = Parse<TaskPhase>(phase);
+        if (ok && !parsed) {
+          ok = false;
+          err = "field 'phase': unknown phase '" + phase + "'";
+        }
+        if (ok) m.phase = *parsed;
+      }
       break;
     case MessageType::kDone:
       ok = GetInt(j, "pid", 1, INT32_MAX, &m.pid, &err) && GetString(j, "task_id", 256, &m.task_id, &err);

@@ -4,7 +4,9 @@
 //   "v": kProtocolVersion, "type": one of the names below, "slot": worker slot (int >= 0).
 // Worker -> supervisor (the shared report queue):
 //   ready     {pid}                              after the worker mapped nothing yet but is up
-//   heartbeat {pid, task_id, epoch, rss_kb}      while training, at most every ~second
+//   heartbeat {pid, task_id, epoch, rss_kb, phase}  in every phase of a task (setup, training,
+//                                                evaluating, predicting, writing), at most every
+//                                                --heartbeat-ms; phase optional, default training
 //   done      {pid, task_id, metrics{...}, recycle}          results are on disk before this is sent
 //   failed    {pid, task_id, error, permanent, recycle}      permanent: retrying cannot help
 //   (recycle: optional bool, default false: this worker exits 0 right after the report)
@@ -17,7 +19,9 @@
 // never acted on. Pure functions. Thread-safe.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,6 +57,13 @@ struct TaskSpec {
   MemberSpec member;
 };
 
+// What a busy worker is doing; its heartbeats say so. Each phase beats at least once per
+// member or batch it handles, so a long phase is never silent (and a hung one is).
+enum class TaskPhase { kSetup, kTraining, kEvaluating, kPredicting, kWriting };
+inline constexpr std::array<std::string_view, 5> kTaskPhaseNames{"setup", "training", "evaluating", "predicting",
+                                                                 "writing"};
+constexpr std::span<const std::string_view> NamesOf(TaskPhase) { return kTaskPhaseNames; }
+
 enum class MessageType { kReady, kHeartbeat, kDone, kFailed, kTask, kPack, kShutdown };
 const char* MessageTypeName(MessageType t);
 
@@ -63,6 +74,7 @@ struct Message {
   std::string task_id;       // heartbeat, done, failed
   int epoch = 0;             // heartbeat
   int64_t rss_kb = 0;        // heartbeat
+  TaskPhase phase = TaskPhase::kTraining;  // heartbeat
   nlohmann::json metrics;    // done: object
   std::string error;         // failed
   bool permanent = false;    // failed

@@ -10,6 +10,7 @@
 //     data/holdout.bin             dataset segment: fixed holdout the ensemble is scored on
 //     data/pool.bin                dataset segment: candidate pool for mutation
 //     rounds/r0002/summary.json    ensemble summary of round 2 (after commit)
+//     rounds/r0002/packs/<task>-a<attempt>.json   one per trained pack of K > 1 (member.json's "pack")
 //     rounds/r0002/members/m005/   one member of round 2:
 //         checkpoint.pt            weights + normalisation tensors (torch archive)
 //         member.json              member spec, seed, generation, rows, norm stats

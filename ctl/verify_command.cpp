@@ -83,14 +83,31 @@ struct Verdict {
   std::string text;
 };
 
-// "" for a member trained alone; else " (trained in a pack of N)", and for one that differs
-// and was recorded before pack-invariant training (no "task" in member.json) why it may.
-std::string PackNote(const std::string& member_dir, Verdict::Kind kind) {
-  json metrics = ReadJson(member_dir + "/metrics.json");
-  int pack = metrics.is_object() ? metrics.value("pack_size", 1) : 1;
-  if (pack <= 1) return "";
-  std::string note = " (trained in a pack of " + std::to_string(pack);
+// "" for a member trained alone; else " (trained in a pack of N, <pack file>)" from the pack
+// file member.json refers to (older records: metrics' pack_size), saying when that file is
+// missing or does not list the member; for one that differs and was recorded before
+// pack-invariant training (no "task" in member.json), why it may.
+std::string PackNote(const std::string& member_dir, const std::string& name, Verdict::Kind kind) {
   json member = ReadJson(member_dir + "/member.json");
+  json metrics = ReadJson(member_dir + "/metrics.json");
+  std::string note;
+  if (member.is_object() && member.contains("pack") && member["pack"].is_object()) {
+    const json& ref = member["pack"];
+    const std::string file = ref.value("file", "");
+    // Shown relative to the round directory (the file's own path is relative to the member's).
+    const std::string shown = file.rfind("../../", 0) == 0 ? file.substr(6) : file;
+    note = " (trained in a pack of " + std::to_string(ref.value("size", 0)) + ", " + shown;
+    json pack = ReadJson(member_dir + "/" + file);
+    bool listed = false;
+    if (pack.is_object() && pack.contains("members") && pack["members"].is_array())
+      for (const auto& m : pack["members"]) listed = listed || (m.is_object() && m.value("member", "") == name);
+    if (!pack.is_object()) note += ": missing or unreadable";
+    else if (!listed) note += ": does not list this member";
+  } else {
+    int size = metrics.is_object() ? metrics.value("pack_size", 1) : 1;
+    if (size <= 1) return "";
+    note = " (trained in a pack of " + std::to_string(size);
+  }
   if (kind == Verdict::kDiffers && member.is_object() && !member.contains("task"))
     note += " by an older worker whose packed bits depended on the pack";
   return note + ")";
@@ -176,7 +193,7 @@ int Verify(const std::string& state_dir, int round, const std::string& member, i
     Verdict v = VerifyMember(layout, round, name, scratch);
     mismatches += v.kind != Verdict::kEqual;
     std::printf("%-10s %6d  %s%s\n", name.c_str(), round, v.text.c_str(),
-                PackNote(layout.MemberDir(round, name), v.kind).c_str());
+                PackNote(layout.MemberDir(round, name), name, v.kind).c_str());
     std::fflush(stdout);
   }
   (void)RemoveTree(scratch);

@@ -10,7 +10,7 @@ nlohmann::json SnapshotToJson(const RunSnapshot& s) {
   nlohmann::json workers = nlohmann::json::array();
   for (const auto& w : s.workers)
     workers.push_back({{"slot", w.slot}, {"gpu", w.gpu}, {"pid", w.pid}, {"state", w.state}, {"member", w.member},
-                       {"rss_kb", w.rss_kb}, {"gpu_reserved_mb", w.gpu_reserved_mb},
+                       {"phase", w.phase}, {"rss_kb", w.rss_kb}, {"gpu_reserved_mb", w.gpu_reserved_mb},
                        {"tasks_since_start", w.tasks_since_start}, {"spawns", w.spawns}, {"recycles", w.recycles}});
   nlohmann::json rounds = nlohmann::json::array();
   for (const auto& r : s.rounds_done)

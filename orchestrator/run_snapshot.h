@@ -20,6 +20,7 @@ struct WorkerView {
   int pid = 0;
   std::string state;
   std::string member;  // current member, "" when idle
+  std::string phase;   // busy: setup, training, evaluating, predicting or writing; "" when idle
   int64_t rss_kb = 0;
   double gpu_reserved_mb = 0;
   int tasks_since_start = 0;

@@ -181,6 +181,45 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
     }
   }
   std::string first_failure;
+  // member_done records wait here until their pack has reported (or 250 ms passed) and go to
+  // the journal as one fsync'd batch: O(1) fsyncs per pack, not per member.
+  struct DoneRecord {
+    json rec;
+    std::string out_dir;
+    int pack;
+  };
+  std::vector<DoneRecord> done_batch;
+  std::set<std::string> batched;
+  Clock::time_point batch_started;
+  auto decided = [&](const std::string& m) {
+    return progress_.done.count(m) > 0 || failed_members.count(m) > 0 || batched.count(m) > 0;
+  };
+  auto flush_done = [&]() -> Status {
+    if (done_batch.empty()) return Status::Ok();
+    std::vector<json> recs;
+    for (const auto& d : done_batch) recs.push_back(d.rec);
+    Status s = journal_->AppendBatch(std::move(recs));
+    if (!s.ok()) return s;
+    for (const auto& d : done_batch) {
+      const json& m = d.rec["metrics"];
+      const std::string name = d.rec["member"].get<std::string>();
+      progress_.done[name] = d.rec;
+      ++finished;
+      CrashPoint("after_member_done");
+      RecordFinished(name, d.out_dir, m.value("seconds", 0.0));
+      std::printf("  round %d  %-8s done   holdout_rmse %7.4f  epochs %3d  %5.1fs  slot %d pid %d\n", round,
+                  name.c_str(), m.value("holdout_rmse", 0.0), m.value("epochs_run", 0), m.value("seconds", 0.0),
+                  d.rec.value("slot", 0), d.rec.value("pid", 0));
+    }
+    std::fflush(stdout);
+    done_batch.clear();
+    batched.clear();
+    return Status::Ok();
+  };
+  auto stopped = [&]() {
+    if (Status s = flush_done(); !s.ok()) spdlog::error("journal: {}", s.message());
+    return RoundEnd::kStopped;
+  };
   while (finished + failed_members.size() < cfg_.members.size()) {
     if (stop_requests_ == 0 && !paused_)
       for (auto it = pending.begin(); it != pending.end();) {
@@ -191,14 +230,10 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
           ++it;
           continue;
         }
-        // A journaled (done or failed) member in a re-run pack trains for the pack's sake only
-        // (publish false): its directory is not rewritten.
-        bool needed = false;
-        for (TaskSpec& t : *it) {
-          t.publish = !progress_.done.count(t.member.name) && !failed_members.count(t.member.name);
-          needed = needed || t.publish;
-        }
-        if (!needed) {
+        // A re-run pack trains only its undecided members: a member's bits do not depend on
+        // its pack, and a journaled directory is never rewritten.
+        std::erase_if(*it, [&](const TaskSpec& t) { return decided(t.member.name); });
+        if (it->empty()) {
           it = pending.erase(it);
           continue;
         }
@@ -207,14 +242,14 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
         it = pending.erase(it);
         CrashPoint("after_dispatch");
       }
-    if (stop_requests_ > 0 && workers_->BusyCount() == 0) return RoundEnd::kStopped;
+    if (stop_requests_ > 0 && workers_->BusyCount() == 0) return stopped();
     if (stop_requests_ > 0 && Clock::now() > stop_deadline_) {
       spdlog::warn("stop_timeout_s passed: stopping the running tasks");
-      return RoundEnd::kStopped;
+      return stopped();
     }
     struct pollfd fds[3] = {{workers_->report_fd(), POLLIN, 0}, {control_.fd(), POLLIN, 0}, {opts_.signal_fd, POLLIN, 0}};
     ::poll(fds, opts_.signal_fd >= 0 ? 3 : 2, 200);
-    if (!HandleSignals()) return RoundEnd::kStopped;
+    if (!HandleSignals()) return stopped();
     round_failed_ = failed_members.size();
     ServiceTick(false);
     for (PoolEvent& e : workers_->Service()) {
@@ -226,34 +261,24 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
       if (reports_due[pack] > 0) --reports_due[pack];  // one attempt of a pack in flight at a time
       if (e.kind == PoolEvent::kDone) {
         // Unpublished (trained again for its pack only), or already decided: nothing to record.
-        if (!e.task.publish || progress_.done.count(name) || failed_members.count(name)) continue;
+        if (!e.task.publish || decided(name)) continue;
         auto r = LoadMemberResult(e.task.out_dir, holdout_.rows(), pool_.rows());
         if (r.ok()) {
-          json rec = {{"event", "member_done"}, {"round", round}, {"member", name},
-                      {"index", e.task.member_index}, {"attempt", e.task.attempt}, {"slot", e.slot},
-                      {"pid", e.pid}, {"metrics", r->metrics}};
-          Status s = journal_->Append(rec);
-          if (!s.ok()) {
-            *error = s;
-            return RoundEnd::kFailed;
-          }
-          progress_.done[name] = rec;
-          ++finished;
-          CrashPoint("after_member_done");
-          RecordFinished(name, e.task.out_dir, r->metrics.value("seconds", 0.0));
-          std::printf("  round %d  %-8s done   holdout_rmse %7.4f  epochs %3d  %5.1fs  slot %d pid %d\n", round,
-                      name.c_str(), r->metrics.value("holdout_rmse", 0.0), r->metrics.value("epochs_run", 0),
-                      r->metrics.value("seconds", 0.0), e.slot, e.pid);
-          std::fflush(stdout);
+          if (done_batch.empty()) batch_started = Clock::now();
+          done_batch.push_back({{{"event", "member_done"}, {"round", round}, {"member", name},
+                                 {"index", e.task.member_index}, {"attempt", e.task.attempt}, {"slot", e.slot},
+                                 {"pid", e.pid}, {"metrics", r->metrics}},
+                                e.task.out_dir, pack});
+          batched.insert(name);
           continue;
         }
         e.kind = PoolEvent::kFailed;
         e.error = "results unreadable: " + r.status().message();
       }
-      if (progress_.done.count(name) || failed_members.count(name)) continue;
+      if (decided(name)) continue;
       auto mark_failed = [&](int i) {
         const std::string& m = cfg_.members[static_cast<size_t>(i)].name;
-        if (progress_.done.count(m) || failed_members.count(m)) return;
+        if (decided(m)) return;
         (void)journal_->Append({{"event", "member_failed"}, {"round", round}, {"member", m}, {"index", i},
                                 {"attempt", e.task.attempt}, {"error", e.error}, {"permanent", e.permanent}});
         failed_members.insert(m);
@@ -274,7 +299,7 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
       bool give_up = e.task.attempt >= cfg_.max_task_attempts;
       spdlog::warn("round {} member {} attempt {} failed: {}{}", round, name, e.task.attempt, e.error,
                    give_up ? " (giving up)" : " (will retry)");
-      if (!give_up) {  // the whole pack again (its bits depend on all of it)
+      if (!give_up) {  // the pack again, less its decided members
         current[pack] = e.task.attempt + 1;
         pending.push_back(unit(static_cast<size_t>(pack), e.task.attempt + 1));
         ++counters_.members_retried_total;
@@ -283,6 +308,14 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
       // Out of attempts: this member fails. Its pack-mates' own reports of this last attempt
       // (done, failed or lost; every task of a pack gets one) decide theirs.
       mark_failed(e.task.member_index);
+    }
+    const bool pack_reported = std::any_of(done_batch.begin(), done_batch.end(),
+                                           [&](const DoneRecord& d) { return reports_due[d.pack] == 0; });
+    if (!done_batch.empty() && (pack_reported || Clock::now() - batch_started > std::chrono::milliseconds(250))) {
+      if (Status s = flush_done(); !s.ok()) {
+        *error = s;
+        return RoundEnd::kFailed;
+      }
     }
   }
   size_t failed = failed_members.size();

@@ -84,7 +84,7 @@ RunSnapshot Supervisor::BuildSnapshot() const {
       s.workers.push_back({w.placement.slot, w.placement.gpu.empty() ? "cpu" : w.placement.gpu, static_cast<int>(w.pid),
                            SlotStateName(w.state),
                            w.tasks.empty() ? "" : w.tasks[0].member.name + (w.tasks.size() > 1 ? "+" + std::to_string(w.tasks.size() - 1) : ""),
-                           w.rss_kb, w.gpu_reserved_mb,
+                           w.state == SlotState::kBusy ? std::string(Name(w.phase)) : "", w.rss_kb, w.gpu_reserved_mb,
                            w.tasks_done, w.spawns, w.recycles});
       s.worker_recycles_total += static_cast<uint64_t>(w.recycles);
     }

@@ -48,7 +48,10 @@ Status WorkerPool::Start() {
 
 void WorkerPool::Spawn(WorkerSlot& s) {
   WorkerLaunch l;
+  // Four heartbeats per timeout, at most one a second: a slow beat never looks like silence.
+  const int heartbeat_ms = static_cast<int>(std::clamp(opts_.heartbeat_timeout_s * 250.0, 10.0, 1000.0));
   l.argv = {opts_.worker_binary, "serve", "--run-id", opts_.run_id, "--slot", std::to_string(s.placement.slot),
+            "--heartbeat-ms", std::to_string(heartbeat_ms),
             "--recycle-after-tasks", std::to_string(opts_.recycle.after_tasks),
             "--recycle-rss-mb", std::to_string(opts_.recycle.rss_mb),
             "--recycle-rss-growth-pct", std::to_string(opts_.recycle.rss_growth_pct),
@@ -105,7 +108,10 @@ void WorkerPool::HandleMessage(const std::string& bytes, std::vector<PoolEvent>*
     case MessageType::kReady:
       if (s->state == SlotState::kStarting) s->state = SlotState::kIdle;
       break;
-    case MessageType::kHeartbeat: s->rss_kb = m->rss_kb; break;
+    case MessageType::kHeartbeat:
+      s->rss_kb = m->rss_kb;
+      s->phase = m->phase;
+      break;
     case MessageType::kDone:
     case MessageType::kFailed: {
       auto given = std::find_if(s->tasks.begin(), s->tasks.end(),
@@ -235,6 +241,7 @@ bool WorkerPool::Assign(const std::vector<TaskSpec>& tasks) {
     }
     s.tasks = tasks;
     s.state = SlotState::kBusy;
+    s.phase = TaskPhase::kSetup;
     s.last_heard = Clock::now();
     return true;
   }

@@ -51,6 +51,7 @@ struct WorkerSlot {
   bool recycling = false;    // the current process announced it exits after its report
   int64_t rss_kb = 0;
   double gpu_reserved_mb = 0;
+  TaskPhase phase = TaskPhase::kSetup;  // busy: what its last heartbeat said
   MessageQueue queue;        // supervisor -> this slot
 };
 

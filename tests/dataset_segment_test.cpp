@@ -183,6 +183,47 @@ TEST_CASE("Append beyond capacity grows the file - an older mapping keeps its pr
   CheckRows(*new_view, 5, big);
 }
 
+TEST_CASE("Mapping a newer generation after an earlier one checks only the appended rows", "[segment]") {
+  TempDir dir;
+  const std::string path = dir.File("train.bin");
+  auto w = MustCreate(path, MakeTable(50, 3), 0);
+  auto g0 = MustMap(path);
+  CHECK(g0->rows_checked() == 50);  // a first mapping checks everything
+  REQUIRE(w->Append(MakeTable(7, 3, 100.0f), 1).ok());
+
+  auto g1 = DatasetView::Map(path, g0.get());
+  REQUIRE(g1.ok());
+  CHECK(g1.value()->rows_checked() == 7);
+  CHECK(g1.value()->header().rows == 57);
+  CheckRows(*g1.value(), 50, MakeTable(7, 3, 100.0f));
+
+  SECTION("an appended row damaged on disk is still refused") {
+    REQUIRE(w->Append(MakeTable(2, 3, 200.0f), 2).ok());
+    float junk = 12345.0f;
+    Pwrite(path, &junk, sizeof(junk), static_cast<off_t>(kSegmentHeaderBytes + 58 * 4 * sizeof(float)));
+    auto g2 = DatasetView::Map(path, g1.value().get());
+    REQUIRE_FALSE(g2.ok());
+    CHECK(g2.status().code() == Status::Code::kCorruption);
+    CHECK_THAT(g2.status().message(), Catch::Contains(path));
+  }
+  SECTION("rolled back and rewritten below the earlier view: the whole table is checked") {
+    REQUIRE(w->Rollback(40, 0).ok());
+    REQUIRE(w->Append(MakeTable(20, 3, 300.0f), 1).ok());  // rows 40..59 differ from g1's
+    auto g2 = DatasetView::Map(path, g1.value().get());
+    INFO(g2.status().ToString());
+    REQUIRE(g2.ok());
+    CHECK(g2.value()->rows_checked() == 60);
+    CheckRows(*g2.value(), 40, MakeTable(20, 3, 300.0f));
+  }
+  SECTION("a replaced file is checked in full") {
+    w.reset();
+    auto other = MustCreate(path, MakeTable(60, 3, 9.0f), 0);
+    auto g2 = DatasetView::Map(path, g1.value().get());
+    REQUIRE(g2.ok());
+    CHECK(g2.value()->rows_checked() == 60);
+  }
+}
+
 TEST_CASE("Rollback restores rows, generation and checksum", "[segment]") {
   TempDir dir;
   const std::string path = dir.File("train.bin");

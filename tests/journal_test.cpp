@@ -87,6 +87,27 @@ TEST_CASE("Appended records read back after reopen", "[journal]") {
   CHECK(read->back()["reason"] == "rounds");
 }
 
+TEST_CASE("AppendBatch writes every record as one line each, durable together", "[journal]") {
+  TempDir dir;
+  const std::string path = dir.File("journal.jsonl");
+  {
+    auto j = MustOpen(path);
+    REQUIRE(j->Append({{"event", "run_started"}, {"train_rows", 10}}).ok());
+    std::vector<json> batch;
+    for (int i = 0; i < 3; ++i) batch.push_back({{"event", "member_done"}, {"round", 0}, {"member", "m00" + std::to_string(i)}});
+    REQUIRE(j->AppendBatch(batch).ok());
+    REQUIRE(j->AppendBatch({}).ok());  // nothing to write is fine
+    CHECK(j->records().size() == 4);
+    CHECK(j->records()[3]["member"] == "m002");
+    CHECK(j->records()[3].contains("time"));
+  }
+  std::string text = Slurp(path);
+  CHECK(std::count(text.begin(), text.end(), '\n') == 4);
+  auto j = MustOpen(path);
+  CHECK(Events(j->records()) == std::vector<std::string>{"run_started", "member_done", "member_done", "member_done"});
+  CHECK(ReplayJournal(j->records()).done.size() == 3);
+}
+
 TEST_CASE("A torn last line is dropped and truncated away on Open", "[journal]") {
   TempDir dir;
   const std::string path = dir.File("journal.jsonl");

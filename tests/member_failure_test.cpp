@@ -134,7 +134,7 @@ TEST_CASE("a packed member with a non-finite loss leaves its pack-mates' bits un
   INFO(v.out << v.err);
   CHECK(v.code == 0);
   CHECK(v.out.find("3 member(s) checked, 0 mismatch(es)") != std::string::npos);
-  CHECK(v.out.find("m000            0  equal (trained in a pack of 4)") != std::string::npos);
+  CHECK(v.out.find("m000            0  equal (trained in a pack of 4, packs/r0-m000-a1.json)") != std::string::npos);
 }
 
 // A transient failure of one packed member (its directory write fails once) retries the whole

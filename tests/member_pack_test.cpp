@@ -80,11 +80,20 @@ TEST_CASE("packed and unpacked runs give bitwise identical members", "[pack][int
       CHECK(metrics_a.contains("pack_position"));
       CHECK_FALSE(metrics_b.contains("pack_size"));
       CHECK(metrics_a["holdout_rmse"] == metrics_b["holdout_rmse"]);
-      // The record names the task, not the pack: the member's bits do not depend on it.
+      // The record names the task and refers to its pack's one shared file (O(1) per member);
+      // the member's bits do not depend on the pack.
       json member_a = json::parse(ReadText(a + "/member.json"));
       json member_b = json::parse(ReadText(b + "/member.json"));
-      CHECK_FALSE(member_a.contains("pack"));
       CHECK_FALSE(member_a.contains("pack_members"));
+      CHECK_FALSE(member_b.contains("pack"));  // trained alone: no pack file
+      REQUIRE(member_a.contains("pack"));
+      CHECK(member_a["pack"]["size"] == 3);
+      json pack = json::parse(ReadText(a + "/" + member_a["pack"]["file"].get<std::string>()));
+      REQUIRE(pack["members"].size() == 3);
+      const size_t position = member_a["pack"]["position"].get<size_t>();
+      CHECK(pack["members"][position]["member"] == m);
+      CHECK(pack["round"] == round);
+      member_a.erase("pack");
       REQUIRE(member_a.contains("task"));
       TaskSpec task;
       Status s = TaskFromJson(member_a["task"], &task);
@@ -108,7 +117,7 @@ TEST_CASE("packed and unpacked runs give bitwise identical members", "[pack][int
   INFO(v.out << v.err);
   CHECK(v.code == 0);
   CHECK(v.out.find("6 member(s) checked, 0 mismatch(es)") != std::string::npos);
-  CHECK(v.out.find("m000            1  equal (trained in a pack of 3)") != std::string::npos);
+  CHECK(v.out.find("m000            1  equal (trained in a pack of 3, packs/r1-m000-a1.json)") != std::string::npos);
 }
 
 }  // namespace

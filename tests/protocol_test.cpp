@@ -95,12 +95,14 @@ TEST_CASE("Every message type round-trips", "[protocol]") {
     m.task_id = "r0-m001";
     m.epoch = 12;
     m.rss_kb = 5'000'000'000LL;
+    m.phase = TaskPhase::kWriting;
     Message d = RoundTrip(m);
     CHECK(d.type == MessageType::kHeartbeat);
     CHECK(d.pid == 4242);
     CHECK(d.task_id == "r0-m001");
     CHECK(d.epoch == 12);
     CHECK(d.rss_kb == 5'000'000'000LL);
+    CHECK(d.phase == TaskPhase::kWriting);
   }
   SECTION("done") {
     m.type = MessageType::kDone;
@@ -302,6 +304,29 @@ TEST_CASE("Malformed messages are rejected with the reason", "[protocol]") {
     j.erase("task_id");
     RequireRejected(j.dump(), {"heartbeat", "'task_id'"});
   }
+  SECTION("heartbeat with an unknown phase") {
+    Message hb;
+    hb.type = MessageType::kHeartbeat;
+    hb.pid = 9;
+    hb.task_id = "t";
+    json j = Encoded(hb);
+    j["phase"] = "napping";
+    RequireRejected(j.dump(), {"heartbeat", "'phase'", "napping"});
+  }
+}
+
+TEST_CASE("A heartbeat without 'phase' (an older worker) is a training heartbeat", "[protocol]") {
+  Message hb;
+  hb.type = MessageType::kHeartbeat;
+  hb.pid = 9;
+  hb.task_id = "t";
+  hb.phase = TaskPhase::kSetup;
+  json j = Encoded(hb);
+  CHECK(j["phase"] == "setup");
+  j.erase("phase");
+  auto d = DecodeMessage(j.dump());
+  REQUIRE(d.ok());
+  CHECK(d->phase == TaskPhase::kTraining);
 }
 
 TEST_CASE("A task without 'publish' (an older supervisor) is published", "[protocol]") {

@@ -63,7 +63,7 @@ TEST_CASE("one worker and three workers produce bitwise identical members", "[re
     INFO(v.out << v.err);
     CHECK(v.code == 0);
     CHECK(v.out.find("5 member(s) checked, 0 mismatch(es)") != std::string::npos);
-    CHECK(v.out.find("(trained in a pack of 3)") != std::string::npos);
+    CHECK(v.out.find("(trained in a pack of 3, packs/r1-m000-a1.json)") != std::string::npos);
   }
   SECTION("ensemblectl verify names the member and tensor of an altered checkpoint") {
     std::filesystem::copy_file(one.MemberDir(1, "m000") + "/checkpoint.pt",
@@ -73,7 +73,7 @@ TEST_CASE("one worker and three workers produce bitwise identical members", "[re
     INFO(v.out << v.err);
     CHECK(v.code == 3);
     CHECK(v.out.find("m002            1  tensor layer0_weight differs") != std::string::npos);
-    CHECK(v.out.find("m000            1  equal (trained in a pack of 3)") != std::string::npos);
+    CHECK(v.out.find("m000            1  equal (trained in a pack of 3, packs/r1-m000-a1.json)") != std::string::npos);
   }
 }
 

@@ -154,7 +154,9 @@ TEST_CASE("ensembled killed at each crash point resumes to the undisturbed resul
     if (point == "after_dispatch") {
       CHECK(CountEvents(snap.recs, "member_done") == 0);
     } else if (point == "after_member_done:3") {
-      CHECK(CountEvents(snap.recs, "member_done") == 3);
+      // member_done records are journaled in batches (one fsync for the reports that came in
+      // together), so the batch holding the third may hold the fourth too.
+      CHECK(CountEvents(snap.recs, "member_done") >= 3);
       CHECK(at_crash.committed.empty());
     } else if (point == "after_mutation_append" || point == "after_summary") {
       CHECK(at_crash.committed.empty());
@@ -310,7 +312,9 @@ TEST_CASE("a crash inside a pack's reports does not rewrite the pack's journaled
   INFO(crashed.out << crashed.err);
   REQUIRE(crashed.code == 128 + SIGKILL);
   CrashSnapshot snap = Snapshot(state);
-  REQUIRE(snap.done_mtimes.size() == 1);
+  // At least the first member_done batch is journaled (reports that came in together share one).
+  REQUIRE(snap.done_mtimes.size() >= 1);
+  REQUIRE(snap.done_mtimes.size() <= static_cast<size_t>(kMembers));  // all in round 0
   auto resumed = RunEnsembled(tmp / "cfg.json", tmp.path(), NoCrash(), 90);
   INFO("resumed run:\n" << resumed.out << resumed.err);
   REQUIRE_FALSE(resumed.timed_out);

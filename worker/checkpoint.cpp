@@ -1,5 +1,6 @@
 #include "worker/checkpoint.h"
 
+#include <functional>
 #include <memory>
 #include <sstream>
 
@@ -10,18 +11,14 @@ namespace {
 
 constexpr const char* kNormNames[] = {"x_mean", "x_std", "y_mean", "y_std"};
 
-// TorchScript class names must be identifiers; member names may hold '-' and '.'.
-std::string Identifier(const std::string& s) {
-  std::string out;
-  for (char c : s) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return out;
-}
-
 }  // namespace
 
 StatusOr<torch::jit::Module> BuildMemberModule(const MemberParts& parts) {
   try {
-    torch::jit::Module m(c10::QualifiedName("ensembled.Member_" + Identifier(parts.spec.name)),
+    // The class is named after the architecture (its forward source): members of one pack
+    // share it, and an export's serializer tells different architectures apart.
+    const auto arch = std::hash<std::string>{}(parts.forward_source);
+    torch::jit::Module m(c10::QualifiedName("ensembled.Member_" + std::to_string(arch)),
                          std::make_shared<torch::jit::CompilationUnit>());
     m.register_attribute("spec", c10::StringType::get(), MemberToJson(parts.spec).dump());
     for (const auto& [name, t] : parts.tensors) m.register_buffer(name, t.detach().to(torch::kCPU).contiguous());
@@ -37,13 +34,34 @@ StatusOr<torch::jit::Module> BuildMemberModule(const MemberParts& parts) {
   }
 }
 
-Status SaveModule(const torch::jit::Module& module, const std::string& path) {
+StatusOr<torch::jit::Module> MemberModuleBuilder::Build(const MemberParts& parts) {
+  if (!prototype_ || prototype_source_ != parts.forward_source) {
+    auto built = BuildMemberModule(parts);
+    if (built.ok()) {
+      prototype_ = *built;
+      prototype_source_ = parts.forward_source;
+    }
+    return built;
+  }
+  try {
+    torch::jit::Module m = prototype_->deepcopy();
+    m.setattr("spec", MemberToJson(parts.spec).dump());
+    for (const auto& [name, t] : parts.tensors) m.setattr(name, t.detach().to(torch::kCPU).contiguous());
+    const torch::Tensor norm[] = {parts.x_mean, parts.x_std, parts.y_mean, parts.y_std};
+    for (int i = 0; i < 4; ++i) m.setattr(kNormNames[i], norm[i].detach().to(torch::kCPU).contiguous());
+    return m;
+  } catch (const std::exception& e) {
+    return Status::Internal("member " + parts.spec.name + ": cannot build its module: " + e.what());
+  }
+}
+
+Status SaveModule(const torch::jit::Module& module, const std::string& path, bool durable) {
   try {
     // Serialised in memory, then written with the project's checked write: torch's file
     // writer aborts the process on ENOSPC, and it would create the file under the umask.
     std::ostringstream bytes;
     module.save(bytes);
-    return WriteFileDurable(path, bytes.str());
+    return durable ? WriteFileDurable(path, bytes.str()) : WriteFileUnsynced(path, bytes.str());
   } catch (const c10::Error& e) {
     return Status::IOError("save checkpoint " + path + ": " + e.what_without_backtrace());
   }

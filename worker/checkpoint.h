@@ -16,6 +16,7 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,8 +37,22 @@ struct MemberParts {
 
 // The member module (in memory; nothing is written).
 StatusOr<torch::jit::Module> BuildMemberModule(const MemberParts& parts);
-// Writes `module` with the project's checked, durable write (0600).
-Status SaveModule(const torch::jit::Module& module, const std::string& path);
+
+// Member modules of one architecture (one pack): the first is compiled, every later one is a
+// copy of it holding its own spec and buffers. Compiling TorchScript costs milliseconds, which
+// a pack of thousands would pay per member. The modules equal BuildMemberModule's.
+class MemberModuleBuilder {
+ public:
+  StatusOr<torch::jit::Module> Build(const MemberParts& parts);
+
+ private:
+  std::optional<torch::jit::Module> prototype_;
+  std::string prototype_source_;
+};
+
+// Writes `module` with the project's checked write (0600); durable: fsynced, else left for
+// a later SyncFileSystem (atomic_file.h).
+Status SaveModule(const torch::jit::Module& module, const std::string& path, bool durable = true);
 // Loads a member checkpoint; a file that is not one is Corruption naming the path.
 StatusOr<torch::jit::Module> LoadMember(const std::string& path);
 // Every buffer of a member module, in checkpoint order (verify compares them bit for bit).

@@ -15,6 +15,7 @@
 
 #include "common/atomic_file.h"
 #include "common/exit_codes.h"
+#include "common/fault_injection.h"
 #include "common/logging.h"
 #include "common/member_result.h"
 #include "common/message_queue.h"
@@ -38,19 +39,11 @@ void Log(int slot, const std::string& what, bool warning = true) {
   std::cerr << "] " << what << std::endl;
 }
 
-// Test hook for the hung-worker test: ENSEMBLED_TEST_HANG=<task_id>:<attempt> makes this
-// worker stop making progress (and sending heartbeats) on that attempt of that task.
-void HangIfTold(const TaskSpec& task) {
-  const char* hang = std::getenv("ENSEMBLED_TEST_HANG");
-  if (hang && std::string(hang) == task.task_id + ":" + std::to_string(task.attempt))
-    for (;;) ::pause();
-}
-
 Status SendReport(MessageQueue& q, const Message& m, int timeout_ms) {
   return q.Send(EncodeMessage(m), timeout_ms);
 }
 
-int Serve(const std::string& run_id, int slot, const RecycleSpec& recycle_spec) {
+int Serve(const std::string& run_id, int slot, const RecycleSpec& recycle_spec, int heartbeat_ms) {
   auto up = MessageQueue::Open(QueueName(run_id, "up"));
   auto in = MessageQueue::Open(QueueName(run_id, "s" + std::to_string(slot)));
   if (!up.ok() || !in.ok()) {
@@ -102,11 +95,13 @@ int Serve(const std::string& run_id, int slot, const RecycleSpec& recycle_spec) 
       continue;
     }
     current_member = tasks[0].member.name + (tasks.size() > 1 ? "+" + std::to_string(tasks.size() - 1) : "");
-    for (const auto& t : tasks) HangIfTold(t);
-    auto last_beat = std::chrono::steady_clock::now() - std::chrono::seconds(10);
-    auto beat = [&](int epoch) {
+    for (const auto& t : tasks) HangIfTold(t.task_id, t.attempt, "");
+    // Every phase calls this per member or batch; it sends at most one heartbeat per
+    // heartbeat_ms, from this thread: a worker that stops moving stops beating.
+    auto last_beat = std::chrono::steady_clock::now() - std::chrono::hours(1);
+    auto beat = [&](TaskPhase phase, int epoch) {
       auto now = std::chrono::steady_clock::now();
-      if (now - last_beat < std::chrono::seconds(1)) return;
+      if (now - last_beat < std::chrono::milliseconds(heartbeat_ms)) return;
       last_beat = now;
       Message hb;
       hb.type = MessageType::kHeartbeat;
@@ -114,6 +109,7 @@ int Serve(const std::string& run_id, int slot, const RecycleSpec& recycle_spec) 
       hb.pid = pid;
       hb.task_id = tasks[0].task_id;
       hb.epoch = epoch;
+      hb.phase = phase;
       hb.rss_kb = CurrentRssKb();
       (void)SendReport(*up, hb, 0);  // a full queue drops a heartbeat, never blocks training
     };
@@ -223,12 +219,14 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string run_id, input, output, a, b;
   std::vector<std::string> task_files;
-  int slot = 0, features = 0;
+  int slot = 0, features = 0, heartbeat_ms = 1000;
   ens::RecycleSpec recycle;
   std::vector<std::string> checkpoints;
   auto* serve = app.add_subcommand("serve", "serve tasks from the supervisor's queues");
   serve->add_option("--run-id", run_id, "run id (names the queues)")->required();
   serve->add_option("--slot", slot, "worker slot")->required()->check(CLI::NonNegativeNumber);
+  serve->add_option("--heartbeat-ms", heartbeat_ms, "at most one heartbeat per this many ms while busy")
+      ->check(CLI::Range(10, 60000));
   serve->add_option("--recycle-after-tasks", recycle.after_tasks, "exit cleanly after this many tasks (0: never)");
   serve->add_option("--recycle-rss-mb", recycle.rss_mb, "exit cleanly when RSS passes this (0: off)");
   serve->add_option("--recycle-rss-growth-pct", recycle.rss_growth_pct, "exit cleanly when RSS grew this % (0: off)");
@@ -249,7 +247,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   // The supervisor forwards signals; a worker dies with the default action.
-  if (*serve) return ens::Serve(run_id, slot, recycle);
+  if (*serve) return ens::Serve(run_id, slot, recycle, heartbeat_ms);
   if (*one) return ens::TrainSequence(task_files);
   if (*exp) return ens::Export(output, checkpoints);
   if (*predict) return ens::Predict(input, features, output, checkpoints);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <map>
 
 #include "common/atomic_file.h"
 #include "common/fault_injection.h"
@@ -71,6 +72,26 @@ std::string JsonLines(const std::vector<nlohmann::json>& rows) {
   return out;
 }
 
+// Where a pack's description lives: rounds/rNNNN/packs/<first task>-a<attempt>.json (members
+// live in rounds/rNNNN/members/<name>). member.json refers to it by this relative path.
+std::string PackFileName(const std::vector<TaskSpec>& tasks) {
+  return "packs/" + tasks[0].task_id + "-a" + std::to_string(tasks[0].attempt) + ".json";
+}
+std::string RoundDirOf(const TaskSpec& t) { return ParentDir(ParentDir(t.out_dir)); }
+
+// The pack's description, once per pack (O(K)), so member files stay O(1): who trained together,
+// on what data, in which attempt.
+nlohmann::json PackDescription(const std::vector<TaskSpec>& tasks) {
+  nlohmann::json members = nlohmann::json::array();
+  for (const auto& t : tasks)
+    members.push_back({{"member", t.member.name}, {"index", t.member_index}, {"seed", t.seed},
+                       {"task_id", t.task_id}});
+  const TaskSpec& t = tasks[0];
+  return {{"round", t.round}, {"attempt", t.attempt}, {"size", tasks.size()}, {"generation", t.generation},
+          {"rows", t.rows}, {"data_dir", t.data_dir}, {"excluded_file", t.excluded_file}, {"threads", t.threads},
+          {"members", members}};
+}
+
 }  // namespace
 
 int64_t CurrentRssKb() { return ProcStatusKb("VmRSS:"); }
@@ -80,8 +101,11 @@ Status TaskRunner::EnsureMapped(const TaskSpec& task) {
   bool fresh = task.data_dir != data_dir_ || !train_ || train_->header().generation < task.generation ||
                train_->header().rows < task.rows;
   if (!fresh) return Status::Ok();
+  // A newer generation of the table this process already checked: only the appended rows are
+  // read (O(rows added)); another table, or a fresh process, checks all of it.
+  auto train = DatasetView::Map(RunLayout::TrainSegment(task.data_dir),
+                                task.data_dir == data_dir_ ? train_.get() : nullptr);
   train_.reset();
-  auto train = DatasetView::Map(RunLayout::TrainSegment(task.data_dir));
   if (!train.ok()) return train.status();
   if ((*train)->header().rows < task.rows)
     return Status::Corruption(RunLayout::TrainSegment(task.data_dir) + ": has " +
@@ -127,18 +151,16 @@ Status TaskRunner::Prepare(const TaskSpec& task, TrainInputs* in, bool* permanen
   return st;
 }
 
-// Writes the member directory from a trained result: <out_dir>.tmp, fsync, rename.
-TaskOutcome TaskRunner::Finish(const TrainInputs& in, TrainOutputs& res, int64_t rss_before, double seconds) {
+// Writes member k's directory, except metrics.json, to <out_dir>.tmp as soon as its outputs
+// are made, unflushed (Publish flushes the pack at once), and drops the large outputs.
+Status TaskRunner::WriteOutputs(const TrainInputs& in, TrainOutputs& res, int64_t rss_before,
+                                const nlohmann::json& pack_ref) {
   const TaskSpec& task = *in.task;
   const std::string tmp = task.out_dir + ".tmp";
-  TaskOutcome out;
-  nlohmann::json& m = res.metrics;
-  m.update({{"member", task.member.name}, {"round", task.round}, {"index", task.member_index},
-            {"seed", task.seed}, {"generation", task.generation}, {"train_rows", in.train_idx.size()},
-            {"val_rows", in.val_idx.size()}, {"threads", task.threads}, {"attempt", task.attempt},
-            {"pid", static_cast<int64_t>(::getpid())}, {"rss_kb_before", rss_before},
-            {"rss_kb_after", CurrentRssKb()}, {"rss_kb_peak", PeakRssKb()}, {"seconds", seconds}});
-  if (!m.contains("train_seconds")) m["train_seconds"] = seconds;
+  res.metrics.update({{"member", task.member.name}, {"round", task.round}, {"index", task.member_index},
+                      {"seed", task.seed}, {"generation", task.generation}, {"train_rows", in.train_idx.size()},
+                      {"val_rows", in.val_idx.size()}, {"threads", task.threads}, {"attempt", task.attempt},
+                      {"pid", static_cast<int64_t>(::getpid())}, {"rss_kb_before", rss_before}});
   // "task" is exactly what the member was trained from: verify replays it alone (a member's
   // bits do not depend on its pack). O(1) in the pack size.
   nlohmann::json member = {{"spec", MemberToJson(task.member)}, {"seed", task.seed},
@@ -146,41 +168,62 @@ TaskOutcome TaskRunner::Finish(const TrainInputs& in, TrainOutputs& res, int64_t
                            {"generation", task.generation}, {"rows", task.rows},
                            {"excluded_file", task.excluded_file}, {"threads", task.threads},
                            {"norm", res.norm}, {"task", TaskToJson(task)}};
-  if (WriteFailureRequested(task.task_id, task.attempt)) {  // test hook (fault_injection.h)
-    out.status = Status::IOError("write " + tmp + "/member.json: injected failure (ENSEMBLED_TEST_FAIL_WRITE)");
-    return out;
-  }
-  // Every file fsynced, then the directory, then one rename publishes the member.
-  // (SaveCheckpoint already wrote checkpoint.pt durably.)
-  for (auto s : {WriteFileDurable(tmp + "/member.json", member.dump(2) + "\n"),
-                 WriteFileDurable(tmp + "/history.jsonl", JsonLines(res.history)),
-                 WriteFileDurable(tmp + "/holdout_pred.f32", FloatsToBytes(res.holdout_pred)),
-                 WriteFileDurable(tmp + "/pool_pred.f32", FloatsToBytes(res.pool_pred)),
-                 WriteFileDurable(tmp + "/metrics.json", m.dump(2) + "\n"), FsyncDir(tmp)}) {
-    if (!s.ok()) {
-      out.status = s;
-      return out;
-    }
-  }
-  out.status = MakeDirs(ParentDir(task.out_dir));
-  if (out.status.ok()) out.status = RenameDirAtomic(tmp, task.out_dir);
-  out.metrics = m;
-  return out;
+  if (!pack_ref.is_null()) member["pack"] = pack_ref;
+  if (WriteFailureRequested(task.task_id, task.attempt))  // test hook (fault_injection.h)
+    return Status::IOError("write " + tmp + "/member.json: injected failure (ENSEMBLED_TEST_FAIL_WRITE)");
+  for (auto s : {WriteFileUnsynced(tmp + "/member.json", member.dump(2) + "\n"),
+                 WriteFileUnsynced(tmp + "/history.jsonl", JsonLines(res.history)),
+                 WriteFileUnsynced(tmp + "/holdout_pred.f32", FloatsToBytes(res.holdout_pred)),
+                 WriteFileUnsynced(tmp + "/pool_pred.f32", FloatsToBytes(res.pool_pred))})
+    if (!s.ok()) return s;
+  res.history = {};
+  res.holdout_pred = {};
+  res.pool_pred = {};
+  return Status::Ok();
 }
 
-TaskOutcome TaskRunner::Run(const TaskSpec& task, const std::function<void(int)>& on_progress) {
+// Makes every written member of the pack durable and visible: one syncfs, a rename per
+// member, one fsync per parent directory. A member whose step fails gets that error.
+Status TaskRunner::Publish(const std::vector<TaskSpec>& tasks, std::vector<TaskOutcome>* outs,
+                           const Progress& on_progress) {
+  std::vector<size_t> ready;
+  for (size_t k = 0; k < tasks.size(); ++k)
+    if (tasks[k].publish && (*outs)[k].status.ok()) ready.push_back(k);
+  if (ready.empty()) return Status::Ok();
+  Status synced = SyncFileSystem(tasks[ready[0]].out_dir + ".tmp");
+  if (!synced.ok()) {
+    for (size_t k : ready) (*outs)[k].status = synced;
+    return synced;
+  }
+  std::map<std::string, Status> parents;
+  for (size_t k : ready) {
+    if (on_progress) on_progress(TaskPhase::kWriting, 0);
+    Status moved = SwapDirInto(tasks[k].out_dir + ".tmp", tasks[k].out_dir);
+    if (moved.ok()) parents[ParentDir(tasks[k].out_dir)] = Status::Ok();
+    (*outs)[k].status = moved;
+  }
+  for (auto& [dir, st] : parents) st = FsyncDir(dir);
+  for (size_t k : ready) {
+    auto p = parents.find(ParentDir(tasks[k].out_dir));
+    if ((*outs)[k].status.ok() && p != parents.end() && !p->second.ok()) (*outs)[k].status = p->second;
+  }
+  return Status::Ok();
+}
+
+TaskOutcome TaskRunner::Run(const TaskSpec& task, const Progress& on_progress) {
   std::vector<TaskOutcome> o = RunPack({task}, on_progress);
   return o[0];
 }
 
-std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks,
-                                             const std::function<void(int)>& on_progress,
+std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks, const Progress& on_progress,
                                              const std::function<void(const std::string&)>& on_note) {
   auto t0 = std::chrono::steady_clock::now();
   int64_t rss_before = CurrentRssKb();
   std::vector<TaskOutcome> outs(tasks.size());
   std::vector<TrainInputs> ins(tasks.size());
   for (size_t k = 0; k < tasks.size(); ++k) {
+    if (on_progress) on_progress(TaskPhase::kSetup, 0);
+    SlowPhaseIfTold(Name(TaskPhase::kSetup));
     Status st = Prepare(tasks[k], &ins[k], &outs[k].permanent);
     if (!st.ok()) {  // one member cannot run: the pack cannot be formed as planned
       for (auto& o : outs) {
@@ -192,6 +235,25 @@ std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks,
     ins[k].on_progress = on_progress;
     ins[k].on_note = on_note;
     ins[k].data_cache = device_data_.get();
+    ins[k].on_outputs = [&, k](TrainOutputs& o) {
+      if (on_progress) on_progress(TaskPhase::kWriting, 0);
+      HangIfTold(tasks[k].task_id, tasks[k].attempt, Name(TaskPhase::kWriting));
+      SlowPhaseIfTold(Name(TaskPhase::kWriting));
+      if (!tasks[k].publish) return;
+      nlohmann::json pack_ref;
+      if (tasks.size() > 1)
+        pack_ref = {{"file", "../../" + PackFileName(tasks)}, {"size", tasks.size()}, {"position", k}};
+      o.status = WriteOutputs(ins[k], o, rss_before, pack_ref);
+    };
+  }
+  if (tasks.size() > 1) {  // flushed with the members (Publish); a failure fails the pack
+    const std::string dir = RoundDirOf(tasks[0]) + "/packs";
+    Status st = MakeDirs(dir);
+    if (st.ok()) st = WriteFileUnsynced(RoundDirOf(tasks[0]) + "/" + PackFileName(tasks), PackDescription(tasks).dump(1) + "\n");
+    if (!st.ok()) {
+      for (auto& o : outs) o.status = st;
+      return outs;
+    }
   }
   std::vector<TrainOutputs> res;
   TrainPack(ins, &res);
@@ -206,13 +268,19 @@ std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks,
       outs[k].permanent = res[k].permanent_failure;
       continue;
     }
+    nlohmann::json& m = outs[k].metrics;
+    m = std::move(res[k].metrics);
+    m.update({{"seconds", member_seconds}, {"rss_kb_after", CurrentRssKb()}, {"rss_kb_peak", PeakRssKb()}});
+    if (!m.contains("train_seconds")) m["train_seconds"] = member_seconds;
     if (!tasks[k].publish) {  // its journaled directory stays as it is
-      outs[k].metrics = res[k].metrics;
-      outs[k].metrics.update({{"published", false}, {"seconds", member_seconds}, {"rss_kb_after", CurrentRssKb()}});
+      m["published"] = false;
       continue;
     }
-    outs[k] = Finish(ins[k], res[k], rss_before, member_seconds);
+    // metrics.json last: the pack's time is known only now.
+    if (on_progress) on_progress(TaskPhase::kWriting, 0);
+    outs[k].status = WriteFileUnsynced(tasks[k].out_dir + ".tmp/metrics.json", m.dump(2) + "\n");
   }
+  (void)Publish(tasks, &outs, on_progress);
   return outs;
 }
 

@@ -2,10 +2,14 @@
 //
 // Maps the dataset segments the task names (kept mapped across tasks, re-mapped when the
 // task needs a newer generation), splits the rows with the member's split seed, trains,
-// and writes the member directory to <out_dir>.tmp, fsyncs, then renames it to out_dir, so
-// a member directory that exists is complete. A task with publish false (a journaled member
-// in a re-run pack) trains but writes nothing. After the task, every tensor of it is gone
-// and freed heap is returned to the OS (malloc_trim). Not thread-safe.
+// and writes each member directory to <out_dir>.tmp as soon as the member's outputs are
+// made. Once the pack is done, one filesystem flush (syncfs) makes every file of it durable,
+// each directory is renamed into place and each parent directory fsynced once: a member
+// directory that exists is complete, at two flushes per pack whatever its size. A task with
+// publish false (a journaled member in a re-run pack) trains but writes nothing. Every phase
+// (setup, training, evaluating, predicting, writing) reports progress at least once per
+// member or batch, so heartbeats never stop while the pack moves. After the task, every
+// tensor of it is gone and freed heap is returned to the OS (malloc_trim). Not thread-safe.
 #pragma once
 
 #include <functional>
@@ -32,18 +36,20 @@ class TaskRunner {
  public:
   TaskRunner() = default;
   // REQUIRES: task validated (DecodeMessage / TaskFromJson).
-  TaskOutcome Run(const TaskSpec& task, const std::function<void(int epoch)>& on_progress);
+  using Progress = std::function<void(TaskPhase phase, int epoch)>;
+  TaskOutcome Run(const TaskSpec& task, const Progress& on_progress);
   // The tasks as one fused pack (TrainPack; a single task is a pack of one); one outcome per
   // task, in order. on_note receives log notes (a pack split after running out of memory).
   // REQUIRES: the tasks share PackKey, generation, rows and data_dir.
   std::vector<TaskOutcome> RunPack(const std::vector<TaskSpec>& tasks,
-                                   const std::function<void(int epoch)>& on_progress,
+                                   const Progress& on_progress,
                                    const std::function<void(const std::string&)>& on_note = nullptr);
 
  private:
   Status EnsureMapped(const TaskSpec& task);
   Status Prepare(const TaskSpec& task, TrainInputs* in, bool* permanent);
-  TaskOutcome Finish(const TrainInputs& in, TrainOutputs& res, int64_t rss_before, double seconds);
+  Status WriteOutputs(const TrainInputs& in, TrainOutputs& res, int64_t rss_before, const nlohmann::json& pack_ref);
+  Status Publish(const std::vector<TaskSpec>& tasks, std::vector<TaskOutcome>* outs, const Progress& on_progress);
   std::string data_dir_;
   DeviceDataCachePtr device_data_ = NewDeviceDataCache();  // the generation on the GPU, across tasks
   std::unique_ptr<DatasetView> train_, holdout_, pool_;

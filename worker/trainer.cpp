@@ -181,7 +181,7 @@ class PackLoop {
     for (int epoch = 0; epoch < max_epochs_; ++epoch) {
       auto t0 = Clock::now();
       EpochSums sums = TrainEpoch(all, epoch, poison);
-      EpochSums val = Evaluate(all, val_ix);
+      EpochSums val = Evaluate(all, val_ix, epoch);
       double secs = std::chrono::duration<double>(Clock::now() - t0).count();
       if (EndEpoch(epoch, sums, val, secs)) break;
     }
@@ -230,7 +230,7 @@ class PackLoop {
       loss_sum.add_(RegressionObjective::RowSums(elem.detach()));
       abs_sum.add_(err.abs);
       sq_sum.add_(err.sq);
-      if (in_[0].on_progress) in_[0].on_progress(epoch + 1);
+      if (in_[0].on_progress) in_[0].on_progress(TaskPhase::kTraining, epoch + 1);
     }
     return {loss_sum.to(torch::kCPU), abs_sum.to(torch::kCPU), sq_sum.to(torch::kCPU)};
   }
@@ -238,7 +238,7 @@ class PackLoop {
   // Validation loss (standardised) and mae/mse (target units) per member. In chunks of the
   // batch size: the matrix products then have the training steps' shapes, and BLAS picks a
   // kernel by shape, so a shape that trains pack-invariant also validates pack-invariant.
-  EpochSums Evaluate(const torch::Tensor& all, const torch::Tensor& val_ix) {
+  EpochSums Evaluate(const torch::Tensor& all, const torch::Tensor& val_ix, int epoch) {
     torch::NoGradGuard ng;
     const int f = in_[0].features;
     const int64_t n = val_ix.size(1), batch = runs_[0].spec->batch_size;
@@ -252,6 +252,7 @@ class PackLoop {
       auto err = RegressionObjective::Errors(pred * norm_.ys + norm_.ym, y);
       abs.add_(err.abs);
       sq.add_(err.sq);
+      if (in_[0].on_progress) in_[0].on_progress(TaskPhase::kEvaluating, epoch + 1);
     }
     auto cpu = [n](const torch::Tensor& t) { return (t / static_cast<double>(n)).to(torch::kCPU); };
     return {cpu(loss), cpu(abs), cpu(sq)};
@@ -325,17 +326,21 @@ class PackLoop {
 };
 
 // Member k's outputs: its module (saved when asked), predictions and final metrics.
-void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train_seconds, TrainOutputs* o) {
+void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train_seconds,
+                  MemberModuleBuilder* builder, TrainOutputs* o) {
   const MemberRun& r = loop.run(k);
   const TrainInputs& in = *r.in;
-  auto module = BuildMemberModule(loop.Parts(k));
+  if (in.on_progress) in.on_progress(TaskPhase::kPredicting, r.epochs_run);
+  SlowPhaseIfTold(Name(TaskPhase::kPredicting));
+  auto module = builder->Build(loop.Parts(k));
   if (!module.ok()) {
     o->status = module.status();
     o->permanent_failure = true;
     return;
   }
   if (!in.checkpoint_path.empty()) {
-    o->status = SaveModule(*module, in.checkpoint_path);  // a failed write is transient, and its own
+    // Not flushed here: the caller makes the pack's files durable in one batch.
+    o->status = SaveModule(*module, in.checkpoint_path, /*durable=*/false);  // a failed write is transient
     if (!o->status.ok()) return;
   }
   const int f = in.features;
@@ -360,15 +365,12 @@ void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train
     o->metrics.update({{"pack_size", pack_size}, {"pack_position", k}, {"pack_train_seconds", train_seconds}});
 }
 
-void AddGpuPeaks(torch::Device dev, std::vector<TrainOutputs>* out) {
+void AddGpuPeaks(torch::Device dev, TrainOutputs* o) {
   if (!dev.is_cuda()) return;
   auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(dev.index());
   const auto agg = static_cast<size_t>(StatType::AGGREGATE);
-  for (auto& o : *out) {
-    if (!o.status.ok()) continue;
-    o.metrics["gpu_allocated_peak_mb"] = stats.allocated_bytes[agg].peak / 1048576.0;
-    o.metrics["gpu_reserved_peak_mb"] = stats.reserved_bytes[agg].peak / 1048576.0;
-  }
+  o->metrics["gpu_allocated_peak_mb"] = stats.allocated_bytes[agg].peak / 1048576.0;
+  o->metrics["gpu_reserved_peak_mb"] = stats.reserved_bytes[agg].peak / 1048576.0;
 }
 
 // The fault-injection hooks (fault_injection.h) for libtorch errors, thrown as libtorch would.
@@ -392,9 +394,14 @@ void TrainPackOnce(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>
   PackLoop loop(in, out, dev);
   loop.Run(all);
   double train_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
-  for (size_t k = 0; k < in.size(); ++k)
-    if ((*out)[k].status.ok()) FinishMember(loop, k, in.size(), train_seconds, &(*out)[k]);
-  AddGpuPeaks(dev, out);
+  MemberModuleBuilder builder;  // compiles the pack's module once
+  for (size_t k = 0; k < in.size(); ++k) {
+    TrainOutputs& o = (*out)[k];
+    if (!o.status.ok()) continue;
+    FinishMember(loop, k, in.size(), train_seconds, &builder, &o);
+    if (o.status.ok()) AddGpuPeaks(dev, &o);
+    if (o.status.ok() && in[k].on_outputs) in[k].on_outputs(o);
+  }
 }
 
 Status CheckCompatible(const std::vector<TrainInputs>& in) {

@@ -36,6 +36,8 @@ struct DeviceDataCacheDeleter {
 using DeviceDataCachePtr = std::unique_ptr<DeviceDataCache, DeviceDataCacheDeleter>;
 DeviceDataCachePtr NewDeviceDataCache();
 
+struct TrainOutputs;
+
 struct TrainInputs {
   const TaskSpec* task = nullptr;
   const float* rows = nullptr;          // train segment rows, stride features+1, target last
@@ -48,8 +50,14 @@ struct TrainInputs {
   uint64_t pool_rows = 0;
   std::string checkpoint_path;          // where to save the member module; "" = no checkpoint
   DeviceDataCache* data_cache = nullptr;  // optional; the pack uses its first member's
-  std::function<void(int epoch)> on_progress;          // after every batch (heartbeats; cheap)
+  // Heartbeats: after every batch, validation chunk and member's predictions (cheap).
+  std::function<void(TaskPhase phase, int epoch)> on_progress;
   std::function<void(const std::string&)> on_note;    // notes for the log (a split pack)
+  // Called with this member's outputs as soon as they are complete (status ok), before the
+  // next member's are made, so a pack of thousands never holds every member's predictions at
+  // once: it may write them out and clear the large fields; a non-ok status it sets is the
+  // member's outcome. After an out-of-memory split it may be called again for the same member.
+  std::function<void(TrainOutputs&)> on_outputs;
 };
 
 struct TrainOutputs {
@@ -67,7 +75,7 @@ struct TrainOutputs {
 void ConfigureTorchForDeterminism();
 std::string TorchDeviceDescription();
 
-// Trains in[0..K) together; (*out)[k] is member k's result. A member whose loss turns
+// Trains in[0..K) together; (*out)[k] is member k's result (its on_outputs already called). A member whose loss turns
 // non-finite fails alone (permanent) while the others go on.
 // REQUIRES: K >= 1; equal PackKey, rows, features and split sizes.
 void TrainPack(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* out);
