@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Fused packs against one model per task, side by side in one run, through the real daemon
 with one CPU worker and one thread: seed-000-shaped members (9 inputs -> 6 sigmoid -> 1
-linear, Huber delta 0.35, Adam, batch 32; 1000 rows, 800 of them for training).
+linear, Huber delta 0.35, Adam, batch 32; 1000 rows, 800 of them for training). Two rounds
+(mutation none); the figures are round 1's, when the worker is already up.
 
 For each case K x E (K members, E epochs) it runs a round with
   pack_size 1       one member per task (skipped above --baseline-max members)
@@ -34,7 +35,7 @@ def config(state, members, epochs, pack_size):
                                      "huber_delta": 0.35, "optimizer": "adam", "lr": 0.001, "epochs": epochs,
                                      "batch_size": 32, "validation_split": 0.2},
                         "count": members},
-            "rounds": {"count": 1}, "save_checkpoints": False}
+            "rounds": {"count": 2}, "save_checkpoints": False}
 
 
 def run(build, members, epochs, pack_size, work, strace=False):
@@ -42,6 +43,7 @@ def run(build, members, epochs, pack_size, work, strace=False):
     path = state + ".json"
     json.dump(config(state, members, epochs, pack_size), open(path, "w"))
     cmd = [os.path.join(build, "ensembled"), "run", "--config", path]
+    os.sync()  # the last run's writes are not this run's to flush
     trace = state + ".strace"
     if strace:
         cmd = ["strace", "-f", "-c", "-o", trace, "-e", "trace=fsync,fdatasync,syncfs"] + cmd
@@ -55,15 +57,16 @@ def run(build, members, epochs, pack_size, work, strace=False):
             if m:
                 calls += int(m.group(1))
         return calls
+    # Round 1: the workers are up (round 0 also waits for them to load libtorch, ~1.5 s here),
+    # as in a daemon that has been running; mutation "none", so both rounds train the same data.
     journal = [json.loads(l) for l in open(os.path.join(state, "journal.jsonl"))]
-    wall = next(j["wall_seconds"] for j in journal if j["event"] == "round_committed")
+    wall = next(j["wall_seconds"] for j in journal if j["event"] == "round_committed" and j["round"] == 1)
     steps, train = 0, 0.0
     for j in journal:
-        if j["event"] == "member_done":
+        if j["event"] == "member_done" and j["round"] == 1:
             m = j["metrics"]
             steps += m["epochs_run"] * -(-m["train_rows"] // 32)
             train += m["train_seconds"]  # packed: the pack's training time / K per member
-    shutil.rmtree(state, ignore_errors=True)
     return {"member_steps": steps, "round_wall_s": round(wall, 3), "member_steps_per_s": round(steps / wall, 1),
             "train_s": round(train, 3), "train_member_steps_per_s": round(steps / train, 1),
             "wall_over_train": round(wall / train, 2)}
@@ -74,6 +77,7 @@ def main():
     ap.add_argument("--cases", default="64x20,512x20,4096x4", help="KxE,... (members x epochs)")
     ap.add_argument("--baseline-max", type=int, default=512, help="largest K also run one member per task")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--sweep", default="", help="pack sizes P,... also run as pack_size P (the auto cap's measurements)")
     ap.add_argument("--gpus", default="none", help='"none" (CPU worker) or "auto" (one worker on the GPU)')
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "pack_throughput.json"))
     a = ap.parse_args()
@@ -89,6 +93,9 @@ def main():
                 rows["one model per task"] = run(a.build, k, e, 1, work)
             rows["auto"] = run(a.build, k, e, "auto", work)
             rows[f"fused pack of {k}"] = run(a.build, k, e, k, work)
+            for p in (int(x) for x in a.sweep.split(",") if x):
+                if p < k:
+                    rows[f"packs of {p}"] = run(a.build, k, e, p, work)
             fsyncs = run(a.build, k, e, k, work, strace=True) if have_strace else None
             cases.append({"members": k, "epochs": e, "fused_round_fsync_calls": fsyncs, "results": rows})
     print("wall = the whole round (dispatch, training, predictions, writing, journaling, commit);")
@@ -106,7 +113,8 @@ def main():
         print(f"{'':>9} fsync+fdatasync+syncfs calls in the fused round: "
               f"{c['fused_round_fsync_calls'] if c['fused_round_fsync_calls'] is not None else 'n/a (no strace)'}")
     out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-           "command": f"bench/pack_throughput.py --cases {a.cases} --baseline-max {a.baseline_max}",
+           "command": f"bench/pack_throughput.py --cases {a.cases} --baseline-max {a.baseline_max}" +
+                      (f" --sweep {a.sweep}" if a.sweep else ""),
            "machine": "2-core Debian 12 CPU dev machine, 1 worker, 1 thread" if a.gpus == "none" else "GPU: gpus " + a.gpus,
            "cases": cases}
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)

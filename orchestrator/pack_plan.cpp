@@ -20,6 +20,18 @@ void Cut(const std::vector<int>& group, size_t parts, std::vector<std::vector<in
 
 }  // namespace
 
+uint64_t MemberPackBytes(const MemberSpec& m, const PackShape& shape) {
+  uint64_t params = 0, units = 0, in = static_cast<uint64_t>(std::max(1, shape.features));
+  for (const auto& l : m.layers) {
+    params += (in + 1) * static_cast<uint64_t>(l.units);
+    units += static_cast<uint64_t>(l.units);
+    in = static_cast<uint64_t>(l.units);
+  }
+  params += in + 1;  // the output layer
+  units += 1;
+  return 20 * params + 16 * units * static_cast<uint64_t>(std::max(1, m.batch_size)) + 32 * shape.train_rows;
+}
+
 std::string PackKey(const MemberSpec& m) {
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& l : m.layers) layers.push_back({l.units, Name(l.activation)});
@@ -28,7 +40,8 @@ std::string PackKey(const MemberSpec& m) {
       .dump();
 }
 
-std::vector<std::vector<int>> PlanPacks(const std::vector<MemberSpec>& members, int pack_size, int workers) {
+std::vector<std::vector<int>> PlanPacks(const std::vector<MemberSpec>& members, int pack_size, int workers,
+                                        const PackShape& shape) {
   std::vector<std::vector<int>> groups;  // compatible members, in order of their first member
   std::map<std::string, size_t> group_of;
   for (size_t i = 0; i < members.size(); ++i) {
@@ -40,7 +53,9 @@ std::vector<std::vector<int>> PlanPacks(const std::vector<MemberSpec>& members, 
   for (const auto& g : groups) {
     const size_t n = g.size();
     if (pack_size == 0) {
-      size_t by_cap = (n + kAutoPackCap - 1) / kAutoPackCap;
+      const uint64_t fit = std::max<uint64_t>(1, kAutoPackBytes / MemberPackBytes(members[g[0]], shape));
+      const size_t cap = static_cast<size_t>(std::min<uint64_t>(kAutoPackMaxMembers, fit));
+      size_t by_cap = (n + cap - 1) / cap;
       Cut(g, std::max(by_cap, std::min(n, static_cast<size_t>(std::max(1, workers)))), &packs);
       continue;
     }

@@ -9,6 +9,7 @@
 // Pure functions. Thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -16,14 +17,36 @@
 
 namespace ens {
 
-// Default cap of "auto": big enough for the batching win, small enough to spread packs over workers.
-inline constexpr int kAutoPackCap = 32;
+// "auto" caps a pack at the smaller of two numbers:
+//  - kAutoPackMaxMembers, measured (BENCHMARKS.md, bench/pack_throughput.py --sweep): on the
+//    CPU, member-steps/s in the loop rise up to packs of about 512 seed-000 members and fall
+//    beyond (a pack of 4096 trains slower than eight of 512), and a smaller pack loses less
+//    work to a crash and reports sooner;
+//  - kAutoPackBytes / MemberPackBytes: the pack's training state stays within 1 GiB, so a
+//    pack of big models is small (seed-003, 5.1M parameters: 10 members) and the GPU rule is
+//    the same budget (an out-of-memory error still splits a pack in halves).
+inline constexpr int kAutoPackMaxMembers = 512;
+inline constexpr uint64_t kAutoPackBytes = uint64_t{1} << 30;
+
+// What the planner knows of the data: feature count and training rows of the round.
+struct PackShape {
+  int features = 1;
+  uint64_t train_rows = 0;
+};
+
+// Estimated bytes one member adds to a pack while it trains: parameters with their gradients,
+// Adam moments and kept snapshot (20 B each), activations and their gradients for one batch
+// (16 B per unit and row), and its row indices (order, split and the epoch's index tensor,
+// 32 B per training row).
+uint64_t MemberPackBytes(const MemberSpec& m, const PackShape& shape);
 
 std::string PackKey(const MemberSpec& m);
 // Groups member indices (each pack in index order; packs ordered by their first member).
 // pack_size: 1 = no packing; N = at most N members per pack, filled in order;
-// 0 = auto: each compatible group is cut into max(ceil(n / kAutoPackCap), min(workers, n))
-// packs of near-equal size, so every worker gets work on a small round.
-std::vector<std::vector<int>> PlanPacks(const std::vector<MemberSpec>& members, int pack_size, int workers = 1);
+// 0 = auto: each compatible group is cut into max(ceil(n / cap), min(workers, n)) packs of
+// near-equal size, cap = min(kAutoPackMaxMembers, kAutoPackBytes / MemberPackBytes), at least 1,
+// so every worker gets work on a small round and no pack outgrows the budget.
+std::vector<std::vector<int>> PlanPacks(const std::vector<MemberSpec>& members, int pack_size, int workers = 1,
+                                        const PackShape& shape = {});
 
 }  // namespace ens

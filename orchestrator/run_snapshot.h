@@ -56,7 +56,7 @@ struct RunSnapshot {
   std::vector<uint64_t> task_seconds_buckets;  // cumulative counts per bound (Prometheus "le")
   std::vector<WorkerView> workers;
   std::vector<RoundView> rounds_done;
-  std::map<std::string, MemberCurve> curves;   // members of the current (or last) round
+  std::map<std::string, MemberCurve> curves;   // the first 64 finished members of the current (or last) round
   int curves_round = 0;
   double eta_round_s = -1;
 };

@@ -157,7 +157,8 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
   // The dispatch unit is a pack (a single member when packing is off). A member's bits do not
   // depend on its pack, so the plan may follow the worker count.
   const std::vector<std::vector<int>> packs =
-      PlanPacks(cfg_.members, cfg_.pack_size, static_cast<int>(workers_->slots().size()));
+      PlanPacks(cfg_.members, cfg_.pack_size, static_cast<int>(workers_->slots().size()),
+                PackShape{static_cast<int>(train_->header().features), progress_.train_rows});
   std::vector<int> pack_of(cfg_.members.size());
   for (size_t p = 0; p < packs.size(); ++p)
     for (int i : packs[p]) pack_of[static_cast<size_t>(i)] = static_cast<int>(p);

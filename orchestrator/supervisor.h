@@ -92,6 +92,9 @@ class Supervisor {
   SystemdNotifier notifier_;
   std::unique_ptr<HttpEndpoint> http_;
   RunSnapshot counters_;  // only the *_total counters and task histogram are kept here
+  // Loss curves of the current round's first kMaxCurves finished members (status page): a
+  // chart of thousands of lines says nothing, and reading every history costs O(members).
+  static constexpr size_t kMaxCurves = 64;
   std::map<std::string, MemberCurve> curves_;
   int curves_round_ = 0;
 };

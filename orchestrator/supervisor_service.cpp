@@ -50,6 +50,7 @@ void Supervisor::RecordFinished(const std::string& member, const std::string& di
   ++counters_.task_seconds_count;
   for (size_t i = 0; i < counters_.task_seconds_bucket_bounds.size(); ++i)
     if (seconds <= counters_.task_seconds_bucket_bounds[i]) ++counters_.task_seconds_buckets[i];
+  if (curves_.size() >= kMaxCurves) return;  // the status page draws a round's first kMaxCurves
   MemberCurve curve;
   std::ifstream hist(dir + "/history.jsonl");
   std::string line;

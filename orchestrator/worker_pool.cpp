@@ -114,9 +114,8 @@ void WorkerPool::HandleMessage(const std::string& bytes, std::vector<PoolEvent>*
       break;
     case MessageType::kDone:
     case MessageType::kFailed: {
-      auto given = std::find_if(s->tasks.begin(), s->tasks.end(),
-                                [&](const TaskSpec& t) { return t.task_id == m->task_id; });
-      if (s->state != SlotState::kBusy || given == s->tasks.end()) {
+      auto at = s->task_index.find(m->task_id);  // O(1): a pack of thousands reports one by one
+      if (s->state != SlotState::kBusy || at == s->task_index.end()) {
         ++bad_messages_;
         spdlog::warn("slot {}: report for task {} it was not given", m->slot, m->task_id);
         return;
@@ -125,7 +124,8 @@ void WorkerPool::HandleMessage(const std::string& bytes, std::vector<PoolEvent>*
       e.kind = m->type == MessageType::kDone ? PoolEvent::kDone : PoolEvent::kFailed;
       e.slot = s->placement.slot;
       e.pid = s->pid;
-      e.task = *given;
+      const size_t given = at->second;
+      e.task = std::move(s->tasks[given]);
       e.metrics = m->metrics;
       e.error = m->error;
       e.permanent = m->permanent;
@@ -133,7 +133,12 @@ void WorkerPool::HandleMessage(const std::string& bytes, std::vector<PoolEvent>*
         s->rss_kb = m->metrics["rss_kb_after"].get<int64_t>();
       if (m->metrics.contains("gpu_reserved_mb") && m->metrics["gpu_reserved_mb"].is_number())
         s->gpu_reserved_mb = m->metrics["gpu_reserved_mb"].get<double>();
-      s->tasks.erase(given);
+      s->task_index.erase(at);
+      if (given + 1 != s->tasks.size()) {  // the last task takes the reported one's place
+        s->tasks[given] = std::move(s->tasks.back());
+        s->task_index[s->tasks[given].task_id] = given;
+      }
+      s->tasks.pop_back();
       s->tasks_done += 1;
       if (s->tasks.empty()) {  // the whole task (or pack) is reported
         s->state = m->recycle ? SlotState::kStopping : SlotState::kIdle;
@@ -174,6 +179,7 @@ void WorkerPool::Reap(std::vector<PoolEvent>* events) {
         events->push_back(std::move(e));
       }
       s.tasks.clear();
+      s.task_index.clear();
       bool died_young = !planned && Clock::now() - s.started_at < std::chrono::seconds(10);
       s.respawn_at = Clock::now() + (died_young ? std::chrono::seconds(1) : std::chrono::seconds(0));
       s.state = SlotState::kDown;
@@ -240,6 +246,8 @@ bool WorkerPool::Assign(const std::vector<TaskSpec>& tasks) {
       continue;
     }
     s.tasks = tasks;
+    s.task_index.clear();
+    for (size_t i = 0; i < tasks.size(); ++i) s.task_index[tasks[i].task_id] = i;
     s.state = SlotState::kBusy;
     s.phase = TaskPhase::kSetup;
     s.last_heard = Clock::now();

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -42,7 +43,8 @@ struct WorkerSlot {
   WorkerPlacement placement;
   SlotState state = SlotState::kDown;
   pid_t pid = 0;
-  std::vector<TaskSpec> tasks;  // given and not yet reported (several for a fused pack)
+  std::vector<TaskSpec> tasks;  // given and not yet reported (several for a fused pack), any order
+  std::unordered_map<std::string, size_t> task_index;  // task_id -> position in tasks
   Clock::time_point started_at{}, last_heard{}, respawn_at{};
   Clock::time_point term_sent{};  // hung: when SIGTERM went out (SIGKILL follows after a grace period)
   int spawns = 0;

@@ -59,20 +59,45 @@ TEST_CASE("auto spreads a small group over the workers - the cap still holds", "
   CHECK(two[1] == std::vector<int>{4, 5, 6, 7});
   CHECK(PlanPacks(ms, 0, 16).size() == 8);  // never an empty pack
   CHECK(PlanPacks(ms, 0, 1).size() == 1);
-  std::vector<MemberSpec> many(100, Member(4));
+  std::vector<MemberSpec> many(1100, Member(4));
   auto spread = PlanPacks(many, 0, 2);
-  REQUIRE(spread.size() == 4);  // ceil(100 / 32)
-  for (const auto& p : spread) CHECK(p.size() == 25);
+  REQUIRE(spread.size() == 3);  // ceil(1100 / kAutoPackMaxMembers)
+  for (const auto& p : spread) CHECK(p.size() <= static_cast<size_t>(kAutoPackMaxMembers));
+  CHECK(spread[0].size() == 367);
   CHECK(PlanPacks(ms, 3, 4).size() == 3);  // an explicit size ignores the worker count
+}
+
+TEST_CASE("auto keeps a pack's estimated training memory within kAutoPackBytes", "[pack]") {
+  // seed-003's shape: 100 -> 1000 -> 5000 -> 1, about 5.1M parameters, ~102 MB each to train.
+  MemberSpec big;
+  big.layers = {{1000, Activation::kSwish, 0.0}, {5000, Activation::kSwish, 0.0}};
+  const PackShape shape{100, 80};
+  const uint64_t each = MemberPackBytes(big, shape);
+  CHECK(each > 20 * 5'100'000ULL);
+  CHECK(each < 20 * 5'200'000ULL + 16 * 6001 * 32 + 32 * 80);
+  auto packs = PlanPacks(std::vector<MemberSpec>(100, big), 0, 1, shape);
+  const size_t fit = static_cast<size_t>(kAutoPackBytes / each);
+  CHECK(fit == 10);
+  REQUIRE(packs.size() == 10);
+  for (const auto& p : packs) CHECK(p.size() * each <= kAutoPackBytes);
+  // Rows count too: a table of 10M rows leaves room for about three small members.
+  auto rows_bound = PlanPacks(std::vector<MemberSpec>(12, Member(4)), 0, 1, PackShape{9, 10'000'000});
+  CHECK(rows_bound.size() == 4);
+  // A member that alone exceeds the budget still trains, alone.
+  MemberSpec huge;
+  huge.layers = {{20000, Activation::kRelu, 0.0}, {20000, Activation::kRelu, 0.0}};
+  CHECK(PlanPacks(std::vector<MemberSpec>(3, huge), 0, 1, shape).size() == 3);
 }
 
 TEST_CASE("pack_size caps packs and 1 turns packing off", "[pack]") {
   std::vector<MemberSpec> ms(70, Member(4));
-  auto capped = PlanPacks(ms, 0);
-  REQUIRE(capped.size() == 3);  // 24 + 23 + 23: no pack above the cap, sizes even
-  CHECK(capped[0].size() == 24);
-  CHECK(capped[2].size() == 23);
-  CHECK(capped[1].front() == 24);
+  CHECK(PlanPacks(ms, 0).size() == 1);  // 70 is under the auto cap
+  std::vector<MemberSpec> lots(kAutoPackMaxMembers * 2 + 1, Member(4));
+  auto capped = PlanPacks(lots, 0);
+  REQUIRE(capped.size() == 3);  // 342 + 342 + 341: no pack above the cap, sizes even
+  CHECK(capped[0].size() == 342);
+  CHECK(capped[2].size() == 341);
+  CHECK(capped[1].front() == 342);
   auto off = PlanPacks(ms, 1);
   CHECK(off.size() == 70);
   auto five = PlanPacks(ms, 5);
