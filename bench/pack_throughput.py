@@ -10,8 +10,8 @@ For each case K x E (K members, E epochs) it runs a round with
   pack_size K       one fused pack of all K
 and reports member-steps/s over the whole round ("wall") and inside the training loop
 ("train"), the ratio of round wall time to the pack's training time (issue 19: <= 1.5), and
-the fsync/fdatasync/syncfs calls of the fused round (a separate run under strace -f -c, so
-the timed runs are not slowed; "n/a" without strace).
+the fsync/fdatasync/syncfs calls of one fused round (two-round run less a one-round run, both
+under strace -f -c, apart from the timed runs; "n/a" without strace).
 
 Usage: bench/pack_throughput.py [--cases 64x20,512x20,4096x4] [--baseline-max 512] [--build build]
                                 [--gpus none|auto] [--out bench/results/pack_throughput.json]
@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GPUS = "none"  # --gpus: "auto" on a GPU machine (scripts/gpu-check)
 
 
-def config(state, members, epochs, pack_size):
+def config(state, members, epochs, pack_size, rounds=2):
     resources = {"gpus": GPUS, "cpu_workers": 1, "threads_per_worker": 1}
     if GPUS != "none":
         resources["workers_per_gpu"] = 1
@@ -35,13 +35,13 @@ def config(state, members, epochs, pack_size):
                                      "huber_delta": 0.35, "optimizer": "adam", "lr": 0.001, "epochs": epochs,
                                      "batch_size": 32, "validation_split": 0.2},
                         "count": members},
-            "rounds": {"count": 2}, "save_checkpoints": False}
+            "rounds": {"count": rounds}, "save_checkpoints": False}
 
 
-def run(build, members, epochs, pack_size, work, strace=False):
-    state = os.path.join(work, f"k{members}-e{epochs}-p{pack_size}" + ("-strace" if strace else ""))
+def run(build, members, epochs, pack_size, work, strace=False, rounds=2):
+    state = os.path.join(work, f"k{members}-e{epochs}-p{pack_size}-r{rounds}" + ("-strace" if strace else ""))
     path = state + ".json"
-    json.dump(config(state, members, epochs, pack_size), open(path, "w"))
+    json.dump(config(state, members, epochs, pack_size, rounds), open(path, "w"))
     cmd = [os.path.join(build, "ensembled"), "run", "--config", path]
     os.sync()  # the last run's writes are not this run's to flush
     trace = state + ".strace"
@@ -96,7 +96,9 @@ def main():
             for p in (int(x) for x in a.sweep.split(",") if x):
                 if p < k:
                     rows[f"packs of {p}"] = run(a.build, k, e, p, work)
-            fsyncs = run(a.build, k, e, k, work, strace=True) if have_strace else None
+            # One round's calls: a two-round run's less a one-round run's (start-up cancels out).
+            fsyncs = (run(a.build, k, e, k, work, strace=True, rounds=2) -
+                      run(a.build, k, e, k, work, strace=True, rounds=1)) if have_strace else None
             cases.append({"members": k, "epochs": e, "fused_round_fsync_calls": fsyncs, "results": rows})
     print("wall = the whole round (dispatch, training, predictions, writing, journaling, commit);")
     print("train = the training loops alone (metrics train_seconds); ratios against one model per task")
@@ -110,7 +112,7 @@ def main():
             print(f"{c['members']:>5} x{c['epochs']:<3} {mode:20} {v['member_steps']:8d} {v['round_wall_s']:8.2f} "
                   f"{v['member_steps_per_s']:13.1f} {rw} {v['train_s']:8.2f} {v['train_member_steps_per_s']:14.1f} "
                   f"{rt} {v['wall_over_train']:10.2f}")
-        print(f"{'':>9} fsync+fdatasync+syncfs calls in the fused round: "
+        print(f"{'':>9} fsync+fdatasync+syncfs calls per round, fused: "
               f"{c['fused_round_fsync_calls'] if c['fused_round_fsync_calls'] is not None else 'n/a (no strace)'}")
     out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "command": f"bench/pack_throughput.py --cases {a.cases} --baseline-max {a.baseline_max}" +

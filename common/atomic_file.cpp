@@ -88,16 +88,29 @@ Status WriteFileDurable(const std::string& path, const std::string& content, int
   return WriteAndSync(path, content, mode);
 }
 
-Status WriteFileAtomic(const std::string& path, const std::string& content, int mode) {
+namespace {
+
+// <path>.tmp, then a rename over <path>; with durable, the file and then its directory fsynced.
+Status WriteAndRename(const std::string& path, const std::string& content, int mode, bool durable) {
   std::string tmp = path + ".tmp";
-  Status s = WriteAndSync(tmp, content, mode);
+  Status s = WriteAndSync(tmp, content, mode, durable);
   if (!s.ok()) return s;
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());
     return Status::FromErrno("rename " + tmp + " to " + path, err);
   }
-  return FsyncDir(ParentDir(path));
+  return durable ? FsyncDir(ParentDir(path)) : Status::Ok();
+}
+
+}  // namespace
+
+Status WriteFileAtomic(const std::string& path, const std::string& content, int mode) {
+  return WriteAndRename(path, content, mode, /*durable=*/true);
+}
+
+Status WriteFileReplace(const std::string& path, const std::string& content, int mode) {
+  return WriteAndRename(path, content, mode, /*durable=*/false);
 }
 
 StatusOr<std::string> ReadFile(const std::string& path) {

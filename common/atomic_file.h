@@ -12,6 +12,10 @@
 namespace ens {
 
 Status WriteFileAtomic(const std::string& path, const std::string& content, int mode = 0600);
+// The same without any fsync: readers still see the old or the new content, never a torn one,
+// but after a power loss it may be either or missing. For live views rewritten every second
+// (status.json), which the next rewrite replaces anyway.
+Status WriteFileReplace(const std::string& path, const std::string& content, int mode = 0600);
 // Writes and fsyncs `path` in place (no rename): for files inside a directory that is itself
 // renamed into place afterwards, where a per-file rename would buy nothing.
 Status WriteFileDurable(const std::string& path, const std::string& content, int mode = 0600);

@@ -49,6 +49,11 @@ bool OutOfMemoryRequested(size_t pack_size) {
   return limit != nullptr && pack_size > std::strtoull(limit, nullptr, 10);
 }
 
+void KillIfTooBig(size_t pack_size) {
+  const char* limit = std::getenv("ENSEMBLED_TEST_SIGKILL_ABOVE");
+  if (limit != nullptr && pack_size > std::strtoull(limit, nullptr, 10)) ::kill(::getpid(), SIGKILL);
+}
+
 bool TorchErrorRequested(const std::string& task_id) { return Listed("ENSEMBLED_TEST_TORCH_ERROR", task_id); }
 
 void SlowPhaseIfTold(std::string_view phase) {

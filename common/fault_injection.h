@@ -12,7 +12,9 @@
 // out-of-memory error when its training starts (a GPU that fits only n);
 // ENSEMBLED_TEST_TORCH_ERROR=<task_id>[,...] throws a plain c10::Error (a shape mismatch)
 // for a pack holding one of those tasks. There is no GPU in CI: these stand in.
-// ENSEMBLED_TEST_SLOW_PHASE=<phase>:<ms> makes every step of that task phase (one member's
+// ENSEMBLED_TEST_SIGKILL_ABOVE=<n> makes a worker given a pack of more than n members SIGKILL
+// itself when the pack starts, as the kernel's out-of-memory killer would on a CPU machine
+// that fits only n. ENSEMBLED_TEST_SLOW_PHASE=<phase>:<ms> makes every step of that task phase (one member's
 // setup, predictions or output) take ms longer: a phase that is long but moving, as a pack
 // of thousands is. ENSEMBLED_TEST_HANG=<task_id>:<attempt>[:<phase>] makes that attempt stop
 // for good (no progress, no heartbeats) when the task starts, or at that phase.
@@ -29,6 +31,8 @@ void CrashPoint(const char* point);
 bool NonFiniteLossRequested(const std::string& task_id);
 bool WriteFailureRequested(const std::string& task_id, int attempt);
 bool OutOfMemoryRequested(size_t pack_size);
+// SIGKILLs this process when ENSEMBLED_TEST_SIGKILL_ABOVE is below pack_size.
+void KillIfTooBig(size_t pack_size);
 bool TorchErrorRequested(const std::string& task_id);
 // Sleeps the ENSEMBLED_TEST_SLOW_PHASE delay when `phase` is the one named; else returns at once.
 void SlowPhaseIfTold(std::string_view phase);

@@ -171,6 +171,7 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
   std::map<int, int> current;     // pack -> the attempt now pending or in flight
   std::map<int, int> reports_due;  // pack -> reports its dispatched attempt still owes
   std::set<std::string> failed_members;
+  std::map<std::string, int> unasked_kills;  // member -> attempts lost to a SIGKILL not ours
   bool any_permanent = false;
   size_t finished = progress_.done.size();
   for (size_t p = 0; p < packs.size(); ++p) {
@@ -182,7 +183,7 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
     }
   }
   std::string first_failure;
-  // member_done records wait here until their pack has reported (or 250 ms passed) and go to
+  // member_done records wait here until their pack has reported (or 1 s passed) and go to
   // the journal as one fsync'd batch: O(1) fsyncs per pack, not per member.
   struct DoneRecord {
     json rec;
@@ -277,6 +278,19 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
         e.error = "results unreadable: " + r.status().message();
       }
       if (decided(name)) continue;
+      if (e.kind == PoolEvent::kLost && e.killed_unasked) ++unasked_kills[name];
+      // Killed by a SIGKILL ensembled did not send in every attempt: most likely the kernel's
+      // out-of-memory killer, and then a restart cannot help (exit 78, not a restart loop).
+      const bool out_of_memory = e.task.attempt >= cfg_.max_task_attempts && unasked_kills[name] >= e.task.attempt;
+      if (out_of_memory && e.task.attempt >= current[pack]) {
+        e.error += "; killed by SIGKILL in all " + std::to_string(e.task.attempt) +
+                   " attempts, not by ensembled: most likely the kernel's out-of-memory killer (" +
+                   (packs[static_cast<size_t>(pack)].size() > 1
+                        ? "pack of " + std::to_string(packs[static_cast<size_t>(pack)].size()) +
+                              "; a smaller pack_size or fewer workers per machine may fit)"
+                        : "alone; fewer workers per machine may fit)");
+        any_permanent = true;
+      }
       auto mark_failed = [&](int i) {
         const std::string& m = cfg_.members[static_cast<size_t>(i)].name;
         if (decided(m)) return;
@@ -312,7 +326,7 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
     }
     const bool pack_reported = std::any_of(done_batch.begin(), done_batch.end(),
                                            [&](const DoneRecord& d) { return reports_due[d.pack] == 0; });
-    if (!done_batch.empty() && (pack_reported || Clock::now() - batch_started > std::chrono::milliseconds(250))) {
+    if (!done_batch.empty() && (pack_reported || Clock::now() - batch_started > std::chrono::seconds(1))) {
       if (Status s = flush_done(); !s.ok()) {
         *error = s;
         return RoundEnd::kFailed;

@@ -168,7 +168,7 @@ void Supervisor::ServiceTick(bool force) {
                 RoundPosition(snap.round, snap.rounds).c_str(), snap.members_done, snap.members_total, snap.members_running,
                 snap.paused ? " (paused)" : snap.stopping ? " (stopping)" : "");
   notifier_.Status(status);
-  Status s = WriteFileAtomic(layout_.StatusFile(), SnapshotToJson(snap).dump(2) + "\n");
+  Status s = WriteFileReplace(layout_.StatusFile(), SnapshotToJson(snap).dump(2) + "\n");  // a live view
   if (!s.ok()) spdlog::warn("{}", s.ToString());
   if (http_) http_->Publish(std::move(snap));
 }

@@ -176,6 +176,8 @@ void WorkerPool::Reap(std::vector<PoolEvent>* events) {
         e.pid = pid;
         e.task = t;
         e.error = "worker pid " + std::to_string(pid) + " " + how;
+        e.killed_unasked = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && s.term_sent == Clock::time_point{} &&
+                           s.state != SlotState::kStopping;
         events->push_back(std::move(e));
       }
       s.tasks.clear();

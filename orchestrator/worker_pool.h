@@ -65,6 +65,8 @@ struct PoolEvent {
   nlohmann::json metrics;
   std::string error;
   bool permanent = false;
+  // kLost: SIGKILL that ensembled did not send (the kernel's out-of-memory killer, or an operator).
+  bool killed_unasked = false;
 };
 
 struct PoolOptions {

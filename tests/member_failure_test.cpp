@@ -2,7 +2,9 @@
 // failed with its reason and not retried; the round goes on when min_members members
 // succeeded, else the run stops with exit 78 (not restarted by systemd). Inside a fused pack
 // the failing member is dropped alone: its pack-mates finish, unretried, with the bits they
-// have when no member fails. A transient one (a failed write) retries the pack. Failures are injected with ENSEMBLED_TEST_NONFINITE and
+// have when no member fails. A transient one (a failed write) retries the pack. A pack whose
+// worker is SIGKILLed by someone else in every attempt (the out-of-memory killer) fails for
+// good: exit 78, saying so, not exit 1 and a systemd restart loop. Failures are injected with ENSEMBLED_TEST_NONFINITE and
 // ENSEMBLED_TEST_FAIL_WRITE (common/fault_injection.h).
 #include <catch2/catch.hpp>
 
@@ -175,6 +177,28 @@ TEST_CASE("a packed member's failed write retries its pack without rewriting the
   auto diffs = CompareRuns(tmp / "base", tmp / "state", 2, 4, tmp.path());
   INFO(Joined(diffs));
   CHECK(diffs.empty());
+}
+
+TEST_CASE("a pack killed by the out-of-memory killer in every attempt stops the run with 78, saying so",
+          "[failure][pack]") {
+  TempDir tmp;
+  // Every pack of more than 2 members is SIGKILLed when it starts (a machine that fits 2).
+  auto c = RunCase(tmp, "oom", "4", "", {{{"ENSEMBLED_TEST_SIGKILL_ABOVE", "2"}}, {"ENSEMBLED_TEST_NONFINITE"}});
+  INFO(c.run.out << c.run.err);
+  REQUIRE_FALSE(c.run.timed_out);
+  CHECK(c.run.code == 78);  // RestartPreventExitStatus: systemd does not loop on it
+  CHECK(c.run.err.find("out-of-memory killer") != std::string::npos);
+  CHECK(c.run.err.find("pack of 4") != std::string::npos);
+  CHECK(c.run.err.find("killed by signal 9") != std::string::npos);
+  auto failed = Events(c.recs, "member_failed", 0);
+  CHECK(failed.size() == 4);
+  for (const auto& f : failed) CHECK(f.value("attempt", 0) == 3);  // max_task_attempts, then no more
+  CHECK(Events(c.recs, "member_done", 0).empty());
+
+  // A pack that fits trains: the same hook with room for 4 lets the run finish.
+  auto fits = RunCase(tmp, "fits", "4", "", {{{"ENSEMBLED_TEST_SIGKILL_ABOVE", "4"}}, {"ENSEMBLED_TEST_NONFINITE"}});
+  INFO(fits.run.out << fits.run.err);
+  CHECK(fits.run.code == 0);
 }
 
 }  // namespace

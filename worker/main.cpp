@@ -96,6 +96,7 @@ int Serve(const std::string& run_id, int slot, const RecycleSpec& recycle_spec, 
     }
     current_member = tasks[0].member.name + (tasks.size() > 1 ? "+" + std::to_string(tasks.size() - 1) : "");
     for (const auto& t : tasks) HangIfTold(t.task_id, t.attempt, "");
+    KillIfTooBig(tasks.size());
     // Every phase calls this per member or batch; it sends at most one heartbeat per
     // heartbeat_ms, from this thread: a worker that stops moving stops beating.
     auto last_beat = std::chrono::steady_clock::now() - std::chrono::hours(1);
