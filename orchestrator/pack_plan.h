@@ -19,9 +19,9 @@ namespace ens {
 
 // "auto" caps a pack at the smaller of two numbers:
 //  - kAutoPackMaxMembers, measured (BENCHMARKS.md, bench/pack_throughput.py --sweep): on the
-//    CPU, member-steps/s in the loop rise up to packs of about 512 seed-000 members and fall
-//    beyond (a pack of 4096 trains slower than eight of 512), and a smaller pack loses less
-//    work to a crash and reports sooner;
+//    CPU, member-steps/s in the loop for seed-000 nearly double from packs of 64 to packs of
+//    256 and stay flat, within this machine's noise, from 256 to 4096; a smaller pack loses
+//    less work to a crash and reports sooner, so the cap sits at the start of the flat part;
 //  - kAutoPackBytes / MemberPackBytes: the pack's training state stays within 1 GiB, so a
 //    pack of big models is small (seed-003, 5.1M parameters: 10 members) and the GPU rule is
 //    the same budget (an out-of-memory error still splits a pack in halves).

@@ -289,7 +289,7 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
                         ? "pack of " + std::to_string(packs[static_cast<size_t>(pack)].size()) +
                               "; a smaller pack_size or fewer workers per machine may fit)"
                         : "alone; fewer workers per machine may fit)");
-        any_permanent = true;
+        e.permanent = true;
       }
       auto mark_failed = [&](int i) {
         const std::string& m = cfg_.members[static_cast<size_t>(i)].name;

@@ -184,16 +184,16 @@ Status TaskRunner::WriteOutputs(const TrainInputs& in, TrainOutputs& res, int64_
 
 // Makes every written member of the pack durable and visible: one syncfs, a rename per
 // member, one fsync per parent directory. A member whose step fails gets that error.
-Status TaskRunner::Publish(const std::vector<TaskSpec>& tasks, std::vector<TaskOutcome>* outs,
-                           const Progress& on_progress) {
+void TaskRunner::Publish(const std::vector<TaskSpec>& tasks, std::vector<TaskOutcome>* outs,
+                         const Progress& on_progress) {
   std::vector<size_t> ready;
   for (size_t k = 0; k < tasks.size(); ++k)
     if (tasks[k].publish && (*outs)[k].status.ok()) ready.push_back(k);
-  if (ready.empty()) return Status::Ok();
+  if (ready.empty()) return;
   Status synced = SyncFileSystem(tasks[ready[0]].out_dir + ".tmp");
   if (!synced.ok()) {
     for (size_t k : ready) (*outs)[k].status = synced;
-    return synced;
+    return;
   }
   std::map<std::string, Status> parents;
   for (size_t k : ready) {
@@ -207,7 +207,6 @@ Status TaskRunner::Publish(const std::vector<TaskSpec>& tasks, std::vector<TaskO
     auto p = parents.find(ParentDir(tasks[k].out_dir));
     if ((*outs)[k].status.ok() && p != parents.end() && !p->second.ok()) (*outs)[k].status = p->second;
   }
-  return Status::Ok();
 }
 
 TaskOutcome TaskRunner::Run(const TaskSpec& task, const Progress& on_progress) {
@@ -280,7 +279,7 @@ std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks,
     if (on_progress) on_progress(TaskPhase::kWriting, 0);
     outs[k].status = WriteFileUnsynced(tasks[k].out_dir + ".tmp/metrics.json", m.dump(2) + "\n");
   }
-  (void)Publish(tasks, &outs, on_progress);
+  Publish(tasks, &outs, on_progress);
   return outs;
 }
 

@@ -49,7 +49,7 @@ class TaskRunner {
   Status EnsureMapped(const TaskSpec& task);
   Status Prepare(const TaskSpec& task, TrainInputs* in, bool* permanent);
   Status WriteOutputs(const TrainInputs& in, TrainOutputs& res, int64_t rss_before, const nlohmann::json& pack_ref);
-  Status Publish(const std::vector<TaskSpec>& tasks, std::vector<TaskOutcome>* outs, const Progress& on_progress);
+  void Publish(const std::vector<TaskSpec>& tasks, std::vector<TaskOutcome>* outs, const Progress& on_progress);
   std::string data_dir_;
   DeviceDataCachePtr device_data_ = NewDeviceDataCache();  // the generation on the GPU, across tasks
   std::unique_ptr<DatasetView> train_, holdout_, pool_;
