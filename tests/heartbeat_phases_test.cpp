@@ -59,8 +59,9 @@ TEST_CASE("a phase longer than heartbeat_timeout_s that keeps moving is not kill
       std::printf("[heartbeat_phases] %s: %.1f s with 4 x 1 s injected (undisturbed %.1f s)\n", phase, slow.seconds,
                   calm.seconds);
       std::fflush(stdout);
-      // The phase really outlasted the timeout, and nobody was killed for it.
-      CHECK(slow.seconds > calm.seconds + 3.5);
+      // The phase really outlasted the timeout (4 x 1 s were injected into it), and nobody was
+      // killed for it.
+      CHECK(slow.seconds > 4.0);
       CHECK(slow.err.find("silent") == std::string::npos);
       auto attempts = DoneAttempts(state);
       REQUIRE(attempts.size() == kMembers);
