@@ -1,17 +1,19 @@
-// CSV loader (data_source.h). The whole file is read at once, split into physical lines
-// (so reported line numbers match an editor's), and only the selected columns are parsed:
-// an unused text column such as an id does not make a file unloadable.
+// CSV loader (data_source.h). The file is read a physical line at a time (so reported line
+// numbers match an editor's), twice: once to count the rows, once to parse them a chunk at a
+// time. Only the selected columns are parsed: an unused text column such as an id does not
+// make a file unloadable.
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
-#include "common/atomic_file.h"
 #include "common/data_source.h"
 
 namespace ens {
@@ -44,22 +46,36 @@ struct Line {
   std::string_view text;
 };
 
-// Lines that hold anything but blanks; "\r\n" endings are accepted.
-std::vector<Line> NonEmptyLines(std::string_view text) {
-  std::vector<Line> lines;
-  int number = 0;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(start, end - start);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    ++number;
-    if (!Trim(line).empty()) lines.push_back({number, line});
-    start = end + 1;
+// Physical lines of a file, in order; blank ones skipped; "\r\n" endings accepted.
+class LineSource {
+ public:
+  Status Open(const std::string& path) {
+    path_ = path;
+    in_.open(path, std::ios::binary);
+    if (!in_) return Status::FromErrno(path, errno);
+    return Status::Ok();
   }
-  return lines;
-}
+  // The next line holding anything but blanks; false at the end of the file.
+  bool Next(Line* line) {
+    while (std::getline(in_, text_)) {
+      ++number_;
+      if (!text_.empty() && text_.back() == '\r') text_.pop_back();
+      if (!Trim(text_).empty()) {
+        *line = {number_, text_};
+        return true;
+      }
+    }
+    return false;
+  }
+  // Read errors other than the end of the file.
+  Status status() const { return in_.bad() ? Status::IOError("read " + path_ + ": I/O error") : Status::Ok(); }
+
+ private:
+  std::string path_;
+  std::ifstream in_;
+  std::string text_;
+  int number_ = 0;
+};
 
 std::string Where(const std::string& path, int line, int column) {
   return path + ":" + std::to_string(line) + ":" + std::to_string(column) + ": ";
@@ -180,42 +196,99 @@ Status ParseRow(const std::string& path, const Line& line, size_t field_count,
   return ParseValue(fields[sel.target], Where(path, line.number, sel.target + 1), target);
 }
 
+// Opened in two passes: Open counts the data lines and parses the header; Next parses.
+class CsvReader : public RowReader {
+ public:
+  Status Open(const std::string& path, const std::vector<std::string>& feature_columns,
+              const std::string& target_column) {
+    path_ = path;
+    LineSource count;
+    Status s = count.Open(path);
+    if (!s.ok()) return s;
+    Line line{};
+    uint64_t lines = 0;
+    while (count.Next(&line)) ++lines;
+    if (s = count.status(); !s.ok()) return s;
+    if (lines == 0) return Status::InvalidArgument(Where(path, 1, 1) + "empty file, expected a header line");
+    s = source_.Open(path);
+    if (!s.ok()) return s;
+    Line header{};
+    if (!source_.Next(&header)) return Status::IOError("read " + path + ": changed while being read");
+    s = ParseHeader(path, header, &names_);
+    if (!s.ok()) return s;
+    StatusOr<Selection> sel = SelectColumns(path, header.number, names_, feature_columns, target_column);
+    if (!sel.ok()) return sel.status();
+    if (lines == 1) return Status::InvalidArgument(Where(path, header.number, 1) + "no data rows after the header");
+    sel_ = *sel;
+    rows_ = lines - 1;
+    columns_.features = static_cast<int>(sel_.features.size());
+    for (int f : sel_.features) columns_.feature_names.push_back(names_[f]);
+    columns_.target_name = target_column;
+    row_.resize(sel_.features.size());
+    return Status::Ok();
+  }
+
+  const Table& columns() const override { return columns_; }
+  uint64_t rows() const override { return rows_; }
+
+  Status Next(size_t max_rows, Table* chunk) override {
+    chunk->features = columns_.features;
+    chunk->x.clear();
+    chunk->y.clear();
+    Line line{};
+    while (chunk->rows() < max_rows && read_ < rows_) {
+      if (!source_.Next(&line)) {
+        Status s = source_.status();
+        return s.ok() ? Status::IOError("read " + path_ + ": changed while being read") : s;
+      }
+      float target = 0.0f;
+      Status s = ParseRow(path_, line, names_.size(), sel_, &row_, &target);
+      if (!s.ok()) return s;
+      chunk->AppendRow(row_.data(), target);
+      ++read_;
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::string path_;
+  LineSource source_;
+  std::vector<std::string> names_;
+  Selection sel_;
+  Table columns_;
+  std::vector<float> row_;
+  uint64_t rows_ = 0, read_ = 0;
+};
+
 }  // namespace
+
+StatusOr<std::unique_ptr<RowReader>> OpenCsv(const std::string& path, const std::vector<std::string>& feature_columns,
+                                             const std::string& target_column) {
+  auto r = std::make_unique<CsvReader>();
+  Status s = r->Open(path, feature_columns, target_column);
+  if (!s.ok()) return s;
+  return std::unique_ptr<RowReader>(std::move(r));
+}
 
 StatusOr<Table> LoadCsv(const std::string& path, const std::vector<std::string>& feature_columns,
                         const std::string& target_column) {
-  StatusOr<std::string> file = ReadFile(path);
-  if (!file.ok()) return file.status();
-  const std::string& text = *file;
-  const std::vector<Line> lines = NonEmptyLines(text);
-  if (lines.empty()) {
-    return Status::InvalidArgument(Where(path, 1, 1) + "empty file, expected a header line");
-  }
-  std::vector<std::string> names;
-  Status s = ParseHeader(path, lines[0], &names);
-  if (!s.ok()) return s;
-  StatusOr<Selection> sel =
-      SelectColumns(path, lines[0].number, names, feature_columns, target_column);
-  if (!sel.ok()) return sel.status();
-  if (lines.size() == 1) {
-    return Status::InvalidArgument(Where(path, lines[0].number, 1) +
-                                   "no data rows after the header");
-  }
+  auto r = OpenCsv(path, feature_columns, target_column);
+  if (!r.ok()) return r.status();
+  return ReadAllRows(**r);
+}
 
-  Table t;
-  t.features = static_cast<int>(sel->features.size());
-  for (int f : sel->features) t.feature_names.push_back(names[f]);
-  t.target_name = target_column;
-  t.x.reserve((lines.size() - 1) * sel->features.size());
-  t.y.reserve(lines.size() - 1);
-  std::vector<float> row(sel->features.size());
-  for (size_t i = 1; i < lines.size(); ++i) {
-    float target = 0.0f;
-    s = ParseRow(path, lines[i], names.size(), *sel, &row, &target);
+StatusOr<Table> ReadAllRows(RowReader& reader) {
+  Table all = reader.columns();
+  all.x.reserve(static_cast<size_t>(reader.rows()) * static_cast<size_t>(all.features));
+  all.y.reserve(static_cast<size_t>(reader.rows()));
+  Table chunk;
+  while (true) {
+    Status s = reader.Next(size_t{1} << 16, &chunk);
     if (!s.ok()) return s;
-    t.AppendRow(row.data(), target);
+    if (chunk.rows() == 0) return all;
+    all.x.insert(all.x.end(), chunk.x.begin(), chunk.x.end());
+    all.y.insert(all.y.end(), chunk.y.begin(), chunk.y.end());
   }
-  return t;
 }
 
 }  // namespace ens

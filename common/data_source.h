@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,16 +26,37 @@ Table GenerateFriedman1(int rows, int features, double noise, uint64_t seed);
 // The noiseless target for one row (used to label pool rows when needed).
 float Friedman1Target(const float* row);
 
+// A training file read a chunk of rows at a time, so a table of any size is never held whole
+// (the supervisor streams it into the shared segment). rows() is known once open: from the
+// header of an npy file; from a first pass over a CSV file that counts its non-empty lines.
+// Errors name the place as the loaders below do. Not thread-safe.
+class RowReader {
+ public:
+  virtual ~RowReader() = default;
+  // The file's columns (features, feature_names, target_name) and no rows.
+  virtual const Table& columns() const = 0;
+  virtual uint64_t rows() const = 0;
+  // The next at most max_rows rows, in file order, into *chunk (replacing its rows); no rows
+  // once all are read. REQUIRES: max_rows >= 1.
+  virtual Status Next(size_t max_rows, Table* chunk) = 0;
+};
+
+// Every remaining row of `reader` in one Table with its columns.
+StatusOr<Table> ReadAllRows(RowReader& reader);
+
 // CSV with a header line. `feature_columns` empty = every column except `target_column`.
 // Separator ','; surrounding spaces are trimmed; empty lines are skipped.
 // `target_column` empty (with `feature_columns` given): rows without a target, y = 0
 // (prediction input).
 StatusOr<Table> LoadCsv(const std::string& path, const std::vector<std::string>& feature_columns,
                         const std::string& target_column);
+StatusOr<std::unique_ptr<RowReader>> OpenCsv(const std::string& path, const std::vector<std::string>& feature_columns,
+                                             const std::string& target_column);
 
 // A pair of .npy files: X of shape (rows, features) and y of shape (rows,) or (rows, 1);
 // dtype <f4 or <f8, C order (numpy's default save format, versions 1.0–3.0).
 StatusOr<Table> LoadNpyPair(const std::string& x_path, const std::string& y_path);
+StatusOr<std::unique_ptr<RowReader>> OpenNpyPair(const std::string& x_path, const std::string& y_path);
 
 // Builds train/holdout/pool for a run from config.data:
 // synthetic: train = initial_rows, holdout = holdout_rows, pool = pool_rows, each from a
@@ -42,5 +65,12 @@ StatusOr<Table> LoadNpyPair(const std::string& x_path, const std::string& y_path
 //   train after a seeded shuffle; pool from pool_path (may be empty). The pool must have the
 //   same feature columns as train, else an error naming both.
 StatusOr<RunData> LoadRunData(const DataSpec& spec, uint64_t run_seed);
+
+// LoadRunData with train's rows handed to train_chunk in chunks of about chunk_bytes, in file
+// order, never held whole (the supervisor writes them straight into the shared segment). The
+// RunData returned has train's columns and no train rows; *train_rows counts those handed
+// over. Peak memory: holdout + pool + two chunks (+ O(holdout rows) while choosing them).
+StatusOr<RunData> StreamRunData(const DataSpec& spec, uint64_t run_seed, size_t chunk_bytes,
+                                const std::function<Status(const Table&)>& train_chunk, uint64_t* train_rows);
 
 }  // namespace ens

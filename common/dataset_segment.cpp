@@ -96,7 +96,17 @@ DatasetWriter::~DatasetWriter() {
 StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& path,
                                                                const Table& table,
                                                                uint64_t generation) {
-  if (table.features <= 0) return Status::InvalidArgument(path + ": table has no features");
+  auto w = Begin(path, table.features, generation, table.rows() * 2);
+  if (!w.ok()) return w.status();
+  Status s = (*w)->AddRows(table);
+  if (s.ok()) s = (*w)->Commit();
+  if (!s.ok()) return s;
+  return std::move(*w);
+}
+
+StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Begin(const std::string& path, int features,
+                                                              uint64_t generation, uint64_t capacity_rows) {
+  if (features <= 0) return Status::InvalidArgument(path + ": table has no features");
   std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Status::FromErrno("create " + tmp, errno);
@@ -104,19 +114,24 @@ StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string
   std::memcpy(h.magic, kSegmentMagic, sizeof(h.magic));
   h.layout_version = kSegmentLayoutVersion;
   h.dtype = kDtypeFloat32;
-  h.features = static_cast<uint32_t>(table.features);
-  h.capacity_rows = std::max<uint64_t>(1024, table.rows() * 2);
+  h.features = static_cast<uint32_t>(features);
+  h.capacity_rows = std::max<uint64_t>(1024, capacity_rows);
   h.generation = generation;
   h.rows = 0;
   h.checksum = kFnvOffset;
   std::unique_ptr<DatasetWriter> w(new DatasetWriter(tmp, fd, h));
+  w->final_path_ = path;
   if (::ftruncate(fd, static_cast<off_t>(kSegmentHeaderBytes + h.capacity_rows * RowBytes(h))) != 0)
     return Status::FromErrno("resize " + tmp, errno);
-  Status s = w->Append(table, generation);
-  if (!s.ok()) return s;
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return Status::FromErrno("rename " + tmp, errno);
-  w->path_ = path;
   return w;
+}
+
+Status DatasetWriter::Commit() {
+  Status s = WriteHeader();
+  if (!s.ok()) return s;
+  if (::rename(path_.c_str(), final_path_.c_str()) != 0) return Status::FromErrno("rename " + path_, errno);
+  path_ = final_path_;
+  return Status::Ok();
 }
 
 StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Open(const std::string& path) {
@@ -143,7 +158,7 @@ Status DatasetWriter::WriteHeader() {
   return Status::Ok();
 }
 
-Status DatasetWriter::Append(const Table& rows, uint64_t new_generation) {
+Status DatasetWriter::AddRows(const Table& rows) {
   if (rows.features != static_cast<int>(header_.features))
     return Status::InvalidArgument(path_ + ": appending rows with " + std::to_string(rows.features) +
                                    " features to a segment of " +
@@ -160,12 +175,18 @@ Status DatasetWriter::Append(const Table& rows, uint64_t new_generation) {
   Status s = PwriteAll(fd_, buf.data(), bytes,
                        kSegmentHeaderBytes + header_.rows * RowBytes(header_), path_);
   if (!s.ok()) return s;
+  header_.checksum = Fnv1a64(buf.data(), bytes, header_.checksum);
+  header_.rows = need;
+  return Status::Ok();
+}
+
+Status DatasetWriter::Append(const Table& rows, uint64_t new_generation) {
   // Rows and header, then one fdatasync for both. The order in which they reach the disk does
   // not matter: the journal's round_committed record, fsynced after this returns, is what
   // publishes a generation; a crash before it rolls the segment back to the journal's rows,
   // and a reader checks the checksum over header.rows.
-  header_.checksum = Fnv1a64(buf.data(), bytes, header_.checksum);
-  header_.rows = need;
+  Status s = AddRows(rows);
+  if (!s.ok()) return s;
   header_.generation = new_generation;
   return WriteHeader();
 }

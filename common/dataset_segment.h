@@ -55,6 +55,13 @@ class DatasetWriter {
   static StatusOr<std::unique_ptr<DatasetWriter>> Create(const std::string& path,
                                                          const Table& table,
                                                          uint64_t generation);
+  // The same, with rows arriving in chunks (a table streamed from a file, never held whole):
+  // Begin creates path.tmp with no rows, AddRows writes each chunk unflushed, Commit flushes
+  // rows and header and renames path.tmp to path. Nothing appears at path before Commit.
+  static StatusOr<std::unique_ptr<DatasetWriter>> Begin(const std::string& path, int features,
+                                                        uint64_t generation, uint64_t capacity_rows);
+  Status AddRows(const Table& rows);
+  Status Commit();
   // Opens an existing segment for appending (resume).
   static StatusOr<std::unique_ptr<DatasetWriter>> Open(const std::string& path);
   ~DatasetWriter();
@@ -74,7 +81,7 @@ class DatasetWriter {
  private:
   DatasetWriter(std::string path, int fd, SegmentHeader h);
   Status WriteHeader();
-  std::string path_;
+  std::string path_, final_path_;
   int fd_ = -1;
   SegmentHeader header_{};
 };

@@ -2,18 +2,23 @@
 // versions 1.0-3.0, a Python-literal header dict with 'descr', 'fortran_order' and 'shape',
 // little-endian <f4 or <f8 data in C order. Everything else is rejected with a message
 // naming the file, never guessed at.
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <limits>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
-#include "common/atomic_file.h"
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "common/data_source.h"
 
 namespace ens {
@@ -140,12 +145,6 @@ class HeaderParser {
   size_t pos_ = 0;
 };
 
-// A loaded array: its shape and values converted to float32.
-struct NpyArray {
-  std::vector<uint64_t> shape;
-  std::vector<float> values;
-};
-
 // Splits off the header; *data_offset is where the array bytes begin.
 Status ReadHeader(const std::string& path, const std::string& bytes, NpyHeader* header,
                   size_t* data_offset) {
@@ -203,90 +202,179 @@ std::string ElementPlace(const std::vector<uint64_t>& shape, uint64_t i) {
   return s + " (row " + std::to_string(i) + ")";
 }
 
-// Converts the raw data to float32, rejecting NaN/Inf (and f8 values beyond float range).
+// Converts count raw values (elements first.. of the array) to float32, rejecting NaN/Inf
+// (and f8 values beyond float range).
 template <typename T>
-Status ConvertValues(const std::string& path, const char* data,
-                     const std::vector<uint64_t>& shape, uint64_t count, std::vector<float>* out) {
-  out->resize(count);
+Status ConvertValues(const std::string& path, const char* data, const std::vector<uint64_t>& shape,
+                     uint64_t first, uint64_t count, float* out) {
   for (uint64_t i = 0; i < count; ++i) {
     T v;
     std::memcpy(&v, data + i * sizeof(T), sizeof(T));
     const float f = static_cast<float>(v);
     if (!std::isfinite(f)) {
       const char* why = std::isfinite(v) ? "value out of float32 range" : "non-finite value";
-      return Status::InvalidArgument(path + ": " + why + " at " + ElementPlace(shape, i));
+      return Status::InvalidArgument(path + ": " + why + " at " + ElementPlace(shape, first + i));
     }
-    (*out)[i] = f;
+    out[i] = f;
   }
   return Status::Ok();
 }
 
-StatusOr<NpyArray> LoadNpy(const std::string& path) {
-  StatusOr<std::string> file = ReadFile(path);
-  if (!file.ok()) return file.status();
-  const std::string& bytes = *file;
-  NpyHeader header;
-  size_t offset = 0;
-  Status s = ReadHeader(path, bytes, &header, &offset);
-  if (!s.ok()) return s;
-  if (header.fortran_order) {
-    return Status::InvalidArgument(path +
-                                   ": fortran_order arrays are not supported (save in C order)");
+// One .npy file open for reading a range of elements at a time (pread: no whole-file copy).
+class NpyFile {
+ public:
+  NpyFile() = default;
+  NpyFile(const NpyFile&) = delete;
+  NpyFile& operator=(const NpyFile&) = delete;
+  ~NpyFile() {
+    if (fd_ >= 0) ::close(fd_);
   }
-  if (header.descr != "<f4" && header.descr != "<f8") {
-    return Status::InvalidArgument(path + ": unsupported dtype '" + header.descr +
-                                   "' (want <f4 or <f8)");
+
+  Status Open(const std::string& path) {
+    path_ = path;
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) return Status::FromErrno(path, errno);
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) return Status::FromErrno(path, errno);
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    // The prefix (magic, version, header length), then the header it announces.
+    std::string bytes(static_cast<size_t>(std::min<uint64_t>(size, kMagicSize + 6)), '\0');
+    Status s = Read(bytes.data(), bytes.size(), 0);
+    if (!s.ok()) return s;
+    if (bytes.size() >= kMagicSize + 2 && bytes.compare(0, kMagicSize, kMagic, kMagicSize) == 0) {
+      const int major = static_cast<unsigned char>(bytes[kMagicSize]);
+      const size_t width = major == 1 ? 2 : 4;
+      if (bytes.size() >= kMagicSize + 2 + width) {
+        const uint64_t want = kMagicSize + 2 + width + LittleEndian(bytes, kMagicSize + 2, width);
+        bytes.resize(static_cast<size_t>(std::min(size, want)));
+        s = Read(bytes.data(), bytes.size(), 0);
+        if (!s.ok()) return s;
+      }
+    }
+    NpyHeader header;
+    size_t offset = 0;
+    s = ReadHeader(path, bytes, &header, &offset);
+    if (!s.ok()) return s;
+    if (header.fortran_order) {
+      return Status::InvalidArgument(path + ": fortran_order arrays are not supported (save in C order)");
+    }
+    if (header.descr != "<f4" && header.descr != "<f8") {
+      return Status::InvalidArgument(path + ": unsupported dtype '" + header.descr + "' (want <f4 or <f8)");
+    }
+    item_ = header.descr == "<f4" ? 4 : 8;
+    uint64_t count = 0;
+    if (!ElementCount(header.shape, &count)) {
+      return Status::Corruption(path + ": shape " + ShapeText(header.shape) + " is too large");
+    }
+    const uint64_t want = count * item_, have = size - offset;
+    if (have != want) {
+      return Status::Corruption(path + ": " + (have < want ? "truncated" : "trailing bytes") + ": shape " +
+                                ShapeText(header.shape) + " needs " + std::to_string(want) +
+                                " data bytes, file has " + std::to_string(have));
+    }
+    shape_ = header.shape;
+    data_offset_ = offset;
+    return Status::Ok();
   }
-  const size_t item = (header.descr == "<f4") ? 4 : 8;
-  uint64_t count = 0;
-  if (!ElementCount(header.shape, &count)) {
-    return Status::Corruption(path + ": shape " + ShapeText(header.shape) + " is too large");
+
+  const std::vector<uint64_t>& shape() const { return shape_; }
+
+  // Elements [first, first + count) as float32 into out.
+  Status ReadValues(uint64_t first, uint64_t count, float* out) {
+    buf_.resize(static_cast<size_t>(count * item_));
+    Status s = Read(buf_.data(), buf_.size(), data_offset_ + first * item_);
+    if (!s.ok()) return s;
+    return item_ == 4 ? ConvertValues<float>(path_, buf_.data(), shape_, first, count, out)
+                      : ConvertValues<double>(path_, buf_.data(), shape_, first, count, out);
   }
-  const uint64_t want = count * item;
-  const uint64_t have = bytes.size() - offset;
-  if (have != want) {
-    return Status::Corruption(path + ": " + (have < want ? "truncated" : "trailing bytes") +
-                              ": shape " + ShapeText(header.shape) + " needs " +
-                              std::to_string(want) + " data bytes, file has " +
-                              std::to_string(have));
+
+ private:
+  Status Read(char* dst, size_t n, uint64_t offset) {
+    while (n > 0) {
+      const ssize_t got = ::pread(fd_, dst, n, static_cast<off_t>(offset));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) return Status::FromErrno(path_, errno);
+      if (got == 0) return Status::Corruption(path_ + ": truncated");
+      dst += got;
+      n -= static_cast<size_t>(got);
+      offset += static_cast<uint64_t>(got);
+    }
+    return Status::Ok();
   }
-  NpyArray array;
-  array.shape = header.shape;
-  const char* data = bytes.data() + offset;
-  s = item == 4 ? ConvertValues<float>(path, data, array.shape, count, &array.values)
-                : ConvertValues<double>(path, data, array.shape, count, &array.values);
-  if (!s.ok()) return s;
-  return array;
-}
+
+  std::string path_;
+  int fd_ = -1;
+  size_t item_ = 4;
+  uint64_t data_offset_ = 0;
+  std::vector<uint64_t> shape_;
+  std::vector<char> buf_;
+};
+
+// X (rows, features) and y (rows,) or (rows, 1), a chunk of rows at a time.
+class NpyPairReader : public RowReader {
+ public:
+  Status Open(const std::string& x_path, const std::string& y_path) {
+    Status s = x_.Open(x_path);
+    if (!s.ok()) return s;
+    const auto& xs = x_.shape();
+    if (xs.size() != 2 || xs[0] == 0 || xs[1] == 0) {
+      return Status::InvalidArgument(x_path + ": X must have shape (rows, features) with both >= 1, found " +
+                                     ShapeText(xs));
+    }
+    if (xs[1] > static_cast<uint64_t>(std::numeric_limits<int>::max())) {
+      return Status::InvalidArgument(x_path + ": too many features " + ShapeText(xs));
+    }
+    s = y_.Open(y_path);
+    if (!s.ok()) return s;
+    const auto& ys = y_.shape();
+    rows_ = xs[0];
+    const bool column = ys.size() == 2 && ys[1] == 1;
+    if (!(ys.size() == 1 || column) || ys[0] != rows_) {
+      return Status::InvalidArgument(y_path + ": y must have shape (" + std::to_string(rows_) + ",) or (" +
+                                     std::to_string(rows_) + ", 1) to match " + x_path + ", found " +
+                                     ShapeText(ys));
+    }
+    columns_.features = static_cast<int>(xs[1]);
+    for (int c = 0; c < columns_.features; ++c) columns_.feature_names.push_back("x" + std::to_string(c));
+    columns_.target_name = "y";
+    return Status::Ok();
+  }
+
+  const Table& columns() const override { return columns_; }
+  uint64_t rows() const override { return rows_; }
+
+  Status Next(size_t max_rows, Table* chunk) override {
+    const uint64_t n = std::min<uint64_t>(max_rows, rows_ - next_);
+    const uint64_t f = static_cast<uint64_t>(columns_.features);
+    chunk->features = columns_.features;
+    chunk->x.resize(static_cast<size_t>(n * f));
+    chunk->y.resize(static_cast<size_t>(n));
+    Status s = x_.ReadValues(next_ * f, n * f, chunk->x.data());
+    if (s.ok()) s = y_.ReadValues(next_, n, chunk->y.data());
+    if (!s.ok()) return s;
+    next_ += n;
+    return Status::Ok();
+  }
+
+ private:
+  NpyFile x_, y_;
+  Table columns_;
+  uint64_t rows_ = 0, next_ = 0;
+};
 
 }  // namespace
 
+StatusOr<std::unique_ptr<RowReader>> OpenNpyPair(const std::string& x_path, const std::string& y_path) {
+  auto r = std::make_unique<NpyPairReader>();
+  Status s = r->Open(x_path, y_path);
+  if (!s.ok()) return s;
+  return std::unique_ptr<RowReader>(std::move(r));
+}
+
 StatusOr<Table> LoadNpyPair(const std::string& x_path, const std::string& y_path) {
-  StatusOr<NpyArray> x = LoadNpy(x_path);
-  if (!x.ok()) return x.status();
-  if (x->shape.size() != 2 || x->shape[0] == 0 || x->shape[1] == 0) {
-    return Status::InvalidArgument(x_path + ": X must have shape (rows, features) with both >= 1, "
-                                   "found " + ShapeText(x->shape));
-  }
-  if (x->shape[1] > static_cast<uint64_t>(std::numeric_limits<int>::max())) {
-    return Status::InvalidArgument(x_path + ": too many features " + ShapeText(x->shape));
-  }
-  StatusOr<NpyArray> y = LoadNpy(y_path);
-  if (!y.ok()) return y.status();
-  const uint64_t rows = x->shape[0];
-  const bool column = y->shape.size() == 2 && y->shape[1] == 1;
-  if (!(y->shape.size() == 1 || column) || y->shape[0] != rows) {
-    return Status::InvalidArgument(y_path + ": y must have shape (" + std::to_string(rows) +
-                                   ",) or (" + std::to_string(rows) + ", 1) to match " + x_path +
-                                   ", found " + ShapeText(y->shape));
-  }
-  Table t;
-  t.features = static_cast<int>(x->shape[1]);
-  for (int c = 0; c < t.features; ++c) t.feature_names.push_back("x" + std::to_string(c));
-  t.target_name = "y";
-  t.x = std::move(x->values);
-  t.y = std::move(y->values);
-  return t;
+  auto r = OpenNpyPair(x_path, y_path);
+  if (!r.ok()) return r.status();
+  return ReadAllRows(**r);
 }
 
 }  // namespace ens

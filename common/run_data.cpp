@@ -3,7 +3,9 @@
 // is reproducible from its config alone.
 #include <algorithm>
 #include <cmath>
-#include <numeric>
+#include <functional>
+#include <memory>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -35,14 +37,6 @@ Table EmptyLike(const Table& like) {
   return t;
 }
 
-Table SelectRows(const Table& src, const std::vector<size_t>& rows) {
-  Table t = EmptyLike(src);
-  t.x.reserve(rows.size() * src.features);
-  t.y.reserve(rows.size());
-  for (size_t r : rows) t.AppendRow(&src.x[r * src.features], src.y[r]);
-  return t;
-}
-
 StatusOr<RunData> SyntheticRunData(const DataSpec& spec, uint64_t run_seed) {
   if (spec.synthetic_features < 5) {
     return Status::InvalidArgument("data.synthetic_features must be >= 5");
@@ -60,14 +54,16 @@ StatusOr<RunData> SyntheticRunData(const DataSpec& spec, uint64_t run_seed) {
   return d;
 }
 
-// Moves a seeded-shuffled holdout_fraction of d->train into d->holdout. Both keep the
-// file's row order, so a row's position still says where it came from.
-Status SplitHoldout(const DataSpec& spec, const std::string& train_name, uint64_t run_seed,
-                    RunData* d) {
+// Which of train's n rows form the holdout (sorted): the last round(holdout_fraction * n)
+// positions of a seeded Fisher-Yates pass from the top over [0, n). Position i of that pass is
+// final after its step i, so only the first `want` steps are run, and only the positions they
+// touch are held (a map of O(want)), never a permutation of n. Every version so far chose
+// these rows, bit for bit. Both parts keep the file's row order.
+StatusOr<std::vector<uint64_t>> HoldoutRows(const DataSpec& spec, const std::string& train_name, uint64_t run_seed,
+                                            uint64_t n) {
   if (!(spec.holdout_fraction > 0.0 && spec.holdout_fraction < 1.0)) {
     return Status::InvalidArgument("data.holdout_fraction must be in (0, 1)");
   }
-  const size_t n = d->train.rows();
   const long long want = std::llround(spec.holdout_fraction * static_cast<double>(n));
   if (want < 1 || static_cast<long long>(n) - want < 2) {
     return Status::InvalidArgument(
@@ -75,18 +71,24 @@ Status SplitHoldout(const DataSpec& spec, const std::string& train_name, uint64_
         std::to_string(spec.holdout_fraction) + " (" + std::to_string(n) + " rows give " +
         std::to_string(want) + " holdout rows; need >= 1 holdout and >= 2 train rows)");
   }
-  std::vector<size_t> order(n);
-  std::iota(order.begin(), order.end(), size_t{0});
+  const uint64_t keep = n - static_cast<uint64_t>(want);
+  std::unordered_map<uint64_t, uint64_t> moved;  // position -> row, where not the identity
+  auto at = [&](uint64_t p) {
+    auto it = moved.find(p);
+    return it == moved.end() ? p : it->second;
+  };
   SeededRng rng(DataSeed(run_seed, kHoldoutSplitSalt));
-  for (size_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng.Below(i + 1)]);
-  const size_t keep = n - static_cast<size_t>(want);
-  std::vector<size_t> train_rows(order.begin(), order.begin() + keep);
-  std::vector<size_t> holdout_rows(order.begin() + keep, order.end());
-  std::sort(train_rows.begin(), train_rows.end());
-  std::sort(holdout_rows.begin(), holdout_rows.end());
-  d->holdout = SelectRows(d->train, holdout_rows);
-  d->train = SelectRows(d->train, train_rows);
-  return Status::Ok();
+  std::vector<uint64_t> rows;
+  rows.reserve(static_cast<size_t>(want));
+  for (uint64_t i = n - 1; i >= keep; --i) {
+    const uint64_t j = rng.Below(i + 1);
+    const uint64_t row_i = at(i), row_j = at(j);
+    moved[j] = row_i;
+    moved.erase(i);
+    rows.push_back(row_j);  // position i now holds row_j, for good
+  }
+  std::sort(rows.begin(), rows.end());
+  return rows;
 }
 
 // `other` (a pool or holdout) must have train's feature columns, in train's order.
@@ -108,34 +110,6 @@ Status CheckSameColumns(const Table& train, const std::string& train_name, const
   return Status::Ok();
 }
 
-StatusOr<RunData> CsvRunData(const DataSpec& spec, uint64_t run_seed) {
-  if (spec.train_path.empty()) return Status::InvalidArgument("data.train_path is required");
-  RunData d;
-  StatusOr<Table> train = LoadCsv(spec.train_path, spec.feature_columns, spec.target_column);
-  if (!train.ok()) return train.status();
-  d.train = std::move(*train);
-  if (spec.pool_path.empty()) {
-    d.pool = EmptyLike(d.train);
-  } else {
-    StatusOr<Table> pool = LoadCsv(spec.pool_path, spec.feature_columns, spec.target_column);
-    if (!pool.ok()) return pool.status();
-    Status s = CheckSameColumns(d.train, spec.train_path, *pool, spec.pool_path);
-    if (!s.ok()) return s;
-    d.pool = std::move(*pool);
-  }
-  if (spec.holdout_path.empty()) {
-    Status s = SplitHoldout(spec, spec.train_path, run_seed, &d);
-    if (!s.ok()) return s;
-    return d;
-  }
-  StatusOr<Table> holdout = LoadCsv(spec.holdout_path, spec.feature_columns, spec.target_column);
-  if (!holdout.ok()) return holdout.status();
-  Status s = CheckSameColumns(d.train, spec.train_path, *holdout, spec.holdout_path);
-  if (!s.ok()) return s;
-  d.holdout = std::move(*holdout);
-  return d;
-}
-
 // An npy pair named explicitly or by a "<prefix>.x.npy"/"<prefix>.y.npy" prefix.
 struct NpyPaths {
   std::string x, y;
@@ -153,7 +127,30 @@ StatusOr<NpyPaths> ResolveNpyPaths(const std::string& x, const std::string& y,
   return NpyPaths{};
 }
 
-StatusOr<RunData> NpyRunData(const DataSpec& spec, uint64_t run_seed) {
+// The files of a csv or npy source: train (streamed), pool and holdout (loaded whole).
+struct SourceFiles {
+  std::unique_ptr<RowReader> train;
+  std::string train_name;
+  std::function<StatusOr<Table>()> load_pool, load_holdout;  // unset: none given
+  std::string pool_name, holdout_name;
+};
+
+StatusOr<SourceFiles> CsvFiles(const DataSpec& spec) {
+  if (spec.train_path.empty()) return Status::InvalidArgument("data.train_path is required");
+  SourceFiles f;
+  auto train = OpenCsv(spec.train_path, spec.feature_columns, spec.target_column);
+  if (!train.ok()) return train.status();
+  f.train = std::move(*train);
+  f.train_name = spec.train_path;
+  auto loader = [&spec](const std::string& path) {
+    return [&spec, path] { return LoadCsv(path, spec.feature_columns, spec.target_column); };
+  };
+  if (!spec.pool_path.empty()) f.load_pool = loader(spec.pool_path), f.pool_name = spec.pool_path;
+  if (!spec.holdout_path.empty()) f.load_holdout = loader(spec.holdout_path), f.holdout_name = spec.holdout_path;
+  return f;
+}
+
+StatusOr<SourceFiles> NpyFiles(const DataSpec& spec) {
   StatusOr<NpyPaths> train_paths = ResolveNpyPaths(spec.x_path, spec.y_path, spec.train_path,
                                                    "train (x_path/y_path)");
   if (!train_paths.ok()) return train_paths.status();
@@ -163,43 +160,117 @@ StatusOr<RunData> NpyRunData(const DataSpec& spec, uint64_t run_seed) {
   StatusOr<NpyPaths> pool_paths = ResolveNpyPaths(spec.pool_x_path, spec.pool_y_path,
                                                   spec.pool_path, "pool (pool_x_path/pool_y_path)");
   if (!pool_paths.ok()) return pool_paths.status();
-  const std::string train_name = train_paths->name();
-
-  RunData d;
-  StatusOr<Table> train = LoadNpyPair(train_paths->x, train_paths->y);
+  SourceFiles f;
+  auto train = OpenNpyPair(train_paths->x, train_paths->y);
   if (!train.ok()) return train.status();
-  d.train = std::move(*train);
-  if (pool_paths->empty()) {
-    d.pool = EmptyLike(d.train);
-  } else {
-    StatusOr<Table> pool = LoadNpyPair(pool_paths->x, pool_paths->y);
+  f.train = std::move(*train);
+  f.train_name = train_paths->name();
+  auto loader = [](const NpyPaths& p) { return [p] { return LoadNpyPair(p.x, p.y); }; };
+  if (!pool_paths->empty()) f.load_pool = loader(*pool_paths), f.pool_name = pool_paths->name();
+  if (!spec.holdout_path.empty()) {
+    const NpyPaths holdout{spec.holdout_path + ".x.npy", spec.holdout_path + ".y.npy"};
+    f.load_holdout = loader(holdout);
+    f.holdout_name = holdout.name();
+  }
+  return f;
+}
+
+// Streams f.train to train_chunk (less the holdout rows when no holdout file is given).
+StatusOr<RunData> StreamFiles(const DataSpec& spec, uint64_t run_seed, SourceFiles f, size_t chunk_bytes,
+                              const std::function<Status(const Table&)>& train_chunk, uint64_t* train_rows) {
+  RunData d;
+  d.train = f.train->columns();
+  const size_t row_bytes = sizeof(float) * (static_cast<size_t>(d.train.features) + 1);
+  const size_t chunk_rows = std::max<size_t>(1, chunk_bytes / row_bytes);
+  d.pool = EmptyLike(d.train);
+  if (f.load_pool) {
+    StatusOr<Table> pool = f.load_pool();
     if (!pool.ok()) return pool.status();
-    Status s = CheckSameColumns(d.train, train_name, *pool, pool_paths->name());
+    Status s = CheckSameColumns(d.train, f.train_name, *pool, f.pool_name);
     if (!s.ok()) return s;
     d.pool = std::move(*pool);
   }
-  if (spec.holdout_path.empty()) {
-    Status s = SplitHoldout(spec, train_name, run_seed, &d);
+  std::vector<uint64_t> held;  // train rows that go to the holdout
+  if (f.load_holdout) {
+    StatusOr<Table> holdout = f.load_holdout();
+    if (!holdout.ok()) return holdout.status();
+    Status s = CheckSameColumns(d.train, f.train_name, *holdout, f.holdout_name);
     if (!s.ok()) return s;
-    return d;
+    d.holdout = std::move(*holdout);
+  } else {
+    auto rows = HoldoutRows(spec, f.train_name, run_seed, f.train->rows());
+    if (!rows.ok()) return rows.status();
+    held = std::move(*rows);
+    d.holdout = EmptyLike(d.train);
+    d.holdout.x.reserve(held.size() * static_cast<size_t>(d.train.features));
+    d.holdout.y.reserve(held.size());
   }
-  const NpyPaths holdout_paths{spec.holdout_path + ".x.npy", spec.holdout_path + ".y.npy"};
-  StatusOr<Table> holdout = LoadNpyPair(holdout_paths.x, holdout_paths.y);
-  if (!holdout.ok()) return holdout.status();
-  Status s = CheckSameColumns(d.train, train_name, *holdout, holdout_paths.name());
-  if (!s.ok()) return s;
-  d.holdout = std::move(*holdout);
+  *train_rows = 0;
+  uint64_t row = 0;
+  auto next_held = held.begin();
+  Table chunk, kept = EmptyLike(d.train);
+  while (true) {
+    Status s = f.train->Next(chunk_rows, &chunk);
+    if (!s.ok()) return s;
+    if (chunk.rows() == 0) break;
+    const Table* out = &chunk;
+    if (!held.empty()) {
+      kept.x.clear();
+      kept.y.clear();
+      for (size_t r = 0; r < chunk.rows(); ++r, ++row) {
+        const float* x = &chunk.x[r * static_cast<size_t>(chunk.features)];
+        if (next_held != held.end() && *next_held == row) {
+          d.holdout.AppendRow(x, chunk.y[r]);
+          ++next_held;
+        } else {
+          kept.AppendRow(x, chunk.y[r]);
+        }
+      }
+      out = &kept;
+    }
+    *train_rows += out->rows();
+    if (out->rows() > 0) s = train_chunk(*out);
+    if (!s.ok()) return s;
+  }
   return d;
 }
 
 }  // namespace
 
+StatusOr<RunData> StreamRunData(const DataSpec& spec, uint64_t run_seed, size_t chunk_bytes,
+                                const std::function<Status(const Table&)>& train_chunk, uint64_t* train_rows) {
+  if (spec.source == "synthetic") {
+    auto d = SyntheticRunData(spec, run_seed);
+    if (!d.ok()) return d.status();
+    Status s = train_chunk(d->train);
+    if (!s.ok()) return s;
+    *train_rows = d->train.rows();
+    d->train = EmptyLike(d->train);
+    return d;
+  }
+  StatusOr<SourceFiles> files = Status::InvalidArgument("data.source: unknown source '" + spec.source +
+                                                        "' (want synthetic, csv or npy)");
+  if (spec.source == "csv") files = CsvFiles(spec);
+  if (spec.source == "npy") files = NpyFiles(spec);
+  if (!files.ok()) return files.status();
+  return StreamFiles(spec, run_seed, std::move(*files), chunk_bytes, train_chunk, train_rows);
+}
+
 StatusOr<RunData> LoadRunData(const DataSpec& spec, uint64_t run_seed) {
-  if (spec.source == "synthetic") return SyntheticRunData(spec, run_seed);
-  if (spec.source == "csv") return CsvRunData(spec, run_seed);
-  if (spec.source == "npy") return NpyRunData(spec, run_seed);
-  return Status::InvalidArgument("data.source: unknown source '" + spec.source +
-                                 "' (want synthetic, csv or npy)");
+  Table train;
+  uint64_t rows = 0;
+  auto add = [&train](const Table& chunk) {
+    train.x.insert(train.x.end(), chunk.x.begin(), chunk.x.end());
+    train.y.insert(train.y.end(), chunk.y.begin(), chunk.y.end());
+    return Status::Ok();
+  };
+  auto d = StreamRunData(spec, run_seed, size_t{4} << 20, add, &rows);
+  if (!d.ok()) return d.status();
+  train.features = d->train.features;
+  train.feature_names = d->train.feature_names;
+  train.target_name = d->train.target_name;
+  d->train = std::move(train);
+  return d;
 }
 
 }  // namespace ens

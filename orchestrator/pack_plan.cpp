@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/member_rows.h"
+
 namespace ens {
 namespace {
 
@@ -29,7 +31,10 @@ uint64_t MemberPackBytes(const MemberSpec& m, const PackShape& shape) {
   }
   params += in + 1;  // the output layer
   units += 1;
-  return 20 * params + 16 * units * static_cast<uint64_t>(std::max(1, m.batch_size)) + 32 * shape.train_rows;
+  // Row lists (member_rows.h): 4 B of split and 4 B of epoch order per row while listed;
+  // nothing per row on a keyed table.
+  const uint64_t row_bytes = shape.train_rows <= MemberRows::kListedRowsMax ? 8 * shape.train_rows : 0;
+  return 20 * params + 16 * units * static_cast<uint64_t>(std::max(1, m.batch_size)) + row_bytes;
 }
 
 std::string PackKey(const MemberSpec& m) {

@@ -36,8 +36,8 @@ struct PackShape {
 
 // Estimated bytes one member adds to a pack while it trains: parameters with their gradients,
 // Adam moments and kept snapshot (20 B each), activations and their gradients for one batch
-// (16 B per unit and row), and its row indices (order, split and the epoch's index tensor,
-// 32 B per training row).
+// (16 B per unit and row), and its row lists (member_rows.h: 8 B per row up to
+// MemberRows::kListedRowsMax rows, none above; the pack's index window is bounded apart).
 uint64_t MemberPackBytes(const MemberSpec& m, const PackShape& shape);
 
 std::string PackKey(const MemberSpec& m);

@@ -32,6 +32,9 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+// Rows of a training file are streamed into the segment in chunks of about this size.
+constexpr size_t kLoadChunkBytes = size_t{8} << 20;
+
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 }  // namespace
@@ -64,19 +67,32 @@ Status Supervisor::Prepare() {
 }
 
 Status Supervisor::PublishFreshData() {
-  auto data = LoadRunData(cfg_.data, cfg_.run_seed);
-  if (!data.ok()) return data.status();
-  RunData& d = *data;
   Status s = MakeDirs(layout_.DataDir());
   if (!s.ok()) return s;
+  // Train rows go straight from the file into the segment, a chunk at a time: the supervisor
+  // never holds the training table (peak: holdout + pool + a few chunks of kLoadChunkBytes).
+  std::unique_ptr<DatasetWriter> writer;
+  auto add = [&](const Table& chunk) {
+    if (!writer) {
+      auto w = DatasetWriter::Begin(RunLayout::TrainSegment(layout_.DataDir()), chunk.features, 0, 0);
+      if (!w.ok()) return w.status();
+      writer = std::move(*w);
+    }
+    return writer->AddRows(chunk);
+  };
+  uint64_t train_rows = 0;
+  auto data = StreamRunData(cfg_.data, cfg_.run_seed, kLoadChunkBytes, add, &train_rows);
+  if (!data.ok()) return data.status();
+  RunData& d = *data;
+  if (!writer) return Status::InvalidArgument("data: no training rows");
+  s = writer->Commit();
+  if (!s.ok()) return s;
   for (auto* t : {&d.holdout, &d.pool}) t->features = d.train.features;
-  auto train = DatasetWriter::Create(RunLayout::TrainSegment(layout_.DataDir()), d.train, 0);
-  if (!train.ok()) return train.status();
   auto holdout = DatasetWriter::Create(RunLayout::HoldoutSegment(layout_.DataDir()), d.holdout, 0);
   if (!holdout.ok()) return holdout.status();
   auto pool = DatasetWriter::Create(RunLayout::PoolSegment(layout_.DataDir()), d.pool, 0);
   if (!pool.ok()) return pool.status();
-  train_ = std::move(*train);
+  train_ = std::move(writer);
   holdout_ = std::move(d.holdout);
   pool_ = std::move(d.pool);
   pool_used_.assign(pool_.rows(), false);
@@ -85,9 +101,9 @@ Status Supervisor::PublishFreshData() {
               {"holdout_rows", holdout_.rows()}, {"pool_rows", pool_.rows()}};
   s = WriteFileAtomic(layout_.RunFile(), run.dump(2) + "\n");
   if (!s.ok()) return s;
-  progress_.train_rows = d.train.rows();
+  progress_.train_rows = train_rows;
   return journal_->Append({{"event", "run_started"}, {"features", d.train.features},
-                           {"train_rows", d.train.rows()}, {"holdout_rows", holdout_.rows()},
+                           {"train_rows", train_rows}, {"holdout_rows", holdout_.rows()},
                            {"pool_rows", pool_.rows()}});
 }
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <filesystem>
@@ -109,6 +110,32 @@ TEST_CASE("Create then Map round-trips every value and fills the header", "[segm
   CHECK(back->x[0] == t.x[10 * 3]);
   CHECK(back->y[9] == t.y[19]);
   CHECK_FALSE(w->Read(20, 38).ok());
+}
+
+TEST_CASE("a segment written in chunks appears only at Commit and equals one written whole", "[segment]") {
+  TempDir dir;
+  const std::string path = dir.File("train.bin");
+  Table t = MakeTable(3000, 3, 0.25f);
+  auto w = DatasetWriter::Begin(path, 3, 0, 16);  // capacity grows as chunks arrive
+  REQUIRE(w.ok());
+  for (size_t begin = 0; begin < t.rows(); begin += 700) {
+    Table chunk;
+    chunk.features = 3;
+    for (size_t r = begin; r < std::min(t.rows(), begin + 700); ++r) chunk.AppendRow(&t.x[r * 3], t.y[r]);
+    REQUIRE((*w)->AddRows(chunk).ok());
+    CHECK_FALSE(std::filesystem::exists(path));  // nothing half-written is ever visible
+  }
+  REQUIRE((*w)->Commit().ok());
+  CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
+  CHECK((*w)->path() == path);
+  auto v = MustMap(path);
+  CHECK(v->header().rows == 3000);
+  CheckRows(*v, 0, t);
+  auto whole = MustCreate(dir.File("whole.bin"), t, 0);
+  CHECK(v->header().checksum == whole->header().checksum);
+  // The writer goes on as any other: appends publish generations.
+  REQUIRE((*w)->Append(MakeTable(5, 3, 9.0f), 1).ok());
+  CHECK(MustMap(path)->header().rows == 3005);
 }
 
 TEST_CASE("Fnv1a64 matches the published test vectors", "[segment]") {

@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/member_rows.h"
+
 namespace ens {
 namespace {
 
@@ -74,15 +76,21 @@ TEST_CASE("auto keeps a pack's estimated training memory within kAutoPackBytes",
   const PackShape shape{100, 80};
   const uint64_t each = MemberPackBytes(big, shape);
   CHECK(each > 20 * 5'100'000ULL);
-  CHECK(each < 20 * 5'200'000ULL + 16 * 6001 * 32 + 32 * 80);
+  CHECK(each < 20 * 5'200'000ULL + 16 * 6001 * 32 + 8 * 80);
   auto packs = PlanPacks(std::vector<MemberSpec>(100, big), 0, 1, shape);
   const size_t fit = static_cast<size_t>(kAutoPackBytes / each);
   CHECK(fit == 10);
   REQUIRE(packs.size() == 10);
   for (const auto& p : packs) CHECK(p.size() * each <= kAutoPackBytes);
-  // Rows count too: a table of 10M rows leaves room for about three small members.
-  auto rows_bound = PlanPacks(std::vector<MemberSpec>(12, Member(4)), 0, 1, PackShape{9, 10'000'000});
-  CHECK(rows_bound.size() == 4);
+  // Rows count too while members hold row lists (8 B a row up to kListedRowsMax rows)...
+  const PackShape listed{9, MemberRows::kListedRowsMax};
+  const uint64_t small = MemberPackBytes(Member(4), listed);
+  CHECK(small > 8 * MemberRows::kListedRowsMax);
+  const size_t per_pack = static_cast<size_t>(kAutoPackBytes / small);
+  auto rows_bound = PlanPacks(std::vector<MemberSpec>(300, Member(4)), 0, 1, listed);
+  CHECK(rows_bound.size() == (300 + per_pack - 1) / per_pack);
+  // ...and not beyond it: a keyed table costs a member nothing per row.
+  CHECK(MemberPackBytes(Member(4), PackShape{9, 10'000'000}) < (uint64_t{1} << 20));
   // A member that alone exceeds the budget still trains, alone.
   MemberSpec huge;
   huge.layers = {{20000, Activation::kRelu, 0.0}, {20000, Activation::kRelu, 0.0}};

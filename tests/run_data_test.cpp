@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/data_source.h"
+#include "common/seed.h"
 #include "support/temp_dir.h"
 
 namespace ens {
@@ -129,6 +130,46 @@ TEST_CASE("LoadRunData csv: seeded holdout split of train") {
   CHECK(Ids(other->holdout) != held);
 }
 
+TEST_CASE("StreamRunData hands train over in chunks, with LoadRunData's rows and the earlier holdout choice") {
+  TempDir dir;
+  DataSpec spec = CsvSpec(dir.Write("train.csv", NumberedCsv(1000)));
+  spec.holdout_fraction = 0.1;
+  std::vector<float> streamed;
+  size_t chunks = 0;
+  uint64_t rows = 0;
+  auto take = [&](const Table& chunk) {
+    ++chunks;
+    CHECK(chunk.rows() <= 3);  // 40 B at 12 B a row (2 features + target)
+    streamed.insert(streamed.end(), chunk.y.begin(), chunk.y.end());
+    return Status::Ok();
+  };
+  StatusOr<RunData> s = StreamRunData(spec, 9, 40, take, &rows);
+  REQUIRE(s.ok());
+  CHECK(s->train.rows() == 0);
+  CHECK(s->train.features == 2);
+  CHECK(rows == 900);
+  CHECK(streamed.size() == 900);
+  CHECK(chunks >= 300);
+  StatusOr<RunData> whole = LoadRunData(spec, 9);
+  REQUIRE(whole.ok());
+  CHECK(Ids(whole->train) == streamed);
+  CHECK(Ids(whole->holdout) == Ids(s->holdout));
+  // The holdout is the last 10% of a full seeded Fisher-Yates pass, as every version chose it.
+  std::vector<uint64_t> order(1000);
+  for (uint64_t i = 0; i < order.size(); ++i) order[i] = i;
+  const uint64_t base = StreamSeed(SplitMix64(9), SeedStream::kData);
+  SeededRng rng(SplitMix64(base ^ 4));  // kHoldoutSplitSalt
+  for (size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[rng.Below(i + 1)]);
+  std::vector<float> expected(order.begin() + 900, order.end());
+  std::sort(expected.begin(), expected.end());
+  CHECK(Ids(s->holdout) == expected);
+  // A failing sink stops the stream with its error.
+  auto refuse = [](const Table&) { return Status::IOError("disk full (test)"); };
+  StatusOr<RunData> bad = StreamRunData(spec, 9, 40, refuse, &rows);
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.status().message(), Contains("disk full (test)"));
+}
+
 TEST_CASE("LoadRunData csv: explicit holdout and pool files") {
   TempDir dir;
   DataSpec spec = CsvSpec(dir.Write("train.csv", NumberedCsv(5)));
@@ -176,10 +217,10 @@ TEST_CASE("LoadRunData csv: too few rows for the holdout fraction") {
 
 TEST_CASE("LoadRunData csv: loader errors pass through") {
   TempDir dir;
-  DataSpec spec = CsvSpec(dir.Write("train.csv", "a,y\n1,nan\n"));
+  DataSpec spec = CsvSpec(dir.Write("train.csv", "a,y\n1,2\n2,3\n3,4\n4,5\n1,nan\n5,6\n"));
   StatusOr<RunData> d = LoadRunData(spec, 1);
   REQUIRE_FALSE(d.ok());
-  CHECK_THAT(d.status().message(), Contains(spec.train_path + ":2:2:"));
+  CHECK_THAT(d.status().message(), Contains(spec.train_path + ":6:2:"));
 }
 
 TEST_CASE("LoadRunData npy: holdout split and pool feature-count check") {

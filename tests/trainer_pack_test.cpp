@@ -87,8 +87,9 @@ class ScratchDir {
 };
 
 struct Fixture {
+  explicit Fixture(int train_rows = 800) : train(Table(train_rows, 1)) {}
   ScratchDir dir;
-  std::vector<float> train = Table(800, 1), holdout = Table(200, 2), pool = Table(100, 3);
+  std::vector<float> train, holdout = Table(200, 2), pool = Table(100, 3);
   std::map<int, TaskSpec> tasks;
 
   TaskSpec& Task(const MemberSpec& spec, int index) {
@@ -96,7 +97,7 @@ struct Fixture {
     t.task_id = "r0-" + spec.name;
     t.member_index = index;
     t.seed = MemberSeed(7, index, 0);
-    t.rows = 800;
+    t.rows = train.size() / (kFeatures + 1);
     t.data_dir = dir.path();
     t.member = spec;
     return t;
@@ -108,14 +109,9 @@ struct Fixture {
     in.task = &t;
     in.rows = train.data();
     in.features = kFeatures;
-    std::vector<int64_t> perm(t.rows);
-    for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int64_t>(i);
-    SeededRng rng(StreamSeed(t.seed, SeedStream::kSplit));
-    for (size_t i = perm.size(); i > 1; --i) std::swap(perm[i - 1], perm[rng.Below(i)]);
-    in.val_idx.assign(perm.begin(), perm.begin() + 160);
-    in.train_idx.assign(perm.begin() + 160, perm.end());
-    if (t.member.split == SplitKind::kBootstrap)
-      for (auto& r : in.train_idx) r = perm[160 + rng.Below(640)];
+    auto split = MemberRows::Make(t);
+    REQUIRE(split.ok());
+    in.split = std::move(*split);
     in.holdout = holdout.data();
     in.holdout_rows = 200;
     in.pool = pool.data();
@@ -183,6 +179,27 @@ TEST_CASE("a seed-000 member has the same bits alone and in packs of 3, 8 and 64
   }
   // Different members really differ (the comparison above is not vacuous).
   CHECK(p64[0].holdout_pred != p64[1].holdout_pred);
+}
+
+TEST_CASE("on a table too big for row lists (keyed rows) a member has the same bits alone and packed",
+          "[trainer][pack]") {
+  // More than kListedRowsMax rows: splits and epoch orders are computed, not held, and the
+  // pack's index windows (kIndexWindowBytes) hold fewer batches than the lone member's.
+  // Batch 32 and one epoch, as in the cases above: see ARCHITECTURE.md on larger batches.
+  Fixture f(static_cast<int>(MemberRows::kListedRowsMax) + 3000);
+  auto make = [](int i) {
+    MemberSpec m = Seed000(i);
+    m.epochs = 1;
+    m.batch_size = 32;
+    m.validation_split = 0.05;
+    m.split = i == 2 ? SplitKind::kBootstrap : SplitKind::kRandom;
+    return m;
+  };
+  auto packed = f.Train({0, 1, 2}, make, "pack");
+  REQUIRE_FALSE(f.Inputs(f.tasks[0], "probe").split.listed());
+  auto alone = f.Train({2}, make, "alone");  // the bootstrap member: split, draws and orders all keyed
+  RequireSameBits(f, alone[2], packed[2], "alone-m002.pt", "pack-m002.pt");
+  CHECK(packed[0].holdout_pred != packed[1].holdout_pred);
 }
 
 TEST_CASE("members with mixed hyperparameters have the same bits alone and packed", "[trainer][pack]") {

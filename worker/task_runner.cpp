@@ -29,43 +29,6 @@ int64_t ProcStatusKb(const char* key) {
   return 0;
 }
 
-// The member's split of rows [0, n): validation = the first round(f * n) of a seeded
-// permutation (at least 1); training = the rest, or a bootstrap sample of the rest.
-Status SplitRows(const TaskSpec& t, std::vector<int64_t>* train, std::vector<int64_t>* val) {
-  std::vector<int64_t> rows;
-  std::vector<uint64_t> excluded;
-  if (!t.excluded_file.empty()) {
-    auto bytes = ReadFile(t.excluded_file);
-    if (!bytes.ok()) return bytes.status();
-    if (bytes->size() % sizeof(uint64_t) != 0)
-      return Status::Corruption(t.excluded_file + ": not a list of row ids");
-    excluded.resize(bytes->size() / sizeof(uint64_t));
-    std::memcpy(excluded.data(), bytes->data(), bytes->size());
-    std::sort(excluded.begin(), excluded.end());
-  }
-  for (uint64_t i = 0; i < t.rows; ++i)
-    if (!std::binary_search(excluded.begin(), excluded.end(), i)) rows.push_back(static_cast<int64_t>(i));
-  uint64_t n = rows.size();
-  uint64_t nval = static_cast<uint64_t>(std::llround(t.member.validation_split * static_cast<double>(n)));
-  nval = std::max<uint64_t>(nval, 1);
-  if (n < 2 || nval >= n)
-    return Status::InvalidArgument("member " + t.member.name + ": " + std::to_string(n) +
-                                   " training rows are too few for validation_split " +
-                                   std::to_string(t.member.validation_split));
-  std::vector<int64_t> perm = std::move(rows);
-  SeededRng rng(StreamSeed(t.seed, SeedStream::kSplit));
-  for (uint64_t i = n; i > 1; --i) std::swap(perm[i - 1], perm[rng.Below(i)]);
-  val->assign(perm.begin(), perm.begin() + nval);
-  std::vector<int64_t> rest(perm.begin() + nval, perm.end());
-  if (t.member.split == SplitKind::kBootstrap) {
-    train->resize(rest.size());
-    for (auto& r : *train) r = rest[rng.Below(rest.size())];
-  } else {
-    *train = std::move(rest);
-  }
-  return Status::Ok();
-}
-
 std::string JsonLines(const std::vector<nlohmann::json>& rows) {
   std::string out;
   for (const auto& r : rows) out += r.dump() + "\n";
@@ -138,11 +101,12 @@ Status TaskRunner::Prepare(const TaskSpec& task, TrainInputs* in, bool* permanen
   in->holdout_rows = holdout_->header().rows;
   in->pool = pool_->data();
   in->pool_rows = pool_->header().rows;
-  st = SplitRows(task, &in->train_idx, &in->val_idx);
-  if (!st.ok()) {
+  auto split = MemberRows::Make(task);
+  if (!split.ok()) {
     *permanent = true;
-    return st;
+    return split.status();
   }
+  in->split = std::move(*split);
   if (!task.publish) return Status::Ok();  // trained for its pack's sake; nothing is written
   std::string tmp = task.out_dir + ".tmp";
   st = RemoveTree(tmp);
@@ -158,8 +122,8 @@ Status TaskRunner::WriteOutputs(const TrainInputs& in, TrainOutputs& res, int64_
   const TaskSpec& task = *in.task;
   const std::string tmp = task.out_dir + ".tmp";
   res.metrics.update({{"member", task.member.name}, {"round", task.round}, {"index", task.member_index},
-                      {"seed", task.seed}, {"generation", task.generation}, {"train_rows", in.train_idx.size()},
-                      {"val_rows", in.val_idx.size()}, {"threads", task.threads}, {"attempt", task.attempt},
+                      {"seed", task.seed}, {"generation", task.generation}, {"train_rows", in.split.train_size()},
+                      {"val_rows", in.split.val_size()}, {"threads", task.threads}, {"attempt", task.attempt},
                       {"pid", static_cast<int64_t>(::getpid())}, {"rss_kb_before", rss_before}});
   // "task" is exactly what the member was trained from: verify replays it alone (a member's
   // bits do not depend on its pack). O(1) in the pack size.

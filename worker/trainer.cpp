@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "common/fault_injection.h"
 #include "common/seed.h"
@@ -55,8 +56,7 @@ torch::Device PickDevice() {
 struct MemberRun {
   const TrainInputs* in = nullptr;
   const MemberSpec* spec = nullptr;
-  SeededRng shuffle{0};
-  std::vector<int64_t> order;
+  std::optional<EpochOrder> order;
   double best_value = INFINITY;
   int best_epoch = -1, since_best = 0, epochs_run = 0;
   int64_t stop_step = 0;
@@ -68,14 +68,20 @@ struct MemberRun {
 void Standardise(const TrainInputs& in, std::vector<float>* mean, std::vector<float>* stdv, nlohmann::json* norm) {
   const int f = in.features;
   std::vector<double> sum(f + 1, 0.0), sq(f + 1, 0.0);
-  for (int64_t r : in.train_idx) {
-    const float* row = in.rows + r * (f + 1);
-    for (int c = 0; c <= f; ++c) {
-      sum[c] += row[c];
-      sq[c] += static_cast<double>(row[c]) * row[c];
+  std::vector<int64_t> chunk(4096);
+  const uint64_t total = in.split.train_size();
+  for (uint64_t pos = 0; pos < total; pos += chunk.size()) {
+    const uint64_t len = std::min<uint64_t>(chunk.size(), total - pos);
+    in.split.Train(pos, len, chunk.data());
+    for (uint64_t i = 0; i < len; ++i) {
+      const float* row = in.rows + chunk[i] * (f + 1);
+      for (int c = 0; c <= f; ++c) {
+        sum[c] += row[c];
+        sq[c] += static_cast<double>(row[c]) * row[c];
+      }
     }
   }
-  const double n = static_cast<double>(in.train_idx.size());
+  const double n = static_cast<double>(total);
   mean->resize(f + 1);
   stdv->resize(f + 1);
   for (int c = 0; c <= f; ++c) {
@@ -110,13 +116,23 @@ PackNorm StandardiseAll(const std::vector<TrainInputs>& in, std::vector<TrainOut
   return {stack(xm), stack(xs), stack(ym).squeeze(-1), stack(ys).squeeze(-1)};
 }
 
-// Rows [K, n] of each member's index list, as one index tensor on the device.
-torch::Tensor IndexTensor(const std::vector<const std::vector<int64_t>*>& idx, torch::Device dev) {
-  const int64_t n = static_cast<int64_t>(idx[0]->size());
-  torch::Tensor t = torch::empty({static_cast<int64_t>(idx.size()), n}, torch::kLong);
-  int64_t* p = t.data_ptr<int64_t>();
-  for (const auto* v : idx) p = std::copy(v->begin(), v->end(), p);
-  return t.to(dev);
+// The batches of positions [0, n) of K members' row lists: calls body(ix) with ix [K, len]
+// (the rows of one batch, on the device). Indices are made a window of whole batches at a
+// time: the whole list when the pack's indices fit in kIndexWindowBytes (one copy to the
+// device per epoch), else as many windows as that bound needs. Batch boundaries are the
+// whole list's, so the window size changes no result.
+template <class Fill, class Body>
+void ForEachBatch(int64_t members, int64_t n, int64_t batch, torch::Device dev, Fill fill, Body body) {
+  const int64_t per_batch = members * batch * static_cast<int64_t>(sizeof(int64_t));
+  const int64_t window = batch * std::max<int64_t>(1, kIndexWindowBytes / per_batch);
+  for (int64_t pos = 0; pos < n; pos += window) {
+    const int64_t len = std::min(window, n - pos);
+    torch::Tensor t = torch::empty({members, len}, torch::kLong);
+    int64_t* p = t.data_ptr<int64_t>();
+    for (int64_t k = 0; k < members; ++k) fill(k, pos, len, p + k * len);
+    torch::Tensor ix = t.to(dev);
+    for (int64_t b = 0; b < len; b += batch) body(ix.narrow(1, b, std::min(batch, len - b)));
+  }
 }
 
 // Per-member L1 and L2 of the kernels, summed. Always both terms (a member alone with 0 does
@@ -159,8 +175,7 @@ class PackLoop {
       MemberRun& r = runs_[k];
       r.in = &in[k];
       r.spec = &t.member;
-      r.shuffle = SeededRng(StreamSeed(t.seed, SeedStream::kShuffle));
-      r.order = in[k].train_idx;
+      r.order.emplace(in[k].split);
       specs.push_back(&t.member);
       mm.push_back({&t.member, StreamSeed(t.seed, SeedStream::kInit), StreamSeed(t.seed, SeedStream::kDropout)});
     }
@@ -174,14 +189,11 @@ class PackLoop {
   }
 
   void Run(const torch::Tensor& all) {
-    std::vector<const std::vector<int64_t>*> vals;
-    for (const auto& i : in_) vals.push_back(&i.val_idx);
-    torch::Tensor val_ix = IndexTensor(vals, dev_);
     torch::Tensor poison = PoisonMask(in_, dev_);
     for (int epoch = 0; epoch < max_epochs_; ++epoch) {
       auto t0 = Clock::now();
       EpochSums sums = TrainEpoch(all, epoch, poison);
-      EpochSums val = Evaluate(all, val_ix, epoch);
+      EpochSums val = Evaluate(all, epoch);
       double secs = std::chrono::duration<double>(Clock::now() - t0).count();
       if (EndEpoch(epoch, sums, val, secs)) break;
     }
@@ -204,17 +216,14 @@ class PackLoop {
   EpochSums TrainEpoch(const torch::Tensor& all, int epoch, const torch::Tensor& poison) {
     const int f = in_[0].features;
     for (auto& r : runs_)
-      if (!r.stopped)
-        for (size_t i = r.order.size(); i > 1; --i) std::swap(r.order[i - 1], r.order[r.shuffle.Below(i)]);
-    std::vector<const std::vector<int64_t>*> orders;
-    for (const auto& r : runs_) orders.push_back(&r.order);
-    torch::Tensor ix = IndexTensor(orders, dev_);  // once per epoch
-    const int64_t n = ix.size(1), batch = runs_[0].spec->batch_size;
+      if (!r.stopped) r.order->NextEpoch();
+    const int64_t members = static_cast<int64_t>(runs_.size());
+    const int64_t n = static_cast<int64_t>(in_[0].split.train_size()), batch = runs_[0].spec->batch_size;
     auto acc = torch::TensorOptions().device(dev_).dtype(torch::kDouble);
-    torch::Tensor loss_sum = torch::zeros({ix.size(0)}, acc), abs_sum = loss_sum.clone(), sq_sum = loss_sum.clone();
-    for (int64_t b = 0; b < n; b += batch) {
-      const int64_t len = std::min(batch, n - b);
-      torch::Tensor rows = all.index({ix.narrow(1, b, len)});  // [K, len, F+1]
+    torch::Tensor loss_sum = torch::zeros({members}, acc), abs_sum = loss_sum.clone(), sq_sum = loss_sum.clone();
+    auto fill = [&](int64_t k, int64_t pos, int64_t len, int64_t* out) { runs_[k].order->Rows(pos, len, out); };
+    ForEachBatch(members, n, batch, dev_, fill, [&](const torch::Tensor& ix) {
+      torch::Tensor rows = all.index({ix});  // [K, len, F+1]
       torch::Tensor x = (rows.narrow(2, 0, f) - norm_.xm) / norm_.xs;
       torch::Tensor y = rows.select(2, f);
       torch::Tensor pred = model_->Forward(x, true);
@@ -231,21 +240,23 @@ class PackLoop {
       abs_sum.add_(err.abs);
       sq_sum.add_(err.sq);
       if (in_[0].on_progress) in_[0].on_progress(TaskPhase::kTraining, epoch + 1);
-    }
+    });
     return {loss_sum.to(torch::kCPU), abs_sum.to(torch::kCPU), sq_sum.to(torch::kCPU)};
   }
 
   // Validation loss (standardised) and mae/mse (target units) per member. In chunks of the
   // batch size: the matrix products then have the training steps' shapes, and BLAS picks a
   // kernel by shape, so a shape that trains pack-invariant also validates pack-invariant.
-  EpochSums Evaluate(const torch::Tensor& all, const torch::Tensor& val_ix, int epoch) {
+  EpochSums Evaluate(const torch::Tensor& all, int epoch) {
     torch::NoGradGuard ng;
     const int f = in_[0].features;
-    const int64_t n = val_ix.size(1), batch = runs_[0].spec->batch_size;
+    const int64_t members = static_cast<int64_t>(runs_.size());
+    const int64_t n = static_cast<int64_t>(in_[0].split.val_size()), batch = runs_[0].spec->batch_size;
     auto acc = torch::TensorOptions().device(dev_).dtype(torch::kDouble);
-    torch::Tensor loss = torch::zeros({val_ix.size(0)}, acc), abs = loss.clone(), sq = loss.clone();
-    for (int64_t b = 0; b < n; b += batch) {
-      torch::Tensor rows = all.index({val_ix.narrow(1, b, std::min(batch, n - b))});
+    torch::Tensor loss = torch::zeros({members}, acc), abs = loss.clone(), sq = loss.clone();
+    auto fill = [&](int64_t k, int64_t pos, int64_t len, int64_t* out) { in_[k].split.Val(pos, len, out); };
+    ForEachBatch(members, n, batch, dev_, fill, [&](const torch::Tensor& ix) {
+      torch::Tensor rows = all.index({ix});
       torch::Tensor y = rows.select(2, f);
       torch::Tensor pred = model_->Forward((rows.narrow(2, 0, f) - norm_.xm) / norm_.xs, false);
       loss.add_(RegressionObjective::RowSums(objective_->ElementLoss(pred, (y - norm_.ym) / norm_.ys)));
@@ -253,14 +264,14 @@ class PackLoop {
       abs.add_(err.abs);
       sq.add_(err.sq);
       if (in_[0].on_progress) in_[0].on_progress(TaskPhase::kEvaluating, epoch + 1);
-    }
+    });
     auto cpu = [n](const torch::Tensor& t) { return (t / static_cast<double>(n)).to(torch::kCPU); };
     return {cpu(loss), cpu(abs), cpu(sq)};
   }
 
   // One epoch's bookkeeping for every running member; true when all have stopped.
   bool EndEpoch(int epoch, const EpochSums& s, const EpochSums& v, double secs) {
-    const double n = static_cast<double>(runs_[0].order.size());
+    const double n = static_cast<double>(in_[0].split.train_size());
     bool all_stopped = true;
     for (size_t k = 0; k < runs_.size(); ++k) {
       MemberRun& r = runs_[k];
@@ -406,7 +417,7 @@ void TrainPackOnce(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>
 
 Status CheckCompatible(const std::vector<TrainInputs>& in) {
   for (const auto& i : in)
-    if (i.train_idx.size() != in[0].train_idx.size() || i.val_idx.size() != in[0].val_idx.size() ||
+    if (i.split.train_size() != in[0].split.train_size() || i.split.val_size() != in[0].split.val_size() ||
         i.features != in[0].features || i.rows != in[0].rows || i.task->rows != in[0].task->rows)
       return Status::InvalidArgument("pack members " + in[0].task->member.name + " and " + i.task->member.name +
                                      " do not share rows and split sizes");

@@ -8,7 +8,9 @@
 // and predictions are bitwise the same whatever pack it is trained in (model.h says how).
 //
 // The hot loop never reads the device: metrics accumulate on it and are read once per
-// epoch; an epoch's shuffled order goes to the device once per epoch; a DeviceDataCache
+// epoch; an epoch's shuffled order goes to the device in windows of whole batches (the whole
+// epoch when the pack's indices fit in kIndexWindowBytes, so host index memory is bounded
+// whatever the table; member_rows.h says what a member holds per row); a DeviceDataCache
 // keeps a dataset generation on the GPU across tasks (then copies only appended rows).
 // A libtorch error (c10::Error) becomes the failure of the members it hit, never an abort;
 // out of memory splits a pack in halves and trains them one after the other.
@@ -24,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/member_rows.h"
 #include "common/protocol.h"
 #include "common/status.h"
 
@@ -38,12 +41,14 @@ DeviceDataCachePtr NewDeviceDataCache();
 
 struct TrainOutputs;
 
+// Host memory for one window of a pack's row indices (int64 per member and position).
+constexpr int64_t kIndexWindowBytes = int64_t{1} << 20;
+
 struct TrainInputs {
   const TaskSpec* task = nullptr;
   const float* rows = nullptr;          // train segment rows, stride features+1, target last
   int features = 0;
-  std::vector<int64_t> train_idx;       // rows of this member's training split (may repeat: bootstrap)
-  std::vector<int64_t> val_idx;         // rows of its validation split
+  MemberRows split;                     // its training (may repeat: bootstrap) and validation rows
   const float* holdout = nullptr;
   uint64_t holdout_rows = 0;
   const float* pool = nullptr;
