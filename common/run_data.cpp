@@ -199,7 +199,14 @@ StatusOr<RunData> StreamFiles(const DataSpec& spec, uint64_t run_seed, SourceFil
     d.holdout = std::move(*holdout);
   } else {
     auto rows = HoldoutRows(spec, f.train_name, run_seed, f.train->rows());
-    if (!rows.ok()) return rows.status();
+    if (!rows.ok()) {
+      // Too few rows (a small file): a bad value in it is the more useful error, so read it.
+      Table discard;
+      do {
+        if (Status s = f.train->Next(chunk_rows, &discard); !s.ok()) return s;
+      } while (discard.rows() > 0);
+      return rows.status();
+    }
     held = std::move(*rows);
     d.holdout = EmptyLike(d.train);
     d.holdout.x.reserve(held.size() * static_cast<size_t>(d.train.features));

@@ -221,6 +221,11 @@ TEST_CASE("LoadRunData csv: loader errors pass through") {
   StatusOr<RunData> d = LoadRunData(spec, 1);
   REQUIRE_FALSE(d.ok());
   CHECK_THAT(d.status().message(), Contains(spec.train_path + ":6:2:"));
+  // Also in a file too small for the holdout: the bad value is named, not the size.
+  DataSpec tiny = CsvSpec(dir.Write("tiny.csv", "a,y\n1,nan\n"));
+  StatusOr<RunData> t = LoadRunData(tiny, 1);
+  REQUIRE_FALSE(t.ok());
+  CHECK_THAT(t.status().message(), Contains(tiny.train_path + ":2:2:"));
 }
 
 TEST_CASE("LoadRunData npy: holdout split and pool feature-count check") {
