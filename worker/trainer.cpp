@@ -405,11 +405,14 @@ void TrainPackOnce(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>
   PackLoop loop(in, out, dev);
   loop.Run(all);
   double train_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
-  MemberModuleBuilder builder;  // compiles the pack's module once
+  // Compiles a member module once per worker process and forward source: later packs and
+  // tasks copy it (the worker trains one pack at a time). Never destroyed: libtorch's own
+  // statics may be gone at exit.
+  static auto* builder = new MemberModuleBuilder();
   for (size_t k = 0; k < in.size(); ++k) {
     TrainOutputs& o = (*out)[k];
     if (!o.status.ok()) continue;
-    FinishMember(loop, k, in.size(), train_seconds, &builder, &o);
+    FinishMember(loop, k, in.size(), train_seconds, builder, &o);
     if (o.status.ok()) AddGpuPeaks(dev, &o);
     if (o.status.ok() && in[k].on_outputs) in[k].on_outputs(o);
   }
