@@ -19,6 +19,8 @@
 #include <string_view>
 #include <utility>
 
+#include "common/config_keys.h"
+
 namespace ens {
 namespace {
 
@@ -26,34 +28,20 @@ using json = nlohmann::json;
 using namespace std::string_view_literals;
 using Words = std::span<const std::string_view>;
 
-constexpr std::array kTopKeys{
-    "run_name"sv, "state_dir"sv, "run_seed"sv, "resources"sv,           "data"sv,
-    "members"sv,  "mutation"sv,  "rounds"sv,   "heartbeat_timeout_s"sv, "max_task_attempts"sv,
-    "recycle"sv,  "min_members"sv, "stop_timeout_s"sv, "save_checkpoints"sv, "service"sv,
-    "pack_size"sv};
-constexpr std::array kServiceKeys{"control_socket"sv, "http_port"sv, "http_bind"sv, "log_file"sv};
-constexpr std::array kRecycleKeys{"after_tasks"sv, "rss_mb"sv, "rss_growth_pct"sv,
-                                  "gpu_reserved_mb"sv};
-constexpr std::array kResourceKeys{"gpus"sv, "workers_per_gpu"sv, "cpu_workers"sv,
-                                   "threads_per_worker"sv};
-constexpr std::array kDataKeys{"source"sv,        "synthetic"sv,    "train_path"sv,
-                               "pool_path"sv,     "holdout_path"sv, "feature_columns"sv,
-                               "target_column"sv, "x_path"sv,       "y_path"sv,
-                               "pool_x_path"sv,   "pool_y_path"sv,  "holdout_fraction"sv};
-constexpr std::array kSyntheticKeys{"features"sv, "noise"sv, "initial_rows"sv, "pool_rows"sv,
-                                    "holdout_rows"sv};
-constexpr std::array kMembersKeys{"defaults"sv, "list"sv, "count"sv, "variants"sv};
-constexpr std::array kMemberKeys{
-    "name"sv,       "layers"sv,         "initializer"sv, "l1"sv,
-    "l2"sv,         "loss"sv,           "huber_delta"sv, "optimizer"sv,
-    "lr"sv,         "weight_decay"sv,   "momentum"sv,    "epochs"sv,
-    "batch_size"sv, "early_stopping"sv, "split"sv,       "validation_split"sv,
-    "seed_offset"sv};
-constexpr std::array kLayerKeys{"units"sv, "activation"sv, "dropout"sv};
-constexpr std::array kEarlyStopKeys{"enabled"sv, "monitor"sv, "patience"sv, "min_delta"sv,
-                                    "restore_best"sv};
-constexpr std::array kMutationKeys{"policy"sv, "k"sv, "argv"sv, "timeout_s"sv};
-constexpr std::array kRoundsKeys{"count"sv, "stop_below_error"sv};
+// The keys of each object (common/config_keys.h: the same table classifies changes).
+using Keys = std::span<const ConfigKey>;
+const Keys kTopKeys = ConfigTopKeys();
+const Keys kServiceKeys = ConfigKeysOf("/service");
+const Keys kRecycleKeys = ConfigKeysOf("/recycle");
+const Keys kResourceKeys = ConfigKeysOf("/resources");
+const Keys kDataKeys = ConfigKeysOf("/data");
+const Keys kSyntheticKeys = ConfigKeysOf("/data/synthetic");
+const Keys kMembersKeys = ConfigKeysOf("/members");
+const Keys kMemberKeys = ConfigKeysOf("/members/defaults");
+const Keys kLayerKeys = ConfigKeysOf("/members/defaults/layers");
+const Keys kEarlyStopKeys = ConfigKeysOf("/members/defaults/early_stopping");
+const Keys kMutationKeys = ConfigKeysOf("/mutation");
+const Keys kRoundsKeys = ConfigKeysOf("/rounds");
 
 constexpr std::array kSources{"synthetic"sv, "csv"sv, "npy"sv};
 constexpr std::array kPolicies{"none"sv, "append_from_pool"sv, "query_by_committee"sv, "command"sv};
@@ -169,21 +157,23 @@ class Validator {
   std::vector<ConfigError> Take() { return std::move(errors_); }
 
   // True when j is an object; reports each key not in `known`.
-  bool Object(const json& j, const std::string& ptr, Words known) {
+  bool Object(const json& j, const std::string& ptr, Keys known) {
     if (!j.is_object()) {
       Expect(ptr, "must be an object", j);
       return false;
     }
+    std::vector<std::string_view> names;
+    for (const ConfigKey& k : known) names.push_back(k.name);
     for (const auto& [key, value] : j.items()) {
-      if (std::find(known.begin(), known.end(), key) == known.end()) {
-        Error(Child(ptr, key), "unknown key '" + key + "'" + Suggestion(key, known));
+      if (std::find(names.begin(), names.end(), key) == names.end()) {
+        Error(Child(ptr, key), "unknown key '" + key + "'" + Suggestion(key, names));
       }
     }
     return true;
   }
 
   // The object at obj[key] with its keys checked, or nullptr when absent or not an object.
-  const json* Section(const json& obj, const std::string& ptr, std::string_view key, Words known) {
+  const json* Section(const json& obj, const std::string& ptr, std::string_view key, Keys known) {
     const json* j = Find(obj, key);
     return j != nullptr && Object(*j, Child(ptr, key), known) ? j : nullptr;
   }
@@ -784,6 +774,41 @@ nlohmann::json MemberToJson(const MemberSpec& m) {
   // Unnamed (not yet resolved) specs omit the name, which stays empty on the way back.
   if (!m.name.empty()) out["name"] = m.name;
   return out;
+}
+
+nlohmann::json ConfigToJson(const Config& c) {
+  json members = json::array();
+  for (const MemberSpec& m : c.members) members.push_back(MemberToJson(m));
+  const DataSpec& d = c.data;
+  json gpus = c.resources.gpus_mode == "list" ? json(c.resources.gpu_list) : json(c.resources.gpus_mode);
+  return {{"run_name", c.run_name},
+          {"state_dir", c.state_dir},
+          {"run_seed", c.run_seed},
+          {"resources", {{"gpus", gpus}, {"workers_per_gpu", c.resources.workers_per_gpu},
+                         {"cpu_workers", c.resources.cpu_workers}, {"threads_per_worker", c.resources.threads_per_worker}}},
+          {"data", {{"source", d.source},
+                    {"synthetic", {{"features", d.synthetic_features}, {"noise", d.synthetic_noise},
+                                   {"initial_rows", d.initial_rows}, {"pool_rows", d.pool_rows},
+                                   {"holdout_rows", d.holdout_rows}}},
+                    {"train_path", d.train_path}, {"pool_path", d.pool_path}, {"holdout_path", d.holdout_path},
+                    {"feature_columns", d.feature_columns}, {"target_column", d.target_column},
+                    {"x_path", d.x_path}, {"y_path", d.y_path}, {"pool_x_path", d.pool_x_path},
+                    {"pool_y_path", d.pool_y_path}, {"holdout_fraction", d.holdout_fraction}}},
+          {"members", {{"list", std::move(members)}}},
+          {"mutation", {{"policy", c.mutation.policy}, {"k", c.mutation.k}, {"argv", c.mutation.argv},
+                        {"timeout_s", c.mutation.timeout_s}}},
+          {"rounds", {{"count", c.rounds.count},
+                      {"stop_below_error", c.rounds.stop_below_error ? json(*c.rounds.stop_below_error) : json()}}},
+          {"recycle", {{"after_tasks", c.recycle.after_tasks}, {"rss_mb", c.recycle.rss_mb},
+                       {"rss_growth_pct", c.recycle.rss_growth_pct}, {"gpu_reserved_mb", c.recycle.gpu_reserved_mb}}},
+          {"service", {{"control_socket", c.service.control_socket}, {"http_port", c.service.http_port},
+                       {"http_bind", c.service.http_bind}, {"log_file", c.service.log_file}}},
+          {"heartbeat_timeout_s", c.heartbeat_timeout_s},
+          {"max_task_attempts", c.max_task_attempts},
+          {"min_members", c.min_members},
+          {"stop_timeout_s", c.stop_timeout_s},
+          {"pack_size", c.pack_size == 0 ? json("auto") : json(c.pack_size)},
+          {"save_checkpoints", c.save_checkpoints}};
 }
 
 Status MemberFromJson(const nlohmann::json& j, MemberSpec* out) {

@@ -159,4 +159,9 @@ std::vector<ConfigError> ValidateConfigText(const std::string& text, const std::
 nlohmann::json MemberToJson(const MemberSpec& m);
 Status MemberFromJson(const nlohmann::json& j, MemberSpec* out);
 
+// The normalised config: every key of the file format with its value after defaults, member
+// expansion (members as an explicit "list") and path resolution. Valid config text itself;
+// equal configs give equal JSON. Recorded at run start (orchestrator/config_change.h).
+nlohmann::json ConfigToJson(const Config& c);
+
 }  // namespace ens

@@ -127,9 +127,25 @@ RunProgress ReplayJournal(const std::vector<json>& records) {
         for (const auto& id : r["pool_used"]) p.pool_used.push_back(id.get<uint64_t>());
       p.done.clear();
       p.failed.clear();
+    } else if (ev == "mutation_applied" && !p.committed.empty() &&
+               r.value("round", -1) == p.committed.back().value("round", -2)) {
+      // The mutation a last round skipped, decided when the run was extended.
+      p.generation = r.value("generation", p.generation + 1);
+      p.train_rows = r.value("train_rows", p.train_rows);
+      if (r.contains("pool_used") && r["pool_used"].is_array())
+        for (const auto& id : r["pool_used"]) p.pool_used.push_back(id.get<uint64_t>());
+      p.committed.back()["excluded_file"] = r.value("excluded_file", "");
+      p.committed.back()["mutation_skipped"] = false;
     } else if (ev == "run_finished") {
       p.finished = true;
       p.finish_reason = r.value("reason", "");
+    } else if (ev == "run_extended") {
+      p.finished = false;
+      p.finish_reason.clear();
+      // A run that finished with all rounds done skipped its last round's mutation.
+      if (!p.committed.empty()) p.committed.back()["mutation_skipped"] = true;
+    } else if (ev == "config_changed") {
+      p.config_epoch = r.value("epoch", p.config_epoch);
     }
   }
   return p;

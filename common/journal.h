@@ -65,6 +65,7 @@ struct RunProgress {
   std::map<std::string, nlohmann::json> done;    // next_round: member name -> member_done record
   std::map<std::string, nlohmann::json> failed;  // next_round: member name -> last member_failed
   std::vector<nlohmann::json> committed;         // round_committed records, in order
+  int config_epoch = 0;                          // the last config_changed record's epoch
 };
 RunProgress ReplayJournal(const std::vector<nlohmann::json>& records);
 

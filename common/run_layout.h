@@ -2,7 +2,7 @@
 //
 //   state_dir/
 //     run.json                     run id, config digest, feature names (written once)
-//     config.json                  the config the run started with (resolved)
+//     config.json                  the config the run uses, normalised, with epoch and fingerprint
 //     journal.jsonl                append-only journal (journal.h)
 //     supervisor.lock              flock held by the running supervisor
 //     status.json                  live view (workers, progress), rewritten ~1/s while running

@@ -53,6 +53,7 @@ int ShowStatus(const std::string& state_dir, const std::string& socket, bool as_
               {"rounds_committed", p.committed.size()},
               {"current_round", p.next_round},
               {"generation", p.generation},
+              {"config_epoch", p.config_epoch},
               {"train_rows", p.train_rows},
               {"members_done", p.done.size()},
               {"members_failed", p.failed.size()},
@@ -68,6 +69,9 @@ int ShowStatus(const std::string& state_dir, const std::string& socket, bool as_
               state_dir.c_str());
   std::string state = p.finished ? "finished: " + p.finish_reason : running ? "running" : "stopped (run again to resume)";
   std::printf("state: %s\n", state.c_str());
+  if (p.config_epoch > 0)
+    std::printf("config epoch %d (ensembled run --accept-config-change; the journal's config_changed records say what)\n",
+                p.config_epoch);
   if (live.is_object()) {
     std::printf("%s%s: %d/%d members done, %d running, %d failed; ETA of the round %s\n",
                 live.value("paused", false) ? "PAUSED; " : live.value("stopping", false) ? "STOPPING; " : "",

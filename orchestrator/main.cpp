@@ -17,9 +17,12 @@ int main(int argc, char** argv) {
   CLI::App app{"ensembled: trains ensembles of neural networks in a closed loop"};
   app.require_subcommand(1);
   std::string config_path, worker;
+  bool accept_config_change = false;
   auto* run = app.add_subcommand("run", "run or resume the loop a config describes");
   run->add_option("--config,-c", config_path, "config file (JSON with comments)")->required();
   run->add_option("--worker", worker, "ensemble-worker binary (default: beside ensembled, or $ENSEMBLED_WORKER)");
+  run->add_flag("--accept-config-change", accept_config_change,
+                "resume although the config changes results: a new config epoch from the next uncommitted round");
   CLI11_PARSE(app, argc, argv);
 
   auto cfg = ens::LoadConfigFile(config_path);
@@ -55,6 +58,6 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 
-  ens::Supervisor sup(std::move(*cfg), ens::SupervisorOptions{worker, config_path, sfd});
+  ens::Supervisor sup(std::move(*cfg), ens::SupervisorOptions{worker, config_path, sfd, accept_config_change});
   return sup.Run();
 }

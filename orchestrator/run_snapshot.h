@@ -47,6 +47,7 @@ struct RunSnapshot {
   int round = 0, rounds = 0;
   int members_total = 0, members_done = 0, members_running = 0, members_failed_round = 0;
   uint64_t dataset_rows = 0, dataset_generation = 0;
+  int config_epoch = 0;         // state_dir/config.json's epoch (accepted config changes)
   // Counters since this supervisor process started.
   uint64_t members_finished_total = 0, members_failed_total = 0, members_retried_total = 0;
   uint64_t worker_restarts_total = 0, worker_recycles_total = 0, bad_messages_total = 0;

@@ -92,7 +92,8 @@ std::string RenderStatusPage(const RunSnapshot& s) {
     << ".plots{display:flex;flex-wrap:wrap;gap:16px}</style></head><body>";
   o << "<h1>ensembled: " << Html(s.run_name) << "</h1><p id=\"summary\">" << RoundPosition(s.round, s.rounds)
     << " &middot; " << s.members_done << "/" << s.members_total << " members done, " << s.members_running
-    << " running, " << s.members_failed_round << " failed &middot; dataset generation " << s.dataset_generation << ", "
+    << " running, " << s.members_failed_round << " failed &middot; config epoch " << s.config_epoch
+    << " &middot; dataset generation " << s.dataset_generation << ", "
     << s.dataset_rows << " training rows" << (s.paused ? " &middot; <b>paused</b>" : "")
     << (s.stopping ? " &middot; <b>stopping</b>" : "") << "</p>";
 

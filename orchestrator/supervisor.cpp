@@ -22,6 +22,7 @@
 #include "common/exit_codes.h"
 #include "common/fault_injection.h"
 #include "common/seed.h"
+#include "orchestrator/config_change.h"
 #include "orchestrator/ensemble_summary.h"
 #include "orchestrator/mutation_policy.h"
 #include "orchestrator/pack_plan.h"
@@ -63,7 +64,59 @@ Status Supervisor::Prepare() {
     spdlog::warn("{}: dropped a torn last line left by a crash", layout_.JournalFile());
   progress_ = ReplayJournal(journal_->records());
   if (!progress_.started) return PublishFreshData();
+  s = CheckConfigOnResume();
+  if (!s.ok()) return s;
   return ReopenData(progress_);
+}
+
+Status Supervisor::CheckConfigOnResume() {
+  const json now = ConfigToJson(cfg_);
+  const std::string path = layout_.ConfigFile();
+  auto rec = ReadRecordedConfig(path);
+  if (!rec.ok() && rec.status().code() != Status::Code::kNotFound) return rec.status();
+  if (!rec.ok()) {
+    spdlog::warn("{}: no recorded config (the run was started by an older ensembled); recording this one", path);
+    return WriteRecordedConfig(path, RecordedConfig{0, 0, "", now});
+  }
+  RecordedConfig r = std::move(*rec);
+  // An accepted change whose record was not rewritten before a crash: the journal has it.
+  for (const json& e : journal_->records())
+    if (e.value("event", "") == "config_changed" && e.value("epoch", 0) > r.epoch &&
+        e.value("fingerprint", "") == ConfigFingerprint(now)) {
+      r.epoch = e.value("epoch", 0);
+      r.from_round = e.value("from_round", 0);
+      r.config = now;
+    }
+  std::vector<ConfigChange> changes = DiffConfigs(r.config, now);
+  std::vector<ConfigChange> results = ResultsChanging(changes);
+  if (!results.empty()) {
+    const int round = progress_.next_round;
+    if (!opts_.accept_config_change) {
+      std::string msg = layout_.root() + ": the config differs from the one this run uses (config epoch " +
+                        std::to_string(r.epoch) + ", " + path + ") in keys that change results:";
+      for (const auto& c : results) msg += "\n  " + DescribeChange(c);
+      msg += "\nTo keep the recorded config, undo these changes. To use them: start a new run with another "
+             "state_dir, or run `ensembled run --accept-config-change` to start config epoch " +
+             std::to_string(r.epoch + 1) + " at round " + std::to_string(round) +
+             " (rounds before it keep their config).";
+      return Status::InvalidArgument(msg);
+    }
+    json list = json::array();
+    for (const auto& c : results) list.push_back(DescribeChange(c));
+    r.epoch += 1;
+    r.from_round = round;
+    Status s = journal_->Append({{"event", "config_changed"}, {"epoch", r.epoch}, {"from_round", round},
+                                 {"fingerprint", ConfigFingerprint(now)}, {"changes", list}});
+    if (!s.ok()) return s;
+    for (const auto& c : results) spdlog::warn("config epoch {} from round {}: {}", r.epoch, round, DescribeChange(c));
+  }
+  for (const auto& c : changes)
+    if (c.rule && *c.rule != ChangeRule::kResults)
+      spdlog::info("config change applied on resume: {}", DescribeChange(c));
+  config_epoch_ = r.epoch;
+  if (changes.empty() && r.config == now) return Status::Ok();
+  r.config = now;
+  return WriteRecordedConfig(path, r);
 }
 
 Status Supervisor::PublishFreshData() {
@@ -102,7 +155,11 @@ Status Supervisor::PublishFreshData() {
   s = WriteFileAtomic(layout_.RunFile(), run.dump(2) + "\n");
   if (!s.ok()) return s;
   progress_.train_rows = train_rows;
-  return journal_->Append({{"event", "run_started"}, {"features", d.train.features},
+  const json normalised = ConfigToJson(cfg_);
+  s = WriteRecordedConfig(layout_.ConfigFile(), RecordedConfig{0, 0, "", normalised});
+  if (!s.ok()) return s;
+  return journal_->Append({{"event", "run_started"}, {"config_fingerprint", ConfigFingerprint(normalised)},
+                           {"features", d.train.features},
                            {"train_rows", train_rows}, {"holdout_rows", holdout_.rows()},
                            {"pool_rows", pool_.rows()}});
 }
@@ -380,9 +437,41 @@ Status Supervisor::CommitRound(int round, double wall_seconds, bool* stop_now) {
   *stop_now = last || converged;
   json summary = {{"round", round}, {"generation", progress_.generation}, {"train_rows", progress_.train_rows},
                   {"ensemble", ens.ToJson()}, {"wall_seconds", wall_seconds}};
+  AppliedMutation mut;
+  Status s = DecideAndAppend(round, progress_.train_rows, summary, results, *stop_now, &mut);
+  if (!s.ok()) return s;
+  summary["members"] = members;
+  summary["mutation"] = {{"policy", cfg_.mutation.policy}, {"added", mut.added}, {"dropped", mut.dropped}};
+  if (*stop_now) summary["mutation"]["skipped"] = "last round";
+  s = WriteFileAtomic(layout_.SummaryFile(round), summary.dump(2) + "\n");
+  if (!s.ok()) return s;
+  CrashPoint("after_summary");
+  json rec = {{"event", "round_committed"}, {"round", round}, {"trained_rows", progress_.train_rows},
+              {"generation", mut.generation}, {"train_rows", train_->header().rows},
+              {"pool_used", mut.pool_ids}, {"excluded_file", mut.excluded_file},
+              {"summary", ens.ToJson()}, {"wall_seconds", wall_seconds}};
+  // The last round decides no mutation; extending the run (config_change.h) decides it then.
+  if (*stop_now) rec["mutation_skipped"] = true;
+  s = journal_->Append(rec);
+  if (!s.ok()) return s;
+  CrashPoint("after_round_commit");
+  progress_ = ReplayJournal(journal_->records());
+  for (uint64_t id : mut.pool_ids) pool_used_[id] = true;
+  excluded_file_ = mut.excluded_file;
+  std::printf("round %d committed: trained on %llu rows | member holdout RMSE %.4f ± %.4f | ensemble RMSE %.4f | "
+              "+%zu rows | %.1fs\n",
+              round, static_cast<unsigned long long>(rec["trained_rows"].get<uint64_t>()), ens.member_rmse_mean,
+              ens.member_rmse_std, ens.ensemble_rmse, static_cast<size_t>(mut.added), wall_seconds);
+  std::fflush(stdout);
+  if (converged) spdlog::info("ensemble RMSE {:.4f} below stop_below_error: stopping", ens.ensemble_rmse);
+  return Status::Ok();
+}
+
+Status Supervisor::DecideAndAppend(int round, uint64_t trained_rows, const json& summary,
+                                   const std::vector<MemberResult>& results, bool skip, AppliedMutation* out) {
   Mutation mut;
   mut.add.features = static_cast<int>(train_->header().features);
-  if (!*stop_now) {
+  if (!skip) {
     // A mutation command may run for minutes: keep pinging the watchdog, answering
     // ensemblectl and noting signals. One stop request is acted on after the commit (the
     // command gets until stop_timeout_s); a second abandons it (the round is committed again
@@ -393,7 +482,7 @@ Status Supervisor::CommitRound(int round, double wall_seconds, bool* stop_now) {
       return go_on;
     };
     MutationContext ctx{round, cfg_.run_seed, &pool_, &pool_used_, &results, summary,
-                        mut.add.features, progress_.train_rows, on_wait};
+                        mut.add.features, trained_rows, on_wait};
     const MutationSpec spec = cfg_.mutation;
     auto m = DecideMutation(spec, ctx);
     if (!m.ok()) return m.status();
@@ -403,41 +492,56 @@ Status Supervisor::CommitRound(int round, double wall_seconds, bool* stop_now) {
   rows.features = mut.add.features;
   for (uint64_t id : mut.pool_ids) rows.AppendRow(&pool_.x[id * pool_.features], pool_.y[id]);
   for (size_t r = 0; r < mut.add.rows(); ++r) rows.AppendRow(&mut.add.x[r * rows.features], mut.add.y[r]);
-  uint64_t next_gen = progress_.generation + 1;
-  Status s = train_->Append(rows, next_gen);
+  out->generation = progress_.generation + 1;
+  Status s = train_->Append(rows, out->generation);
   if (!s.ok()) return s;
   CrashPoint("after_mutation_append");
-  std::string excluded_file = excluded_file_;
+  out->excluded_file = excluded_file_;
   if (!mut.drop.empty()) {
     excluded_.insert(excluded_.end(), mut.drop.begin(), mut.drop.end());
     char name[64];
-    std::snprintf(name, sizeof(name), "/excluded-g%04llu.u64", static_cast<unsigned long long>(next_gen));
-    excluded_file = std::filesystem::absolute(layout_.DataDir() + name).string();
-    s = WriteFileAtomic(excluded_file, std::string(reinterpret_cast<const char*>(excluded_.data()),
-                                                   excluded_.size() * sizeof(uint64_t)));
+    std::snprintf(name, sizeof(name), "/excluded-g%04llu.u64", static_cast<unsigned long long>(out->generation));
+    out->excluded_file = std::filesystem::absolute(layout_.DataDir() + name).string();
+    s = WriteFileAtomic(out->excluded_file, std::string(reinterpret_cast<const char*>(excluded_.data()),
+                                                        excluded_.size() * sizeof(uint64_t)));
     if (!s.ok()) return s;
   }
-  summary["members"] = members;
-  summary["mutation"] = {{"policy", cfg_.mutation.policy}, {"added", rows.rows()}, {"dropped", mut.drop.size()}};
-  s = WriteFileAtomic(layout_.SummaryFile(round), summary.dump(2) + "\n");
+  out->pool_ids = mut.pool_ids;
+  out->added = rows.rows();
+  out->dropped = mut.drop.size();
+  return Status::Ok();
+}
+
+Status Supervisor::ApplyDeferredMutation() {
+  const json& last = progress_.committed.back();
+  const int round = last.value("round", 0);
+  std::vector<MemberResult> results;
+  for (const auto& m : cfg_.members) {
+    const std::string dir = layout_.MemberDir(round, m.name);
+    if (!std::filesystem::exists(dir)) continue;  // failed, and min_members allowed it
+    auto r = LoadMemberResult(dir, holdout_.rows(), pool_.rows());
+    if (!r.ok()) return r.status();
+    results.push_back(std::move(*r));
+  }
+  EnsembleSummary ens = SummariseEnsemble(results, holdout_.y);
+  const uint64_t trained_rows = last.value("trained_rows", uint64_t{0});
+  // What round `round` would have handed its mutation had it not been the last round.
+  json summary = {{"round", round}, {"generation", last.value("generation", uint64_t{1}) - 1},
+                  {"train_rows", trained_rows}, {"ensemble", ens.ToJson()},
+                  {"wall_seconds", last.value("wall_seconds", 0.0)}};
+  AppliedMutation mut;
+  Status s = DecideAndAppend(round, trained_rows, summary, results, false, &mut);
   if (!s.ok()) return s;
-  CrashPoint("after_summary");
-  json rec = {{"event", "round_committed"}, {"round", round}, {"trained_rows", progress_.train_rows},
-              {"generation", next_gen}, {"train_rows", train_->header().rows},
-              {"pool_used", mut.pool_ids}, {"excluded_file", excluded_file},
-              {"summary", ens.ToJson()}, {"wall_seconds", wall_seconds}};
-  s = journal_->Append(rec);
+  s = journal_->Append({{"event", "mutation_applied"}, {"round", round}, {"generation", mut.generation},
+                        {"train_rows", train_->header().rows}, {"pool_used", mut.pool_ids},
+                        {"excluded_file", mut.excluded_file}, {"added", mut.added}, {"dropped", mut.dropped}});
   if (!s.ok()) return s;
-  CrashPoint("after_round_commit");
   progress_ = ReplayJournal(journal_->records());
   for (uint64_t id : mut.pool_ids) pool_used_[id] = true;
-  excluded_file_ = excluded_file;
-  std::printf("round %d committed: trained on %llu rows | member holdout RMSE %.4f ± %.4f | ensemble RMSE %.4f | "
-              "+%zu rows | %.1fs\n",
-              round, static_cast<unsigned long long>(rec["trained_rows"].get<uint64_t>()), ens.member_rmse_mean,
-              ens.member_rmse_std, ens.ensemble_rmse, rows.rows(), wall_seconds);
+  excluded_file_ = mut.excluded_file;
+  std::printf("round %d's mutation, skipped when it was the last round: +%zu rows\n", round,
+              static_cast<size_t>(mut.added));
   std::fflush(stdout);
-  if (converged) spdlog::info("ensemble RMSE {:.4f} below stop_below_error: stopping", ens.ensemble_rmse);
   return Status::Ok();
 }
 
@@ -460,10 +564,24 @@ int Supervisor::Run() {
     spdlog::error("{}", s.ToString());
     return s.code() == Status::Code::kIOError ? exit_code::kTransientFailure : exit_code::kPermanentFailure;
   }
+  if (progress_.finished && progress_.finish_reason == "all rounds done" && cfg_.rounds.count > progress_.next_round) {
+    s = journal_->Append({{"event", "run_extended"}, {"from_rounds", progress_.next_round},
+                          {"to_rounds", cfg_.rounds.count}});
+    if (!s.ok()) {
+      spdlog::error("{}", s.ToString());
+      return exit_code::kTransientFailure;
+    }
+    progress_ = ReplayJournal(journal_->records());
+    std::printf("extending the run in %s from %d to %d rounds\n", layout_.root().c_str(), progress_.next_round,
+                cfg_.rounds.count);
+  }
   if (progress_.finished) {
     notifier_.Ready();  // systemd (Type=notify) must not count a finished run as a failed start
     notifier_.Stopping();
     std::printf("run in %s already finished (%s)\n", layout_.root().c_str(), progress_.finish_reason.c_str());
+    if (cfg_.rounds.count < progress_.next_round)
+      std::printf("rounds.count is %d; the %d rounds committed stay as they are\n", cfg_.rounds.count,
+                  progress_.next_round);
     PrintFinalTable();
     return exit_code::kOk;
   }
@@ -472,6 +590,9 @@ int Supervisor::Run() {
                         progress_.committed.back()["summary"].value("ensemble_rmse", INFINITY) <
                             *cfg_.rounds.stop_below_error;
   if (progress_.started && (progress_.next_round >= cfg_.rounds.count || converged_last)) {
+    if (progress_.next_round > cfg_.rounds.count)
+      std::printf("rounds.count is %d but %d rounds are committed: the run finishes here; nothing committed is "
+                  "removed\n", cfg_.rounds.count, progress_.next_round);
     s = journal_->Append({{"event", "run_finished"}, {"rounds", progress_.next_round},
                           {"reason", converged_last ? "stop_below_error reached" : "all rounds done"}});
     if (!s.ok()) spdlog::error("{}", s.ToString());
@@ -479,6 +600,13 @@ int Supervisor::Run() {
     notifier_.Stopping();
     PrintFinalTable();
     return s.ok() ? exit_code::kOk : exit_code::kTransientFailure;
+  }
+  if (!progress_.committed.empty() && progress_.committed.back().value("mutation_skipped", false)) {
+    s = ApplyDeferredMutation();
+    if (!s.ok()) {
+      spdlog::error("{}", s.ToString());
+      return s.code() == Status::Code::kIOError ? exit_code::kTransientFailure : exit_code::kPermanentFailure;
+    }
   }
   auto placements = PlanWorkers(cfg_.resources, DiscoverGpus());
   workers_ = std::make_unique<WorkerPool>(

@@ -38,6 +38,8 @@ struct SupervisorOptions {
   std::string worker_binary;   // path of ensemble-worker
   std::string config_path;     // re-read by `ensemblectl reload`
   int signal_fd = -1;          // signalfd for SIGINT/SIGTERM/SIGCHLD, or -1 (tests)
+  // Resume even when the config changes results (config_change.h): a new config epoch.
+  bool accept_config_change = false;
 };
 
 class Supervisor {
@@ -51,9 +53,24 @@ class Supervisor {
   enum class RoundEnd { kComplete, kStopped, kFailed };
   Status Prepare();
   Status PublishFreshData();
+  // Compares the config with state_dir/config.json on resume (config_change.h).
+  Status CheckConfigOnResume();
   Status ReopenData(const RunProgress& p);
   RoundEnd RunRound(int round, Status* error);
   Status CommitRound(int round, double wall_seconds, bool* stop_now);
+  // What a round boundary's mutation did to the training segment.
+  struct AppliedMutation {
+    uint64_t generation = 0;          // the generation it published
+    std::vector<uint64_t> pool_ids;   // pool rows it moved into train
+    std::string excluded_file;        // the dropped-rows file of that generation ("" = none)
+    uint64_t added = 0, dropped = 0;
+  };
+  // Decides round `round`'s mutation (none when `skip`) and appends its rows as the next
+  // generation.
+  Status DecideAndAppend(int round, uint64_t trained_rows, const nlohmann::json& summary,
+                         const std::vector<MemberResult>& results, bool skip, AppliedMutation* out);
+  // An extended run: the mutation its last committed round skipped, decided now.
+  Status ApplyDeferredMutation();
   TaskSpec MakeTask(int round, int index, int attempt) const;
   bool HandleSignals();  // false when the loop must end now
   void PrintFinalTable() const;
@@ -86,6 +103,7 @@ class Supervisor {
   std::chrono::steady_clock::time_point stop_deadline_{}, last_status_write_{};
   bool paused_ = false;
   int current_round_ = 0;
+  int config_epoch_ = 0;  // state_dir/config.json's epoch
   size_t round_failed_ = 0;
   std::optional<Config> pending_reload_;
   ControlSocket control_;

@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "common/atomic_file.h"
-#include "orchestrator/config_reload.h"
+#include "orchestrator/config_change.h"
 #include "orchestrator/supervisor.h"
 
 namespace ens {
@@ -77,6 +77,7 @@ RunSnapshot Supervisor::BuildSnapshot() const {
   s.members_failed_round = static_cast<int>(round_failed_);
   s.dataset_rows = progress_.train_rows;
   s.dataset_generation = progress_.generation;
+  s.config_epoch = config_epoch_;
   if (workers_) {
     s.members_running = workers_->BusyCount();
     s.bad_messages_total = static_cast<uint64_t>(workers_->bad_messages());
@@ -130,12 +131,18 @@ json Supervisor::HandleControl(const json& req) {
   if (cmd == "reload") {
     auto next = LoadConfigFile(opts_.config_path);
     if (!next.ok()) return {{"ok", false}, {"error", next.status().message()}};
-    std::vector<std::string> unsafe = UnsafeChanges(cfg_, *next);
-    if (!unsafe.empty()) {
+    std::vector<ConfigChange> refused = RefusedByReload(DiffConfigs(cfg_, *next));
+    if (!refused.empty()) {
+      std::vector<std::string> pointers;
       std::string list;
-      for (const auto& u : unsafe) list += (list.empty() ? "" : ", ") + u;
-      return {{"ok", false}, {"refused", unsafe},
-              {"error", "these changes would alter results or the worker layout and need a new run: " + list}};
+      for (const auto& c : refused) {
+        pointers.push_back(c.pointer);
+        list += "\n  " + DescribeChange(c) + (c.rule == ChangeRule::kRestart ? " (applies when ensembled restarts)" : "");
+      }
+      return {{"ok", false}, {"refused", pointers},
+              {"error", "a live reload applies only rounds, mutation.k/timeout_s, timeouts, attempts, min_members and "
+                        "recycle; these changes need a restart (service) or alter results (see `ensembled run "
+                        "--accept-config-change`):" + list}};
     }
     pending_reload_ = std::move(*next);
     spdlog::info("config reload accepted; applies at the next round boundary");
@@ -146,7 +153,14 @@ json Supervisor::HandleControl(const json& req) {
 
 void Supervisor::ApplyPendingReload() {
   if (!pending_reload_) return;
-  ApplySafeChanges(*pending_reload_, &cfg_);
+  cfg_ = *pending_reload_;  // it differs from cfg_ only in kLive keys (RefusedByReload was empty)
+  // The recorded config follows, so a restart compares against what the run uses now.
+  auto rec = ReadRecordedConfig(layout_.ConfigFile());
+  if (rec.ok()) {
+    rec->config = ConfigToJson(cfg_);
+    Status s = WriteRecordedConfig(layout_.ConfigFile(), *rec);
+    if (!s.ok()) spdlog::warn("config reload: {}", s.ToString());
+  }
   if (workers_) workers_->UpdateOptions(cfg_.heartbeat_timeout_s, cfg_.recycle);
   pending_reload_.reset();
   spdlog::info("config reload applied: {} rounds, mutation k {}", cfg_.rounds.count, cfg_.mutation.k);

@@ -249,10 +249,8 @@ TEST_CASE("reload: a new rounds.count applies at the next round boundary, a new 
   CHECK(ReadText(tmp / "d.err").find("config reload applied: 2 rounds") != std::string::npos);
 }
 
-// config_reload.cpp's UnsafeChanges() does not know pack_size (newer than it), and
-// ApplySafeChanges() does not copy it either: `ensemblectl reload` after a pack_size change
-// answers "accepted" and exits 0, yet nothing changes — until the next restart, when the run
-// continues with other packs and so other bits (a member's bits depend on its pack).
+// A pack_size change alters members' results: reload refuses it (common/config_keys.h),
+// where the hand-written list before that table let it through as "accepted".
 TEST_CASE("reload refuses a changed pack_size (it changes members' results)", "[service][control]") {
   TempDir tmp;
   std::string state = tmp / "state";
