@@ -50,8 +50,9 @@ constexpr K kService[] = {{"control_socket", R::kRestart, {}},
                           {"http_port", R::kRestart, {}},
                           {"http_bind", R::kRestart, {}},
                           {"log_file", R::kRestart, {}}};
-constexpr K kTop[] = {{"run_name", R::kResults, {}},
-                      {"state_dir", R::kResults, {}},
+// A state directory moved to another disk, or a run renamed, is the same run.
+constexpr K kTop[] = {{"run_name", R::kRestart, {}},
+                      {"state_dir", R::kRestart, {}},
                       {"run_seed", R::kResults, {}},
                       {"resources", R::kResults, kResources},
                       {"data", R::kResults, kData},

@@ -9,7 +9,8 @@
 //  kLive     applied at the next round boundary by a reload, and on resume: rounds,
 //            mutation.k, mutation.timeout_s, heartbeat_timeout_s, max_task_attempts,
 //            min_members, stop_timeout_s, recycle.*
-//  kRestart  applied on resume, refused by a live reload (the process layout): service.*
+//  kRestart  applied on resume, refused by a live reload (the process layout): service.*,
+//            run_name, state_dir (a state directory moved to a bigger disk is the same run)
 //  kResults  changes what members compute or which members there are: everything else.
 //            Refused on resume unless `ensembled run --accept-config-change`.
 // Pure data. Thread-safe.

@@ -121,6 +121,13 @@ TEST_CASE("a results-changing config change is refused on resume, naming each ke
   // Rounds before the epoch keep their own config in member.json.
   CHECK(MemberFile(s, 1, "m000", "member.json").find("\"lr\": 0.003") != std::string::npos);
   CHECK(MemberFile(s, 2, "m000", "member.json").find("\"lr\": 0.01") != std::string::npos);
+  // verify retrains a member of each epoch alone from its own recorded spec: the same bits.
+  for (const char* round : {"1", "2"}) {
+    auto v = Run({BinaryPath("ensemblectl"), "verify", "--state-dir", s, "--round", round, "--member", "m001"},
+                 tmp.path());
+    INFO("verify round " << round << ": " << v.out << v.err);
+    CHECK(v.code == 0);
+  }
   // The same config again: nothing to accept.
   auto again = Ensembled(tmp, tmp / "c.json");
   CHECK(again.code == 0);
