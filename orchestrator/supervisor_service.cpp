@@ -137,12 +137,13 @@ json Supervisor::HandleControl(const json& req) {
       std::string list;
       for (const auto& c : refused) {
         pointers.push_back(c.pointer);
-        list += "\n  " + DescribeChange(c) + (c.rule == ChangeRule::kRestart ? " (applies when ensembled restarts)" : "");
+        const bool restart = c.rule == ChangeRule::kRestart;
+        list += "\n  " + DescribeChange(c) + (restart ? " (applies when ensembled restarts)" : "");
       }
       return {{"ok", false}, {"refused", pointers},
-              {"error", "a live reload applies only rounds, mutation.k/timeout_s, timeouts, attempts, min_members and "
-                        "recycle; these changes need a restart (service) or alter results (see `ensembled run "
-                        "--accept-config-change`):" + list}};
+              {"error", "a live reload applies only rounds, mutation.k/timeout_s, timeouts, attempts, "
+                        "min_members and recycle; these changes need a restart (service, run_name, state_dir) "
+                        "or alter results (see `ensembled run --accept-config-change`):" + list}};
     }
     pending_reload_ = std::move(*next);
     spdlog::info("config reload accepted; applies at the next round boundary");
