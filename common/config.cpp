@@ -52,11 +52,7 @@ constexpr int kMaxMembers = 10000;
 constexpr double kAdamwDefaultWeightDecay = 0.01;
 
 // RFC 6901: '~' and '/' inside a key are escaped so the pointer stays unambiguous.
-std::string Child(const std::string& ptr, std::string_view key) {
-  std::string out = ptr + "/";
-  for (char c : key) out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
-  return out;
-}
+std::string Child(const std::string& ptr, std::string_view key) { return PointerChild(ptr, key); }
 std::string Child(const std::string& ptr, size_t index) {
   return ptr + "/" + std::to_string(index);
 }

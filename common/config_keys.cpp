@@ -106,13 +106,10 @@ const K* Find(std::span<const K> table, std::string_view name) {
 
 }  // namespace
 
-const char* ChangeRuleName(ChangeRule r) {
-  switch (r) {
-    case ChangeRule::kLive: return "live";
-    case ChangeRule::kRestart: return "restart";
-    case ChangeRule::kResults: return "results";
-  }
-  return "?";
+std::string PointerChild(const std::string& ptr, std::string_view key) {
+  std::string out = ptr + "/";
+  for (char c : key) out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+  return out;
 }
 
 std::span<const ConfigKey> ConfigTopKeys() { return kTop; }

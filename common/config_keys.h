@@ -24,7 +24,6 @@
 namespace ens {
 
 enum class ChangeRule { kLive, kRestart, kResults };
-const char* ChangeRuleName(ChangeRule r);
 
 struct ConfigKey {
   std::string_view name;
@@ -38,6 +37,9 @@ std::span<const ConfigKey> ConfigTopKeys();
 // in the file format; the member keys for any member object. Empty when not an object of
 // the format.
 std::span<const ConfigKey> ConfigKeysOf(std::string_view table);
+
+// ptr + "/" + key as RFC 6901 writes it ('~' -> "~0", '/' -> "~1").
+std::string PointerChild(const std::string& ptr, std::string_view key);
 
 // The rule for a JSON pointer into a normalised config: the rule of the deepest key of the
 // table on its path (deeper parts, e.g. "/members/3/lr", take their ancestor's rule). nullopt

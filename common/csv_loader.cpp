@@ -286,8 +286,7 @@ StatusOr<Table> ReadAllRows(RowReader& reader) {
     Status s = reader.Next(size_t{1} << 16, &chunk);
     if (!s.ok()) return s;
     if (chunk.rows() == 0) return all;
-    all.x.insert(all.x.end(), chunk.x.begin(), chunk.x.end());
-    all.y.insert(all.y.end(), chunk.y.begin(), chunk.y.end());
+    all.AppendRows(chunk);
   }
 }
 

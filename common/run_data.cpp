@@ -182,21 +182,20 @@ StatusOr<RunData> StreamFiles(const DataSpec& spec, uint64_t run_seed, SourceFil
   d.train = f.train->columns();
   const size_t row_bytes = sizeof(float) * (static_cast<size_t>(d.train.features) + 1);
   const size_t chunk_rows = std::max<size_t>(1, chunk_bytes / row_bytes);
+  // A pool or holdout file, loaded whole, with train's columns.
+  auto load = [&](const std::function<StatusOr<Table>()>& loader, const std::string& name, Table* out) {
+    StatusOr<Table> t = loader();
+    if (!t.ok()) return t.status();
+    Status s = CheckSameColumns(d.train, f.train_name, *t, name);
+    if (s.ok()) *out = std::move(*t);
+    return s;
+  };
   d.pool = EmptyLike(d.train);
-  if (f.load_pool) {
-    StatusOr<Table> pool = f.load_pool();
-    if (!pool.ok()) return pool.status();
-    Status s = CheckSameColumns(d.train, f.train_name, *pool, f.pool_name);
-    if (!s.ok()) return s;
-    d.pool = std::move(*pool);
-  }
+  if (f.load_pool)
+    if (Status s = load(f.load_pool, f.pool_name, &d.pool); !s.ok()) return s;
   std::vector<uint64_t> held;  // train rows that go to the holdout
   if (f.load_holdout) {
-    StatusOr<Table> holdout = f.load_holdout();
-    if (!holdout.ok()) return holdout.status();
-    Status s = CheckSameColumns(d.train, f.train_name, *holdout, f.holdout_name);
-    if (!s.ok()) return s;
-    d.holdout = std::move(*holdout);
+    if (Status s = load(f.load_holdout, f.holdout_name, &d.holdout); !s.ok()) return s;
   } else {
     auto rows = HoldoutRows(spec, f.train_name, run_seed, f.train->rows());
     if (!rows.ok()) {
@@ -267,8 +266,7 @@ StatusOr<RunData> LoadRunData(const DataSpec& spec, uint64_t run_seed) {
   Table train;
   uint64_t rows = 0;
   auto add = [&train](const Table& chunk) {
-    train.x.insert(train.x.end(), chunk.x.begin(), chunk.x.end());
-    train.y.insert(train.y.end(), chunk.y.begin(), chunk.y.end());
+    train.AppendRows(chunk);
     return Status::Ok();
   };
   auto d = StreamRunData(spec, run_seed, size_t{4} << 20, add, &rows);

@@ -24,6 +24,11 @@ struct Table {
     x.insert(x.end(), row, row + features);
     y.push_back(target);
   }
+  // REQUIRES: rows.features == features. Appends all of rows.
+  void AppendRows(const Table& rows) {
+    x.insert(x.end(), rows.x.begin(), rows.x.end());
+    y.insert(y.end(), rows.y.begin(), rows.y.end());
+  }
 };
 
 // The three tables of a run: what members train on (grows by mutation), the fixed

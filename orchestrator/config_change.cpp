@@ -11,18 +11,12 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string Escape(const std::string& key) {
-  std::string out;
-  for (char c : key) out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
-  return out;
-}
-
 void Diff(const json& a, const json& b, const std::string& ptr, std::vector<ConfigChange>* out) {
   if (a == b) return;
   if (a.is_object() && b.is_object()) {
-    for (const auto& [k, v] : a.items()) Diff(v, b.contains(k) ? b[k] : json(), ptr + "/" + Escape(k), out);
+    for (const auto& [k, v] : a.items()) Diff(v, b.contains(k) ? b[k] : json(), PointerChild(ptr, k), out);
     for (const auto& [k, v] : b.items())
-      if (!a.contains(k)) Diff(json(), v, ptr + "/" + Escape(k), out);
+      if (!a.contains(k)) Diff(json(), v, PointerChild(ptr, k), out);
     return;
   }
   if (a.is_array() && b.is_array() && a.size() == b.size()) {
