@@ -79,6 +79,7 @@ Status Supervisor::CheckConfigOnResume() {
     return WriteRecordedConfig(path, RecordedConfig{0, 0, "", now});
   }
   RecordedConfig r = std::move(*rec);
+  const int recorded_epoch = r.epoch;
   // An accepted change whose record was not rewritten before a crash: the journal has it.
   for (const json& e : journal_->records())
     if (e.value("event", "") == "config_changed" && e.value("epoch", 0) > r.epoch &&
@@ -114,7 +115,7 @@ Status Supervisor::CheckConfigOnResume() {
     if (c.rule && *c.rule != ChangeRule::kResults)
       spdlog::info("config change applied on resume: {}", DescribeChange(c));
   config_epoch_ = r.epoch;
-  if (changes.empty() && r.config == now) return Status::Ok();
+  if (changes.empty() && r.epoch == recorded_epoch) return Status::Ok();
   r.config = now;
   return WriteRecordedConfig(path, r);
 }

@@ -101,6 +101,7 @@ TEST_CASE("a results-changing config change is refused on resume, naming each ke
     CHECK(refused.err.find(want) != std::string::npos);
   CHECK(Committed(s) == 2);  // nothing ran
 
+  const std::string epoch0 = ReadText(RunLayout(s).ConfigFile());
   auto accepted = Ensembled(tmp, tmp / "c.json", /*accept=*/true);
   INFO(accepted.out << accepted.err);
   REQUIRE(accepted.code == 0);
@@ -128,10 +129,14 @@ TEST_CASE("a results-changing config change is refused on resume, naming each ke
     INFO("verify round " << round << ": " << v.out << v.err);
     CHECK(v.code == 0);
   }
-  // The same config again: nothing to accept.
+  // The same config again: nothing to accept. Even when a crash left config.json at epoch 0
+  // after the journal took epoch 1: the journal completes the record.
+  WriteText(RunLayout(s).ConfigFile(), epoch0);
   auto again = Ensembled(tmp, tmp / "c.json");
+  INFO(again.out << again.err);
   CHECK(again.code == 0);
   CHECK(again.out.find("already finished") != std::string::npos);
+  CHECK(json::parse(ReadText(RunLayout(s).ConfigFile())).value("epoch", -1) == 1);
 }
 
 TEST_CASE("lowering rounds.count below the committed rounds finishes the run and removes nothing", "[resume]") {
