@@ -8,6 +8,10 @@
 #include <cstring>
 #include <map>
 #include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/atomic_file.h"
 #include <thread>
 
 namespace ens {
@@ -71,6 +75,26 @@ void HangIfTold(const std::string& task_id, int attempt, std::string_view phase)
   if (!phase.empty()) want += ":" + std::string(phase);
   if (spec != nullptr && want == spec)
     for (;;) ::pause();
+}
+
+std::vector<std::string> RawMessagesRequested(const std::string& task_id, int attempt, int slot, long pid) {
+  const char* spec = std::getenv("ENSEMBLED_TEST_SEND_RAW");
+  if (spec == nullptr || attempt != 1) return {};
+  std::string_view s(spec);
+  auto colon = s.find(':');
+  if (colon == std::string_view::npos || s.substr(0, colon) != task_id) return {};
+  auto text = ReadFile(std::string(s.substr(colon + 1)));
+  auto list = nlohmann::json::parse(text.ok() ? *text : "", nullptr, false);
+  std::vector<std::string> out;
+  if (!list.is_array()) return out;
+  auto replace = [](std::string m, const std::string& from, const std::string& to) {
+    for (size_t at = m.find(from); at != std::string::npos; at = m.find(from, at + to.size())) m.replace(at, from.size(), to);
+    return m;
+  };
+  for (const auto& m : list)
+    if (m.is_string())
+      out.push_back(replace(replace(m.get<std::string>(), "@SLOT@", std::to_string(slot)), "@PID@", std::to_string(pid)));
+  return out;
 }
 
 }  // namespace ens

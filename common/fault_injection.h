@@ -18,12 +18,17 @@
 // setup, predictions or output) take ms longer: a phase that is long but moving, as a pack
 // of thousands is. ENSEMBLED_TEST_HANG=<task_id>:<attempt>[:<phase>] makes that attempt stop
 // for good (no progress, no heartbeats) when the task starts, or at that phase.
+// ENSEMBLED_TEST_SEND_RAW=<task_id>:<file> makes the worker given that task (first attempt)
+// send, before training it, each string of the JSON array in <file> to its supervisor as one
+// raw message, "@SLOT@" and "@PID@" replaced by its slot and pid: a worker gone bad (the
+// hostile-messages test).
 #pragma once
 
 #include <cstddef>
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ens {
 
@@ -38,5 +43,7 @@ bool TorchErrorRequested(const std::string& task_id);
 void SlowPhaseIfTold(std::string_view phase);
 // Never returns when ENSEMBLED_TEST_HANG names this attempt and phase ("" = the task's start).
 void HangIfTold(const std::string& task_id, int attempt, std::string_view phase);
+// The raw messages ENSEMBLED_TEST_SEND_RAW asks this attempt to send (empty: none).
+std::vector<std::string> RawMessagesRequested(const std::string& task_id, int attempt, int slot, long pid);
 
 }  // namespace ens

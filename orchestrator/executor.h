@@ -18,6 +18,9 @@ struct WorkerLaunch {
   std::vector<std::string> argv;                            // argv[0] is the program path
   std::vector<std::pair<std::string, std::string>> set_env; // added/overridden
   std::vector<std::string> unset_env;                       // removed (NOTIFY_SOCKET, ...)
+  // The worker's end of its WorkerChannel, handed to the child as kWorkerChannelFd (-1: none).
+  // The caller keeps ownership and closes its copy after Start.
+  int channel_fd = -1;
 };
 
 class Executor {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 
+#include "common/worker_channel.h"
 #include "orchestrator/executor.h"
 
 extern char** environ;
@@ -39,6 +40,11 @@ StatusOr<pid_t> LocalExecutor::Start(const WorkerLaunch& launch) {
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);  // parent died between fork and prctl
+    if (launch.channel_fd >= 0) {
+      // dup2 clears close-on-exec on the copy; an fd already at its place keeps the flag, so clear it.
+      if (launch.channel_fd == kWorkerChannelFd) ::fcntl(kWorkerChannelFd, F_SETFD, 0);
+      else if (::dup2(launch.channel_fd, kWorkerChannelFd) < 0) ::_exit(127);
+    }
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);

@@ -618,9 +618,9 @@ int Supervisor::Run() {
       placements);
   s = workers_->Start();
   if (s.ok()) s = StartService();
-  if (!s.ok()) {
+  if (!s.ok()) {  // limits that can never fit the workers are permanent; anything else may pass
     spdlog::error("{}", s.ToString());
-    return exit_code::kTransientFailure;
+    return s.code() == Status::Code::kInvalidArgument ? exit_code::kPermanentFailure : exit_code::kTransientFailure;
   }
   std::printf("ensembled: run '%s' in %s: %zu members, %d rounds, %zu %s workers\n", cfg_.run_name.c_str(),
               layout_.root().c_str(), cfg_.members.size(), cfg_.rounds.count, placements.size(),

@@ -1,6 +1,7 @@
 #include "orchestrator/worker_pool.h"
 
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,10 +10,12 @@
 #include <thread>
 
 #include "common/atomic_file.h"
+#include "orchestrator/process_limits.h"
 
 namespace ens {
 
 using Clock = std::chrono::steady_clock;
+constexpr int kReadyBatch = 64;  // epoll events fetched per call
 
 const char* SlotStateName(SlotState s) {
   switch (s) {
@@ -31,19 +34,23 @@ WorkerPool::WorkerPool(Executor* executor, PoolOptions opts, std::vector<WorkerP
   for (size_t i = 0; i < placements.size(); ++i) slots_[i].placement = placements[i];
 }
 
-WorkerPool::~WorkerPool() { Shutdown(0); }
+WorkerPool::~WorkerPool() {
+  Shutdown(0);
+  if (epoll_fd_ >= 0) ::close(epoll_fd_);
+}
 
 Status WorkerPool::Start() {
-  auto up = MessageQueue::Create(QueueName(opts_.run_id, "up"));
-  if (!up.ok()) return up.status();
-  reports_ = std::move(*up);
-  for (auto& s : slots_) {
-    auto q = MessageQueue::Create(QueueName(opts_.run_id, "s" + std::to_string(s.placement.slot)), 4);
-    if (!q.ok()) return q.status();
-    s.queue = std::move(*q);
-    Spawn(s);
-  }
+  if (Status s = FitProcessLimits(static_cast<int>(slots_.size()), opts_.threads_per_worker); !s.ok()) return s;
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) return Status::FromErrno("epoll_create1", errno);
+  for (auto& s : slots_) Spawn(s);
   return Status::Ok();
+}
+
+void WorkerPool::Disconnect(WorkerSlot& s) {
+  if (!s.channel.valid()) return;
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, s.channel.fd(), nullptr);
+  s.channel.Close();
 }
 
 void WorkerPool::Spawn(WorkerSlot& s) {
@@ -64,12 +71,18 @@ void WorkerPool::Spawn(WorkerSlot& s) {
                {"MKL_NUM_THREADS", threads},
                {"ENSEMBLED_SLOT", std::to_string(s.placement.slot)}};
   l.unset_env = {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID"};
-  // Drain commands a dead predecessor never read, so the new worker starts clean.
-  while (true) {
-    auto old = s.queue.Receive(0);
-    if (!old.ok() || !old->has_value()) break;
+  // A new link per process: nothing a predecessor sent or left unread can reach this one.
+  Disconnect(s);
+  auto pair = WorkerChannel::Pair();
+  if (!pair.ok()) {
+    spdlog::error("slot {}: cannot start worker: {}", s.placement.slot, pair.status().message());
+    s.state = SlotState::kDown;
+    s.respawn_at = Clock::now() + std::chrono::seconds(2);
+    return;
   }
+  l.channel_fd = pair->second.fd();
   auto pid = executor_->Start(l);
+  pair->second.Close();  // the child holds the worker's end now
   s.spawns += 1;
   s.started_at = s.last_heard = Clock::now();
   s.tasks_done = 0;
@@ -83,26 +96,52 @@ void WorkerPool::Spawn(WorkerSlot& s) {
   }
   s.pid = *pid;
   s.state = SlotState::kStarting;
+  s.channel = std::move(pair->first);
+  struct epoll_event ev {};
+  ev.events = EPOLLIN;
+  ev.data.u32 = static_cast<uint32_t>(&s - slots_.data());
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, s.channel.fd(), &ev) != 0)  // cannot hear it: its heartbeat times out
+    spdlog::error("slot {}: {}", s.placement.slot, Status::FromErrno("epoll_ctl", errno).message());
 }
 
-WorkerSlot* WorkerPool::SlotFor(int slot, pid_t pid) {
-  for (auto& s : slots_)
-    if (s.placement.slot == slot && s.pid == pid && s.state != SlotState::kDown) return &s;
-  return nullptr;
+void WorkerPool::Drain(WorkerSlot& s, std::vector<PoolEvent>* events) {
+  // Bounded: a worker that floods its channel cannot keep the supervisor from the others.
+  for (int n = 0; n < 256 && s.channel.valid(); ++n) {
+    auto got = s.channel.Receive(0);
+    if (!got.ok()) {
+      ++bad_messages_;
+      spdlog::warn("slot {}: rejected a report: {}", s.placement.slot, got.status().message());
+      continue;
+    }
+    if (got->kind == WorkerChannel::Received::kNothing) return;
+    if (got->kind == WorkerChannel::Received::kClosed) {
+      // The process is exiting (Reap handles its exit), or it closed its end and lives on
+      // (Service kills it after kill_grace_s: nobody can talk to it).
+      Disconnect(s);
+      s.link_lost_at = Clock::now();
+      return;
+    }
+    HandleMessage(got->bytes, s, events);
+  }
 }
 
-void WorkerPool::HandleMessage(const std::string& bytes, std::vector<PoolEvent>* events) {
+void WorkerPool::HandleMessage(const std::string& bytes, WorkerSlot& from, std::vector<PoolEvent>* events) {
   auto m = DecodeMessage(bytes);
   if (!m.ok()) {
     ++bad_messages_;
-    spdlog::warn("rejected a report: {}", m.status().message());
+    spdlog::warn("slot {}: rejected a report: {}", from.placement.slot, m.status().message());
     return;
   }
-  WorkerSlot* s = SlotFor(m->slot, static_cast<pid_t>(m->pid));
-  if (!s) {
+  if (m->slot != from.placement.slot) {
+    ++bad_messages_;
+    spdlog::warn("slot {}: rejected a report that names slot {}", from.placement.slot, m->slot);
+    return;
+  }
+  if (from.pid != static_cast<pid_t>(m->pid) || from.state == SlotState::kDown) {
     spdlog::debug("stale report from slot {} pid {}", m->slot, m->pid);
     return;
   }
+  WorkerSlot* s = &from;
   s->last_heard = Clock::now();
   switch (m->type) {
     case MessageType::kReady:
@@ -161,6 +200,8 @@ void WorkerPool::Reap(std::vector<PoolEvent>* events) {
     if (pid <= 0) return;
     for (auto& s : slots_) {
       if (s.pid != pid || s.state == SlotState::kDown) continue;
+      Drain(s, events);  // it is dead: everything it sent is there to read, then the end of stream
+      Disconnect(s);
       std::string how = WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
                                             : "exited with " + std::to_string(WEXITSTATUS(status));
       bool planned = s.recycling && WIFEXITED(status) && WEXITSTATUS(status) == 0;
@@ -192,14 +233,11 @@ void WorkerPool::Reap(std::vector<PoolEvent>* events) {
 
 std::vector<PoolEvent> WorkerPool::Service() {
   std::vector<PoolEvent> events;
-  for (;;) {
-    auto got = reports_.Receive(0);
-    if (!got.ok()) {
-      spdlog::error("{}", got.status().message());
-      break;
-    }
-    if (!got->has_value()) break;
-    HandleMessage(**got, &events);
+  struct epoll_event ready[kReadyBatch];
+  for (int n = kReadyBatch; n == kReadyBatch;) {
+    n = ::epoll_wait(epoll_fd_, ready, kReadyBatch, 0);
+    for (int i = 0; i < n; ++i)
+      if (ready[i].data.u32 < slots_.size()) Drain(slots_[ready[i].data.u32], &events);
   }
   Reap(&events);
   auto now = Clock::now();
@@ -207,7 +245,13 @@ std::vector<PoolEvent> WorkerPool::Service() {
     if (s.state == SlotState::kDown && now >= s.respawn_at) Spawn(s);
     bool silent = now - s.last_heard > std::chrono::duration<double>(opts_.heartbeat_timeout_s);
     bool watched = s.state == SlotState::kBusy || s.state == SlotState::kStarting;
-    if (watched && silent && s.pid > 0 && s.term_sent == Clock::time_point{}) {
+    const bool link_lost = s.pid > 0 && !s.channel.valid() && s.term_sent == Clock::time_point{} &&
+                           now - s.link_lost_at > std::chrono::duration<double>(opts_.kill_grace_s);
+    if (link_lost) {
+      spdlog::warn("slot {}: worker pid {} closed its channel but did not exit: SIGKILL", s.placement.slot, s.pid);
+      executor_->Signal(s.pid, SIGKILL);
+      s.term_sent = now + std::chrono::hours(24);  // asked for; once
+    } else if (watched && silent && s.pid > 0 && s.term_sent == Clock::time_point{}) {
       spdlog::warn("slot {}: worker pid {} silent for {:.0f} s: SIGTERM", s.placement.slot, s.pid,
                    opts_.heartbeat_timeout_s);
       executor_->Signal(s.pid, SIGTERM);
@@ -242,7 +286,7 @@ bool WorkerPool::Assign(const std::vector<TaskSpec>& tasks) {
         return false;
       }
     }
-    Status st = s.queue.Send(EncodeMessage(m), 1000);
+    Status st = s.channel.Send(EncodeMessage(m), 1000);
     if (!st.ok()) {
       spdlog::error("slot {}: cannot send task {}: {}", s.placement.slot, tasks[0].task_id, st.message());
       continue;
@@ -289,7 +333,7 @@ void WorkerPool::Shutdown(double timeout_s) {
     Message m;
     m.type = MessageType::kShutdown;
     m.slot = s.placement.slot;
-    (void)s.queue.Send(EncodeMessage(m), 0);
+    if (s.channel.valid()) (void)s.channel.Send(EncodeMessage(m), 0);  // gone: it is exiting anyway
     s.state = SlotState::kStopping;
   }
   auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
@@ -318,9 +362,7 @@ void WorkerPool::Shutdown(double timeout_s) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  for (auto& s : slots_)
-    if (s.queue.valid()) MessageQueue::Unlink(s.queue.name());
-  if (reports_.valid()) MessageQueue::Unlink(reports_.name());
+  for (auto& s : slots_) Disconnect(s);
 }
 
 }  // namespace ens

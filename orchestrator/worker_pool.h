@@ -11,8 +11,11 @@
 //   kBusy     --silent past heartbeat_timeout_s--> SIGTERM; still there after kill_grace_s --> SIGKILL
 //   kDown     --after backoff-->    spawn again (at least 1 s between respawns of a slot
 //                                               whose worker died within 10 s of starting)
-// Messages are decoded and validated; a bad one is logged, counted and ignored. A message
-// from a pid that is not the slot's current worker is stale and ignored.
+// Each worker process talks over its own WorkerChannel (a socket pair made when it is spawned);
+// the supervisor waits on all of them through one epoll descriptor. A slot's messages are read
+// before its exit is handled, so a report sent just before a worker exits still counts.
+// Messages are decoded and validated; a bad one (including one naming another slot) is
+// logged, counted and ignored. One from a pid that is not the slot's worker is ignored.
 // Single-threaded: owned and driven by the supervisor loop.
 #pragma once
 
@@ -27,8 +30,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/config.h"
-#include "common/message_queue.h"
 #include "common/protocol.h"
+#include "common/worker_channel.h"
 #include "common/status.h"
 #include "orchestrator/executor.h"
 #include "orchestrator/gpu_discovery.h"
@@ -46,6 +49,7 @@ struct WorkerSlot {
   std::vector<TaskSpec> tasks;  // given and not yet reported (several for a fused pack), any order
   std::unordered_map<std::string, size_t> task_index;  // task_id -> position in tasks
   Clock::time_point started_at{}, last_heard{}, respawn_at{};
+  Clock::time_point link_lost_at{};  // when its channel reported the end of stream
   Clock::time_point term_sent{};  // hung: when SIGTERM went out (SIGKILL follows after a grace period)
   int spawns = 0;
   int tasks_done = 0;        // since this process started
@@ -54,7 +58,7 @@ struct WorkerSlot {
   int64_t rss_kb = 0;
   double gpu_reserved_mb = 0;
   TaskPhase phase = TaskPhase::kSetup;  // busy: what its last heartbeat said
-  MessageQueue queue;        // supervisor -> this slot
+  WorkerChannel channel;     // the supervisor's end of the current process's link
 };
 
 struct PoolEvent {
@@ -84,10 +88,11 @@ class WorkerPool {
   WorkerPool(Executor* executor, PoolOptions opts, std::vector<WorkerPlacement> placements);
   ~WorkerPool();
 
-  // Creates the queues (removing stale ones of this run) and spawns every slot.
+  // Fits the process limits to the slots (process_limits.h) and spawns every slot.
+  // InvalidArgument when the limits can never fit them (a restart cannot help).
   Status Start();
-  // fd that becomes readable when a worker reports (for the supervisor's poll()).
-  int report_fd() const { return reports_.fd(); }
+  // fd that becomes readable when a worker reports or exits (for the supervisor's poll()).
+  int report_fd() const { return epoll_fd_; }
   // Reads every pending report and reaps exited workers; respawns slots whose backoff passed;
   // kills busy workers silent past the heartbeat timeout. Returns task outcomes.
   std::vector<PoolEvent> Service();
@@ -99,7 +104,7 @@ class WorkerPool {
   int bad_messages() const { return bad_messages_; }
   int unplanned_restarts() const { return unplanned_restarts_; }
   const std::vector<WorkerSlot>& slots() const { return slots_; }
-  // Asks every worker to exit, waits up to timeout_s, then SIGKILLs the rest; removes queues.
+  // Asks every worker to exit, waits up to timeout_s, then SIGKILLs the rest; closes channels.
   void Shutdown(double timeout_s);
   // Reload: new heartbeat timeout now, new recycle policy for workers started from now on.
   void UpdateOptions(double heartbeat_timeout_s, const RecycleSpec& recycle) {
@@ -111,14 +116,16 @@ class WorkerPool {
 
  private:
   void Spawn(WorkerSlot& s);
-  void HandleMessage(const std::string& bytes, std::vector<PoolEvent>* events);
+  // Reads what the slot's worker sent (at most a bounded number of messages per call).
+  void Drain(WorkerSlot& s, std::vector<PoolEvent>* events);
+  void Disconnect(WorkerSlot& s);
+  void HandleMessage(const std::string& bytes, WorkerSlot& from, std::vector<PoolEvent>* events);
   void Reap(std::vector<PoolEvent>* events);
-  WorkerSlot* SlotFor(int slot, pid_t pid);
 
   Executor* executor_;
   PoolOptions opts_;
   std::vector<WorkerSlot> slots_;
-  MessageQueue reports_;
+  int epoll_fd_ = -1;  // every slot's channel; event data is the slot's index in slots_
   int bad_messages_ = 0;
   int unplanned_restarts_ = 0;
 };

@@ -1,7 +1,7 @@
 // Supervisor crashes: ensembled is SIGKILLed at each crash point it has (common/fault_injection.h,
 // ENSEMBLED_CRASH_AT), then run again. The resumed run ends in exactly the state an undisturbed
 // run ends in: same bits in every checkpoint, same commits, no member retrained after its
-// member_done, no POSIX queue of the run left behind.
+// member_done, nothing of the run left behind (LeftoversOf).
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -110,10 +110,10 @@ void CheckResumedEqualsBaseline(const std::string& base, const std::string& stat
     INFO(dir << " was done before the crash");
     CHECK(MtimeNs(dir + "/checkpoint.pt") == mtime);
   }
-  // No POSIX queue of the run left.
+  // Nothing of the run left: no named IPC object, no worker.
   std::string run_id = RunIdOf(state);
   REQUIRE_FALSE(run_id.empty());
-  auto left = LeftoverQueues(run_id, kWorkers);
+  auto left = LeftoversOf(run_id);
   INFO("left over: " << Joined(left, ", "));
   CHECK(left.empty());
 }
@@ -145,7 +145,7 @@ TEST_CASE("ensembled killed at each crash point resumes to the undisturbed resul
     CrashSnapshot snap = Snapshot(state);
     RunProgress at_crash = ReplayJournal(snap.recs);
     std::string run_id = RunIdOf(state);
-    auto queues_after_crash = LeftoverQueues(run_id, kWorkers);
+    auto leftovers_after_crash = LeftoversOf(run_id);
     uint64_t rows_at_crash = TrainHeader(state).rows;
 
     // The crash happened where it was meant to.
@@ -179,11 +179,11 @@ TEST_CASE("ensembled killed at each crash point resumes to the undisturbed resul
 
     std::string resume_line = LineWith(resumed.err, "resuming");
     std::printf("[crash] %-22s crashed after %.1f s with exit %d: %d member_done, %zu round(s) committed, "
-                "train.bin %llu rows; %zu queue(s) of the run left by the crash\n"
+                "train.bin %llu rows; %zu leftover(s) of the run right after the crash\n"
                 "        resumed in %.1f s: %s\n",
                 pt.spec, crashed.seconds, crashed.code, CountEvents(snap.recs, "member_done"), at_crash.committed.size(),
                 static_cast<unsigned long long>(rows_at_crash),
-                queues_after_crash.size(), resumed.seconds,
+                leftovers_after_crash.size(), resumed.seconds,
                 resume_line.empty() ? "(no resume line)" : resume_line.substr(resume_line.find("resuming")).c_str());
     std::fflush(stdout);
   }

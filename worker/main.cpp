@@ -1,7 +1,8 @@
 // ensemble-worker: trains member tasks for the supervisor; also the libtorch side of
 // `ensemblectl predict` and `ensemblectl verify`.
 //
-//   ensemble-worker serve --run-id ID --slot N   pull tasks from the slot's queue until shutdown
+//   ensemble-worker serve --run-id ID --slot N   serve tasks from the supervisor (its channel on
+//                                                descriptor 3, WorkerChannel) until shutdown
 //   ensemble-worker train-one --task FILE...     run tasks (JSON TaskSpec) in order, then exit
 //   ensemble-worker predict --input F32 --features N --output F32 CHECKPOINT...
 //   ensemble-worker compare A B                  bitwise checkpoint comparison, JSON on stdout
@@ -18,9 +19,10 @@
 #include "common/fault_injection.h"
 #include "common/logging.h"
 #include "common/member_result.h"
-#include "common/message_queue.h"
 #include "common/protocol.h"
 #include "common/recycle_policy.h"
+#include "common/worker_channel.h"
+#include "worker/cuda_support.h"
 #include "worker/predictor.h"
 #include "worker/task_runner.h"
 #include "worker/trainer.h"
@@ -39,41 +41,38 @@ void Log(int slot, const std::string& what, bool warning = true) {
   std::cerr << "] " << what << std::endl;
 }
 
-Status SendReport(MessageQueue& q, const Message& m, int timeout_ms) {
-  return q.Send(EncodeMessage(m), timeout_ms);
+Status SendReport(WorkerChannel& c, const Message& m, int timeout_ms) {
+  return c.Send(EncodeMessage(m), timeout_ms);
 }
 
-int Serve(const std::string& run_id, int slot, const RecycleSpec& recycle_spec, int heartbeat_ms) {
-  auto up = MessageQueue::Open(QueueName(run_id, "up"));
-  auto in = MessageQueue::Open(QueueName(run_id, "s" + std::to_string(slot)));
-  if (!up.ok() || !in.ok()) {
-    Log(slot, (!up.ok() ? up.status() : in.status()).ToString());
-    return exit_code::kTransientFailure;
+int Serve(int channel_fd, int slot, const RecycleSpec& recycle_spec, int heartbeat_ms) {
+  auto adopted = WorkerChannel::Adopt(channel_fd);
+  if (!adopted.ok()) {
+    Log(slot, adopted.status().ToString());
+    return exit_code::kUsage;
   }
+  WorkerChannel& link = *adopted;
   ConfigureTorchForDeterminism();
   const int64_t pid = ::getpid();
   Message ready;
   ready.type = MessageType::kReady;
   ready.slot = slot;
   ready.pid = pid;
-  if (Status s = SendReport(*up, ready, 10000); !s.ok()) {
+  if (Status s = SendReport(link, ready, 10000); !s.ok()) {
     Log(slot, s.ToString());
     return exit_code::kTransientFailure;
   }
   TaskRunner runner;
   RecyclePolicy recycle(recycle_spec);
-  const pid_t parent = ::getppid();
   for (;;) {
-    auto got = in->Receive(1000);
-    if (!got.ok()) {
-      Log(slot, got.status().ToString());
-      return exit_code::kTransientFailure;
-    }
-    if (!got->has_value()) {
-      if (::getppid() != parent) return exit_code::kOk;  // supervisor gone: nobody to report to
+    auto got = link.Receive(-1);
+    if (!got.ok()) {  // a message too long to be one of ours: nothing to act on
+      Log(slot, "rejected message: " + got.status().message());
       continue;
     }
-    auto msg = DecodeMessage(**got);
+    if (got->kind == WorkerChannel::Received::kClosed) return exit_code::kOk;  // supervisor gone
+    if (got->kind == WorkerChannel::Received::kNothing) continue;
+    auto msg = DecodeMessage(got->bytes);
     if (!msg.ok()) {
       Log(slot, "rejected message: " + msg.status().message());
       continue;
@@ -96,6 +95,8 @@ int Serve(const std::string& run_id, int slot, const RecycleSpec& recycle_spec, 
     }
     current_member = tasks[0].member.name + (tasks.size() > 1 ? "+" + std::to_string(tasks.size() - 1) : "");
     for (const auto& t : tasks) HangIfTold(t.task_id, t.attempt, "");
+    for (const auto& t : tasks)
+      for (const std::string& raw : RawMessagesRequested(t.task_id, t.attempt, slot, pid)) (void)link.Send(raw, 2000);
     KillIfTooBig(tasks.size());
     // Every phase calls this per member or batch; it sends at most one heartbeat per
     // heartbeat_ms, from this thread: a worker that stops moving stops beating.
@@ -112,7 +113,7 @@ int Serve(const std::string& run_id, int slot, const RecycleSpec& recycle_spec, 
       hb.epoch = epoch;
       hb.phase = phase;
       hb.rss_kb = CurrentRssKb();
-      (void)SendReport(*up, hb, 0);  // a full queue drops a heartbeat, never blocks training
+      (void)SendReport(link, hb, 0);  // a full channel drops a heartbeat, never blocks training
     };
     auto note = [&](const std::string& what) { Log(slot, what, false); };
     std::vector<TaskOutcome> outcomes = runner.RunPack(tasks, beat, note);
@@ -142,7 +143,7 @@ int Serve(const std::string& run_id, int slot, const RecycleSpec& recycle_spec, 
         rep.recycle = !recycle_reason.empty();
       }
       current_member.clear();
-      if (Status s = SendReport(*up, rep, 60000); !s.ok()) {
+      if (Status s = SendReport(link, rep, 60000); !s.ok()) {
         Log(slot, s.ToString());
         return exit_code::kTransientFailure;
       }
@@ -219,12 +220,15 @@ int main(int argc, char** argv) {
   CLI::App app{"ensemble-worker: trains ensemble members for ensembled"};
   app.require_subcommand(1);
   std::string run_id, input, output, a, b;
+  int channel_fd = ens::kWorkerChannelFd;
   std::vector<std::string> task_files;
   int slot = 0, features = 0, heartbeat_ms = 1000;
   ens::RecycleSpec recycle;
   std::vector<std::string> checkpoints;
   auto* serve = app.add_subcommand("serve", "serve tasks from the supervisor's queues");
-  serve->add_option("--run-id", run_id, "run id (names the queues)")->required();
+  serve->add_option("--run-id", run_id, "run id (shown by ps: the run this worker serves)")->required();
+  serve->add_option("--channel-fd", channel_fd, "descriptor of the supervisor's channel")
+      ->check(CLI::NonNegativeNumber);
   serve->add_option("--slot", slot, "worker slot")->required()->check(CLI::NonNegativeNumber);
   serve->add_option("--heartbeat-ms", heartbeat_ms, "at most one heartbeat per this many ms while busy")
       ->check(CLI::Range(10, 60000));
@@ -247,8 +251,15 @@ int main(int argc, char** argv) {
   exp->add_option("checkpoints", checkpoints, "member checkpoint files")->required();
   CLI11_PARSE(app, argc, argv);
 
+  // Before any libtorch call: the CUDA backend registers itself while it loads.
+  const ens::CudaSupportResult cuda = ens::LoadCudaSupport();
+  if (ens::Status s = ens::RequireCudaSupport(cuda); !s.ok()) {
+    std::cerr << "[worker slot=" << slot << " pid=" << ::getpid() << "] " << s.message() << std::endl;
+    return ens::exit_code::kPermanentFailure;
+  }
+
   // The supervisor forwards signals; a worker dies with the default action.
-  if (*serve) return ens::Serve(run_id, slot, recycle, heartbeat_ms);
+  if (*serve) return ens::Serve(channel_fd, slot, recycle, heartbeat_ms);
   if (*one) return ens::TrainSequence(task_files);
   if (*exp) return ens::Export(output, checkpoints);
   if (*predict) return ens::Predict(input, features, output, checkpoints);

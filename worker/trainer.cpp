@@ -1,6 +1,6 @@
 #include "worker/trainer.h"
 
-#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
 
 #include <algorithm>
 #include <chrono>
@@ -47,6 +47,10 @@ namespace {
 
 using c10::CachingAllocator::StatType;
 using Clock = std::chrono::steady_clock;
+
+// The CUDA caching allocator through c10's device-allocator registry: the trainer links no
+// CUDA library; libtorch_cuda registers it when cuda_support.h loads it (GPU workers only).
+c10::DeviceAllocator* CudaAllocator() { return c10::getDeviceAllocator(c10::DeviceType::CUDA); }
 
 torch::Device PickDevice() {
   return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
@@ -378,7 +382,7 @@ void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train
 
 void AddGpuPeaks(torch::Device dev, TrainOutputs* o) {
   if (!dev.is_cuda()) return;
-  auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(dev.index());
+  auto stats = CudaAllocator()->getDeviceStats(dev.index());
   const auto agg = static_cast<size_t>(StatType::AGGREGATE);
   o->metrics["gpu_allocated_peak_mb"] = stats.allocated_bytes[agg].peak / 1048576.0;
   o->metrics["gpu_reserved_peak_mb"] = stats.reserved_bytes[agg].peak / 1048576.0;
@@ -396,7 +400,7 @@ void InjectTorchErrors(const std::vector<TrainInputs>& in) {
 void TrainPackOnce(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* out) {
   torch::set_num_threads(in[0].task->threads);
   torch::Device dev = PickDevice();
-  if (dev.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(dev.index());
+  if (dev.is_cuda()) CudaAllocator()->resetPeakStats(dev.index());
   out->assign(in.size(), TrainOutputs{});
   InjectTorchErrors(in);
   DeviceDataCache own;  // used when the caller keeps none
@@ -447,12 +451,12 @@ void ConfigureTorchForDeterminism() {
 std::string TorchDeviceDescription() { return torch::cuda::is_available() ? "cuda" : "cpu"; }
 
 void ReleaseTorchCaches() {
-  if (torch::cuda::is_available()) c10::cuda::CUDACachingAllocator::emptyCache();
+  if (torch::cuda::is_available()) CudaAllocator()->emptyCache();
 }
 
 int64_t CudaReservedKb() {
   if (!torch::cuda::is_available()) return 0;
-  auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
+  auto stats = CudaAllocator()->getDeviceStats(0);
   return stats.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current / 1024;
 }
 

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <fcntl.h>
-#include <mqueue.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -209,30 +208,24 @@ inline std::string RunIdOf(const std::string& state_dir) {
   return j.is_object() ? j.value("run_id", "") : "";
 }
 
-inline std::string QueuePrefix(const std::string& run_id) {
-  return "ens-" + std::to_string(::getuid()) + "-" + run_id + "-";
-}
-
-// POSIX queues of the run that still exist. Lists /dev/mqueue when it is mounted; else
-// probes the names the run uses ("up", "s0".."s<slots-1>") with mq_open(O_RDONLY).
-inline std::vector<std::string> LeftoverQueues(const std::string& run_id, int slots) {
+// What a run may have left behind: named IPC objects whose names hold its run id (POSIX queues
+// in /dev/mqueue, shared memory in /dev/shm; ensembled makes neither, its workers talk over
+// unnamed socket pairs) and live worker processes serving it (`--run-id <id>` on their
+// command line). Empty for a run that cleaned up, or whose supervisor died and took its workers.
+inline std::vector<std::string> LeftoversOf(const std::string& run_id) {
   std::vector<std::string> out;
-  std::string prefix = QueuePrefix(run_id);
   std::error_code ec;
-  if (std::filesystem::is_directory("/dev/mqueue", ec)) {
-    for (const auto& e : std::filesystem::directory_iterator("/dev/mqueue", ec))
-      if (e.path().filename().string().rfind(prefix, 0) == 0) out.push_back("/" + e.path().filename().string());
-  }
-  std::vector<std::string> names = {"/" + prefix + "up"};
-  for (int s = 0; s < slots; ++s) names.push_back("/" + prefix + "s" + std::to_string(s));
-  for (const auto& n : names) {
-    mqd_t q = ::mq_open(n.c_str(), O_RDONLY | O_NONBLOCK);
-    if (q != static_cast<mqd_t>(-1)) {
-      ::mq_close(q);
-      if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
-    } else if (errno != ENOENT) {
-      out.push_back(n + " (mq_open: " + std::strerror(errno) + ")");
-    }
+  for (const char* dir : {"/dev/mqueue", "/dev/shm"})
+    if (std::filesystem::is_directory(dir, ec))
+      for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+        if (e.path().filename().string().find(run_id) != std::string::npos) out.push_back(e.path().string());
+  const std::string needle = std::string("--run-id") + '\0' + run_id + '\0';
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    pid_t pid = static_cast<pid_t>(std::stol(name));
+    if (ReadText("/proc/" + name + "/cmdline").find(needle) != std::string::npos && IsLive(pid))
+      out.push_back("worker pid " + name);
   }
   return out;
 }

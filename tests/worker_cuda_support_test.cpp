@@ -1,0 +1,116 @@
+// Tests of worker/cuda_support through the real ensemble-worker: a CPU worker never loads
+// libtorch's CUDA half; a worker run with no CUDA_VISIBLE_DEVICES loads it (and runs on the CPU
+// where there is no GPU, as before); a worker given a GPU whose CUDA support cannot load fails
+// at start, permanently, naming the GPU and the loader's error. A served worker also says
+// ready over the channel it is given and exits 0 when the supervisor's end closes.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <optional>
+#include <string>
+
+#include "common/exit_codes.h"
+#include "common/protocol.h"
+#include "common/worker_channel.h"
+#include "support/env_spawn.h"
+#include "support/process_harness.h"
+
+namespace ens {
+namespace {
+
+using namespace ens::testing;
+
+struct ServedWorker {
+  pid_t pid = -1;
+  WorkerChannel link;  // the supervisor's end
+  ~ServedWorker() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+// Starts `ensemble-worker serve` as the supervisor would: its channel on kWorkerChannelFd,
+// CUDA_VISIBLE_DEVICES as given (nullopt: unset), stderr to err_file.
+void StartServe(ServedWorker* w, std::optional<std::string> visible, const std::string& err_file,
+                const std::string& cuda_lib = "") {
+  auto pair = WorkerChannel::Pair();
+  REQUIRE(pair.ok());
+  std::string bin = BinaryPath("ensemble-worker");
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    if (visible) ::setenv("CUDA_VISIBLE_DEVICES", visible->c_str(), 1);
+    else ::unsetenv("CUDA_VISIBLE_DEVICES");
+    if (!cuda_lib.empty()) ::setenv("ENSEMBLED_TORCH_CUDA_LIB", cuda_lib.c_str(), 1);
+    ::dup2(pair->second.fd(), kWorkerChannelFd);
+    FILE* err = std::freopen(err_file.c_str(), "w", stderr);
+    (void)err;
+    ::execl(bin.c_str(), bin.c_str(), "serve", "--run-id", "cudatest", "--slot", "0", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  w->pid = pid;
+  w->link = std::move(pair->first);
+}
+
+// Waits for the worker's ready message; returns its maps while it idles.
+std::string MapsWhenReady(ServedWorker& w) {
+  auto got = w.link.Receive(60000);
+  REQUIRE(got.ok());
+  REQUIRE(got->kind == WorkerChannel::Received::kMessage);
+  auto m = DecodeMessage(got->bytes);
+  REQUIRE(m.ok());
+  CHECK(m->type == MessageType::kReady);
+  CHECK(m->pid == w.pid);
+  return MapsOf(w.pid);
+}
+
+// Closes the supervisor's end; the worker must exit 0 on its own.
+int ExitAfterClose(ServedWorker& w) {
+  w.link.Close();
+  int code = WaitAtMost(w.pid, 30);
+  w.pid = -1;
+  return code;
+}
+
+TEST_CASE("a CPU worker never loads libtorch_cuda", "[cuda_support]") {
+  TempDir tmp;
+  ServedWorker w;
+  StartServe(&w, std::string(""), tmp / "err");
+  std::string maps = MapsWhenReady(w);
+  CHECK(maps.find("libtorch_cpu.so") != std::string::npos);
+  CHECK(maps.find("libtorch_cuda.so") == std::string::npos);
+  CHECK(ExitAfterClose(w) == 0);
+}
+
+TEST_CASE("a worker with CUDA_VISIBLE_DEVICES unset loads libtorch_cuda and still runs", "[cuda_support]") {
+  TempDir tmp;
+  ServedWorker w;
+  StartServe(&w, std::nullopt, tmp / "err");
+  std::string maps = MapsWhenReady(w);
+  INFO(ReadText(tmp / "err"));
+  CHECK(maps.find("libtorch_cuda.so") != std::string::npos);
+  CHECK(ExitAfterClose(w) == 0);
+}
+
+TEST_CASE("a GPU worker whose CUDA support cannot load fails at start, permanently", "[cuda_support]") {
+  TempDir tmp;
+  ServedWorker w;
+  StartServe(&w, std::string("3"), tmp / "err", "libensembled-no-such-cuda.so");
+  int code = WaitAtMost(w.pid, 30);
+  w.pid = -1;
+  std::string err = ReadText(tmp / "err");
+  INFO(err);
+  CHECK(code == exit_code::kPermanentFailure);
+  CHECK(err.find("given GPU 3") != std::string::npos);
+  CHECK(err.find("libensembled-no-such-cuda.so") != std::string::npos);
+  auto got = w.link.Receive(0);  // it never said ready
+  REQUIRE(got.ok());
+  CHECK(got->kind == WorkerChannel::Received::kClosed);
+}
+
+}  // namespace
+}  // namespace ens

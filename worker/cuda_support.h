@@ -1,0 +1,37 @@
+// CUDA support for the worker, loaded only where it can be used.
+//
+// The worker links libtorch's CPU half alone (libtorch_cpu, libc10). libtorch_cuda and the
+// CUDA libraries it pulls in (cuBLAS, cuDNN, ...) cost a process about 120 MiB of private
+// memory just by being loaded (relocations and kernel registration), so a CPU worker never
+// loads them: 64 or 256 CPU workers on one machine stay affordable. A GPU worker loads them
+// here, before any libtorch call, so the CUDA backend registers itself (dispatcher kernels,
+// CUDA hooks, the caching allocator) exactly as if the worker had linked it.
+//
+// Which: a slot with a GPU (CUDA_VISIBLE_DEVICES set and not empty) must load it; a CPU slot
+// (set and empty, as the supervisor starts CPU workers) never does; a worker run by hand or
+// by ensemblectl (unset) loads it when it can and runs on the CPU otherwise, as before.
+// Not thread-safe: call once, first thing in main.
+#pragma once
+
+#include <string>
+
+#include "common/status.h"
+
+namespace ens {
+
+enum class CudaSupport { kNotWanted, kLoaded, kUnavailable };
+
+struct CudaSupportResult {
+  CudaSupport state = CudaSupport::kNotWanted;
+  std::string detail;  // kUnavailable: the loader's error
+};
+
+// The library loaded: libtorch_cuda.so from the worker's library path (its RUNPATH: the
+// torch wheel's lib directory). ENSEMBLED_TORCH_CUDA_LIB overrides the name (tests).
+CudaSupportResult LoadCudaSupport();
+
+// A GPU slot whose CUDA support did not load: the error to fail with (permanent: restarting
+// the worker cannot make the library appear). OK in every other case.
+Status RequireCudaSupport(const CudaSupportResult& r);
+
+}  // namespace ens
