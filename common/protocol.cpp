@@ -13,7 +13,7 @@ constexpr TypeName kTypeNames[] = {
     {MessageType::kReady, "ready"},   {MessageType::kHeartbeat, "heartbeat"},
     {MessageType::kDone, "done"},     {MessageType::kFailed, "failed"},
     {MessageType::kTask, "task"},     {MessageType::kPack, "pack"},
-    {MessageType::kShutdown, "shutdown"},
+    {MessageType::kShutdown, "shutdown"}, {MessageType::kUnusable, "unusable"},
 };
 
 // Field readers: each returns false and sets *err naming the field when it is absent or mistyped.
@@ -137,6 +137,7 @@ std::string EncodeMessage(const Message& m) {
     case MessageType::kTask: j["task"] = TaskToJson(m.task); break;
     case MessageType::kPack: j["pack_file"] = m.pack_file; break;
     case MessageType::kShutdown: break;
+    case MessageType::kUnusable: j.update({{"pid", m.pid}, {"error", m.error}}); break;
   }
   if ((m.type == MessageType::kDone || m.type == MessageType::kFailed) && m.recycle) {
     j["recycle"] = true;
@@ -215,6 +216,9 @@ StatusOr<Message> DecodeMessage(std::string_view bytes) {
     }
     case MessageType::kPack: ok = GetString(j, "pack_file", 4096, &m.pack_file, &err); break;
     case MessageType::kShutdown: break;
+    case MessageType::kUnusable:
+      ok = GetInt(j, "pid", 1, INT32_MAX, &m.pid, &err) && GetString(j, "error", 4096, &m.error, &err);
+      break;
   }
   if (ok && (m.type == MessageType::kDone || m.type == MessageType::kFailed) && j.contains("recycle")) {
     if (!j["recycle"].is_boolean()) {

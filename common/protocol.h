@@ -10,6 +10,9 @@
 //   done      {pid, task_id, metrics{...}, recycle}          results are on disk before this is sent
 //   failed    {pid, task_id, error, permanent, recycle}      permanent: retrying cannot help
 //   (recycle: optional bool, default false: this worker exits 0 right after the report)
+//   unusable  {pid, error}                       instead of ready: this worker cannot work where it
+//                                                was placed (its GPU is not what CUDA sees), and a
+//                                                new process would not either; it exits 78 next
 // Supervisor -> worker (one queue per slot):
 //   task      {task}                             see TaskSpec
 //   pack      {pack_file}                        a fused pack: the file holds {"tasks": [TaskSpec...]}
@@ -64,7 +67,7 @@ inline constexpr std::array<std::string_view, 5> kTaskPhaseNames{"setup", "train
                                                                  "writing"};
 constexpr std::span<const std::string_view> NamesOf(TaskPhase) { return kTaskPhaseNames; }
 
-enum class MessageType { kReady, kHeartbeat, kDone, kFailed, kTask, kPack, kShutdown };
+enum class MessageType { kReady, kHeartbeat, kDone, kFailed, kTask, kPack, kShutdown, kUnusable };
 const char* MessageTypeName(MessageType t);
 
 struct Message {
@@ -76,7 +79,7 @@ struct Message {
   int64_t rss_kb = 0;        // heartbeat
   TaskPhase phase = TaskPhase::kTraining;  // heartbeat
   nlohmann::json metrics;    // done: object
-  std::string error;         // failed
+  std::string error;         // failed, unusable
   bool permanent = false;    // failed
   bool recycle = false;      // done, failed: the worker exits after this report
   std::string recycle_reason;  // done, failed: why (optional, for logs)

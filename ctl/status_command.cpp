@@ -79,12 +79,32 @@ int ShowStatus(const std::string& state_dir, const std::string& socket, bool as_
                 live.value("members_total", 0), live.value("members_running", 0), live.value("members_failed", 0),
                 live.value("eta_round_s", -1.0) < 0 ? "unknown"
                                                     : (std::to_string(static_cast<int>(live["eta_round_s"].get<double>())) + " s").c_str());
-    std::printf("%-5s %-6s %-8s %-9s %-10s %10s %8s %8s\n", "slot", "gpu", "pid", "state", "member", "RSS MiB",
-                "tasks", "recycles");
+    // A reading NVML did not give (or no NVML) is -1: shown as "-".
+    auto reading = [](const json& o, const char* key, const char* fmt) {
+      double v = o.value(key, -1.0);
+      if (v < 0) return std::string("-");
+      char b[32];
+      std::snprintf(b, sizeof(b), fmt, v);
+      return std::string(b);
+    };
+    std::printf("%-5s %-6s %-8s %-9s %-10s %10s %8s %8s %8s\n", "slot", "gpu", "pid", "state", "member", "RSS MiB",
+                "GPU MiB", "tasks", "recycles");
     for (const auto& w : live["workers"])
-      std::printf("%-5d %-6s %-8d %-9s %-10s %10.1f %8d %8d\n", w.value("slot", 0), w.value("gpu", "").c_str(),
+      std::printf("%-5d %-6s %-8d %-9s %-10s %10.1f %8s %8d %8d\n", w.value("slot", 0), w.value("gpu", "").c_str(),
                   w.value("pid", 0), w.value("state", "").c_str(), w.value("member", "").c_str(),
-                  w.value("rss_kb", 0) / 1024.0, w.value("tasks_since_start", 0), w.value("recycles", 0));
+                  w.value("rss_kb", 0) / 1024.0, reading(w, "gpu_memory_mb", "%.0f").c_str(),
+                  w.value("tasks_since_start", 0), w.value("recycles", 0));
+    if (live.contains("gpus") && live["gpus"].is_array() && !live["gpus"].empty()) {
+      std::printf("GPUs (found through %s):\n", live.value("gpu_source", "?").c_str());
+      std::printf("%-4s %-42s %-22s %18s %6s %6s %8s\n", "gpu", "uuid", "name", "memory MiB", "util%", "temp C",
+                  "power W");
+      for (const auto& g : live["gpus"])
+        std::printf("%-4d %-42s %-22s %18s %6s %6s %8s\n", g.value("index", 0), g.value("uuid", "").c_str(),
+                    g.value("name", "").c_str(),
+                    (reading(g, "memory_used_mb", "%.0f") + " / " + reading(g, "memory_total_mb", "%.0f")).c_str(),
+                    reading(g, "utilization_pct", "%.0f").c_str(), reading(g, "temperature_c", "%.0f").c_str(),
+                    reading(g, "power_w", "%.1f").c_str());
+    }
   }
   std::printf("rounds committed: %zu; current round %d: %zu members done, %zu failed; generation %llu, %llu train rows\n",
               p.committed.size(), p.next_round, p.done.size(), p.failed.size(),

@@ -1,37 +1,196 @@
 #include "orchestrator/gpu_discovery.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "orchestrator/nvml.h"
 
 namespace ens {
 
-std::vector<std::string> DiscoverGpus() {
-  std::vector<std::string> out;
-  int count = 0;
-  if (const char* forced = std::getenv("ENSEMBLED_GPU_COUNT")) {
-    count = std::atoi(forced);
-  } else {
-    std::error_code ec;
-    for (auto it = std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec);
-         !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
-      ++count;
+namespace {
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+std::string Trim(const std::string& s) {
+  size_t a = s.find_first_not_of(" \t\r\n"), b = s.find_last_not_of(" \t\r\n");
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+bool AllDigits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+}
+
+// PCI bus ids compare as text once their case and domain width agree ("0000:3b:00.0" from
+// /proc, "00000000:3B:00.0" from NVML).
+std::string BusKey(const std::string& bus) {
+  std::string b = Lower(bus);
+  size_t colon = b.find(':');
+  if (colon != std::string::npos && colon < 8) b = std::string(8 - colon, '0') + b;
+  return b;
+}
+
+// /proc/driver/nvidia/gpus/<bus>/information: "Model: \t NVIDIA H200", "GPU UUID: \t GPU-...".
+DiscoveredGpu FromProc(const std::filesystem::path& dir) {
+  DiscoveredGpu g;
+  g.pci_bus_id = dir.filename().string();
+  std::ifstream in(dir / "information");
+  for (std::string line; std::getline(in, line);) {
+    size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = Trim(line.substr(0, colon)), value = Trim(line.substr(colon + 1));
+    if (key == "Model") g.name = value;
+    else if (key == "GPU UUID") g.uuid = value;
+    else if (key == "Bus Location") g.pci_bus_id = value;
   }
-  for (int i = 0; i < count; ++i) out.push_back(std::to_string(i));
+  return g;
+}
+
+std::string Label(const DiscoveredGpu& g) {
+  std::string l = "GPU " + std::to_string(g.index);
+  std::string detail = g.uuid;
+  if (!g.name.empty()) detail += (detail.empty() ? "" : ", ") + g.name;
+  return detail.empty() ? l : l + " (" + detail + ")";
+}
+
+void AddDevicesOf(const DiscoveredGpu& g, std::vector<UsableGpu>* out) {
+  if (!g.mig_uuids.empty()) {
+    for (const auto& m : g.mig_uuids) out->push_back({m, g.index, Label(g) + " MIG " + m});
+    return;
+  }
+  out->push_back({g.uuid.empty() ? std::to_string(g.index) : g.uuid, g.index, Label(g)});
+}
+
+// The inventory's GPUs a token names: an index, a GPU UUID or unique prefix of one, a MIG UUID.
+// Empty when none; more than one only for an ambiguous prefix.
+std::vector<UsableGpu> Match(const GpuInventory& inv, const std::string& token) {
+  std::vector<UsableGpu> out;
+  if (AllDigits(token)) {
+    size_t i = std::stoul(token);
+    if (i < inv.gpus.size()) AddDevicesOf(inv.gpus[i], &out);
+    return out;
+  }
+  for (const auto& g : inv.gpus) {
+    for (const auto& m : g.mig_uuids)
+      if (m == token) return {{m, g.index, Label(g) + " MIG " + m}};
+    if (!g.uuid.empty() && g.uuid.rfind(token, 0) == 0)
+      out.push_back({g.uuid, g.index, Label(g)});  // the whole GPU, even in MIG mode: as named
+  }
   return out;
 }
 
-std::vector<WorkerPlacement> PlanWorkers(const ResourcesSpec& r, const std::vector<std::string>& found) {
-  std::vector<std::string> gpus;
-  if (r.gpus_mode == "list") gpus = r.gpu_list;
-  else if (r.gpus_mode == "auto") gpus = found;
+bool KnowsUuids(const GpuInventory& inv) {
+  return std::any_of(inv.gpus.begin(), inv.gpus.end(), [](const DiscoveredGpu& g) { return !g.uuid.empty(); });
+}
+
+}  // namespace
+
+GpuInventory DiscoverGpus(const Nvml* nvml, const std::string& proc_root) {
+  GpuInventory inv;
+  if (const char* forced = std::getenv("ENSEMBLED_GPU_COUNT")) {
+    inv.source = "ENSEMBLED_GPU_COUNT";
+    for (int i = 0; i < std::atoi(forced); ++i) inv.gpus.push_back({i, "", "", "", 0, {}});
+    return inv;
+  }
+  if (nvml != nullptr) {
+    inv.source = "nvml";
+    for (const NvmlDevice& d : nvml->Devices())
+      inv.gpus.push_back({0, d.uuid, d.name, d.pci_bus_id, d.memory_total_bytes, d.mig_uuids});
+  } else {
+    std::error_code ec;
+    for (auto it = std::filesystem::directory_iterator(proc_root + "/driver/nvidia/gpus", ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+      inv.gpus.push_back(FromProc(it->path()));
+    inv.source = inv.gpus.empty() ? "none" : "/proc/driver/nvidia/gpus";
+  }
+  std::stable_sort(inv.gpus.begin(), inv.gpus.end(), [](const DiscoveredGpu& a, const DiscoveredGpu& b) {
+    return BusKey(a.pci_bus_id) < BusKey(b.pci_bus_id);
+  });
+  for (size_t i = 0; i < inv.gpus.size(); ++i) inv.gpus[i].index = static_cast<int>(i);
+  return inv;
+}
+
+StatusOr<UsableGpus> ResolveUsable(const GpuInventory& inv, const std::optional<std::string>& cuda_visible_devices) {
+  UsableGpus u;
+  u.inherited = cuda_visible_devices;
+  if (!cuda_visible_devices) {
+    for (const auto& g : inv.gpus) AddDevicesOf(g, &u.devices);
+    return u;
+  }
+  std::set<std::string> seen;
+  size_t start = 0;
+  const std::string& v = *cuda_visible_devices;
+  while (start <= v.size()) {
+    size_t comma = v.find(',', start);
+    std::string token = Trim(v.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    start = comma == std::string::npos ? v.size() + 1 : comma + 1;
+    if (token.empty()) continue;
+    std::vector<UsableGpu> m = Match(inv, token);
+    if (m.empty() && !AllDigits(token) && !KnowsUuids(inv)) {
+      m.push_back({token, -1, token});  // no UUIDs known here: taken as given; the worker checks it
+    }
+    if (m.empty())
+      return Status::InvalidArgument("CUDA_VISIBLE_DEVICES=" + v + " names '" + token + "', which is none of the " +
+                                     std::to_string(inv.gpus.size()) + " GPU(s) found (" + inv.source + ")");
+    if (m.size() > 1 && !AllDigits(token))
+      return Status::InvalidArgument("CUDA_VISIBLE_DEVICES=" + v + ": '" + token + "' is the start of more than one GPU UUID");
+    for (auto& d : m)
+      if (seen.insert(d.id).second) u.devices.push_back(std::move(d));
+  }
+  return u;
+}
+
+StatusOr<std::vector<WorkerPlacement>> PlanWorkers(const ResourcesSpec& r, const UsableGpus& usable,
+                                                   const GpuInventory& inv) {
+  std::vector<std::string> ids;
+  if (r.gpus_mode == "auto") {
+    for (const auto& d : usable.devices) ids.push_back(d.id);
+  } else if (r.gpus_mode == "list") {
+    for (size_t i = 0; i < r.gpu_list.size(); ++i) {
+      const std::string& want = r.gpu_list[i];
+      if (inv.gpus.empty() && !usable.inherited) {  // nothing to check against: as configured
+        ids.push_back(want);
+        continue;
+      }
+      size_t before = ids.size();
+      for (const auto& d : usable.devices) {
+        bool named = d.id == want || (AllDigits(want) && d.gpu_index >= 0 && std::to_string(d.gpu_index) == want) ||
+                     (!AllDigits(want) && d.id.rfind(want, 0) == 0);
+        if (named && std::find(ids.begin(), ids.end(), d.id) == ids.end()) ids.push_back(d.id);
+      }
+      if (ids.size() == before) {
+        std::string given = usable.inherited ? "CUDA_VISIBLE_DEVICES=" + *usable.inherited + " of this process"
+                                             : std::to_string(inv.gpus.size()) + " GPU(s) found (" + inv.source + ")";
+        return Status::InvalidArgument("/resources/gpus/" + std::to_string(i) + ": GPU '" + want +
+                                       "' is not one this process may use (" + given + ")");
+      }
+    }
+  }
   std::vector<WorkerPlacement> out;
-  if (gpus.empty()) {
+  if (ids.empty()) {
     for (int i = 0; i < r.cpu_workers; ++i) out.push_back({i, ""});
     return out;
   }
-  for (const auto& g : gpus)
+  for (const auto& g : ids)
     for (int k = 0; k < r.workers_per_gpu; ++k) out.push_back({static_cast<int>(out.size()), g});
   return out;
+}
+
+std::string DescribeInventory(const GpuInventory& inv) {
+  std::string s = std::to_string(inv.gpus.size()) + " GPU(s) from " + inv.source;
+  if (!inv.note.empty()) s += " (" + inv.note + ")";
+  for (const auto& g : inv.gpus) {
+    s += "; " + Label(g);
+    if (!g.pci_bus_id.empty()) s += " at " + g.pci_bus_id;
+    if (!g.mig_uuids.empty()) s += ", MIG: " + std::to_string(g.mig_uuids.size()) + " instance(s)";
+  }
+  return s;
 }
 
 }  // namespace ens

@@ -1,19 +1,69 @@
-// GPU discovery without CUDA: the supervisor never loads libtorch or the CUDA runtime, so
-// it cannot hold a GPU context. It counts /proc/driver/nvidia/gpus/* (one folder per GPU,
-// present whenever the NVIDIA driver is loaded); ENSEMBLED_GPU_COUNT overrides the count
-// (tests, containers that hide /proc/driver).
-// Pure functions apart from reading /proc. Thread-safe.
+// GPU discovery and worker placement, without CUDA: the supervisor never loads libtorch or
+// the CUDA runtime, so it never holds a GPU context.
+//
+// Where the GPUs come from (GpuInventory::source), first that works:
+//   1. ENSEMBLED_GPU_COUNT=N: N GPUs "0".."N-1" with no UUIDs (a test and container override);
+//   2. NVML (orchestrator/nvml.h): UUIDs, names, PCI bus ids, memory, MIG instances;
+//   3. /proc/driver/nvidia/gpus/<pci bus id>/information (present whenever the driver is
+//      loaded): model, UUID and bus id of each GPU; in some containers it lists the host's GPUs;
+//   4. nothing: no GPU.
+// GPUs are numbered in PCI bus order, the order CUDA uses under CUDA_DEVICE_ORDER=PCI_BUS_ID,
+// which workers get.
+//
+// What this process may use: an inherited CUDA_VISIBLE_DEVICES (a Slurm allocation, `docker
+// --gpus`, a unit with a subset) narrows the inventory, as CUDA would: a comma-separated list of
+// indices, GPU UUIDs ("GPU-...", a unique prefix is enough) or MIG UUIDs ("MIG-..."); an empty
+// value means no GPU. Unset: every GPU found.
+// Workers are pinned by UUID (a MIG instance by its MIG UUID), so PCI reordering or a reboot
+// cannot move a slot to another GPU; by index only where no UUID is known.
+// Pure functions apart from reading /proc and the environment. Thread-safe.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/config.h"
+#include "common/status.h"
 
 namespace ens {
 
-// GPU indices as strings, "0".."N-1", in PCI bus order (CUDA_DEVICE_ORDER=PCI_BUS_ID).
-std::vector<std::string> DiscoverGpus();
+class Nvml;
+
+struct DiscoveredGpu {
+  int index = 0;           // PCI bus order
+  std::string uuid;        // "" when the source knows none
+  std::string name;        // "" when unknown
+  std::string pci_bus_id;  // "" when unknown
+  uint64_t memory_total_bytes = 0;
+  std::vector<std::string> mig_uuids;
+};
+
+struct GpuInventory {
+  std::string source;  // "ENSEMBLED_GPU_COUNT", "nvml", "/proc/driver/nvidia/gpus" or "none"
+  std::string note;    // why NVML was not the source, when it was not
+  std::vector<DiscoveredGpu> gpus;
+};
+
+// nvml may be null (not available). proc_root is where driver/nvidia/gpus lives (tests).
+GpuInventory DiscoverGpus(const Nvml* nvml, const std::string& proc_root = "/proc");
+
+// One device a worker can be pinned to: a GPU or a MIG instance.
+struct UsableGpu {
+  std::string id;     // what CUDA_VISIBLE_DEVICES gets: the UUID, else the index
+  int gpu_index = 0;  // the physical GPU's index in the inventory
+  std::string label;  // for logs: "GPU 2 (GPU-8f6c..., NVIDIA H200)"
+};
+
+struct UsableGpus {
+  std::vector<UsableGpu> devices;
+  std::optional<std::string> inherited;  // the CUDA_VISIBLE_DEVICES this process was started with
+};
+
+// The devices this process may use. InvalidArgument when the inherited value names a device
+// the inventory does not have (naming the token).
+StatusOr<UsableGpus> ResolveUsable(const GpuInventory& inv, const std::optional<std::string>& cuda_visible_devices);
 
 // Where one worker slot runs: a GPU id/UUID for CUDA_VISIBLE_DEVICES, or "" for CPU.
 struct WorkerPlacement {
@@ -21,8 +71,15 @@ struct WorkerPlacement {
   std::string gpu;  // "" = CPU worker
 };
 
-// gpus "none" or nothing found under "auto": cpu_workers CPU slots; otherwise
-// workers_per_gpu slots per GPU (slot order: gpu-major).
-std::vector<WorkerPlacement> PlanWorkers(const ResourcesSpec& r, const std::vector<std::string>& found);
+// gpus "none", or nothing usable under "auto": cpu_workers CPU slots; otherwise
+// workers_per_gpu slots per device (slot order: device-major). A "list" entry (an index, a
+// UUID or a unique UUID prefix, a MIG UUID) must be one of the usable devices: else
+// InvalidArgument naming /resources/gpus/<i>. Listed indices are physical (nvidia-smi's),
+// not positions inside an inherited CUDA_VISIBLE_DEVICES.
+StatusOr<std::vector<WorkerPlacement>> PlanWorkers(const ResourcesSpec& r, const UsableGpus& usable,
+                                                   const GpuInventory& inv);
+
+// "GPU 2 (GPU-8f6c…, NVIDIA H200), from nvml" lines for the log.
+std::string DescribeInventory(const GpuInventory& inv);
 
 }  // namespace ens

@@ -1,7 +1,6 @@
 // ensembled: the supervisor daemon. `ensembled run --config FILE` runs (or resumes) the
 // closed loop the config describes. It never loads libtorch or initialises CUDA.
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/signalfd.h>
 
 #include <CLI/CLI.hpp>
@@ -34,18 +33,6 @@ int main(int argc, char** argv) {
   if (worker.empty()) {
     const char* env = std::getenv("ENSEMBLED_WORKER");
     worker = env ? env : ens::SelfDir() + "/ensemble-worker";
-  }
-  // POSIX queues count against RLIMIT_MSGQUEUE (800 KiB by default: about five daemons of
-  // two workers): take the hard limit, and more when privileged.
-  struct rlimit mq {};
-  if (getrlimit(RLIMIT_MSGQUEUE, &mq) == 0) {
-    rlim_t want = 64u << 20;
-    if (mq.rlim_max != RLIM_INFINITY && mq.rlim_max < want) {
-      struct rlimit raised{want, want};
-      if (setrlimit(RLIMIT_MSGQUEUE, &raised) == 0) mq = raised;
-    }
-    mq.rlim_cur = mq.rlim_max;
-    setrlimit(RLIMIT_MSGQUEUE, &mq);
   }
   // Signals are taken synchronously from a signalfd inside the loop's poll(); workers get an
   // empty mask back after fork.

@@ -78,6 +78,41 @@ std::string RenderPrometheus(const RunSnapshot& s) {
   for (const auto& wk : s.workers)
     w.Sample("ensembled_worker_gpu_reserved_bytes", wk.gpu_reserved_mb * 1048576,
              run + ",slot=\"" + std::to_string(wk.slot) + "\",gpu=\"" + Escape(wk.gpu) + "\"");
+  // GPUs (GpuMonitor, through NVML): a reading NVML did not give is left out.
+  auto gpu_labels = [&](int index, const std::string& uuid) {
+    return run + ",gpu=\"" + std::to_string(index) + "\",uuid=\"" + Escape(uuid) + "\"";
+  };
+  auto gpu_family = [&](const char* name, const char* help, auto value) {
+    bool any = false;
+    for (const auto& g : s.gpus) {
+      double v = value(g);
+      if (v < 0) continue;
+      if (!any) w.Family(name, "gauge", help);
+      any = true;
+      w.Sample(name, v, gpu_labels(g.index, g.uuid));
+    }
+  };
+  gpu_family("ensembled_gpu_memory_used_bytes", "GPU memory in use (all processes).",
+             [](const GpuView& g) { return g.memory_used_mb < 0 ? -1.0 : g.memory_used_mb * 1048576; });
+  gpu_family("ensembled_gpu_memory_total_bytes", "GPU memory in total.",
+             [](const GpuView& g) { return g.memory_total_mb < 0 ? -1.0 : g.memory_total_mb * 1048576; });
+  gpu_family("ensembled_gpu_utilization_ratio", "GPU utilisation over NVML's last sample period (0..1).",
+             [](const GpuView& g) { return g.utilization_pct < 0 ? -1.0 : g.utilization_pct / 100.0; });
+  gpu_family("ensembled_gpu_temperature_celsius", "GPU core temperature.",
+             [](const GpuView& g) { return static_cast<double>(g.temperature_c); });
+  gpu_family("ensembled_gpu_power_watts", "GPU power draw.", [](const GpuView& g) { return g.power_w; });
+  bool any_worker_gpu = false;
+  for (const auto& wk : s.workers) {
+    if (wk.gpu_memory_mb < 0) continue;
+    if (!any_worker_gpu)
+      w.Family("ensembled_gpu_worker_memory_bytes", "gauge", "GPU memory of each worker process (NVML).");
+    any_worker_gpu = true;
+    std::string uuid = wk.gpu, index;
+    for (const auto& g : s.gpus)
+      if (g.uuid == wk.gpu || std::to_string(g.index) == wk.gpu) uuid = g.uuid, index = std::to_string(g.index);
+    w.Sample("ensembled_gpu_worker_memory_bytes", wk.gpu_memory_mb * 1048576,
+             run + ",slot=\"" + std::to_string(wk.slot) + "\",gpu=\"" + index + "\",uuid=\"" + Escape(uuid) + "\"");
+  }
   w.Family("ensembled_dataset_rows", "gauge", "Training rows of the current dataset generation.");
   w.Sample("ensembled_dataset_rows", static_cast<double>(s.dataset_rows), run);
   w.Family("ensembled_dataset_generation", "gauge", "Current dataset generation.");

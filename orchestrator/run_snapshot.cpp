@@ -11,7 +11,13 @@ nlohmann::json SnapshotToJson(const RunSnapshot& s) {
   for (const auto& w : s.workers)
     workers.push_back({{"slot", w.slot}, {"gpu", w.gpu}, {"pid", w.pid}, {"state", w.state}, {"member", w.member},
                        {"phase", w.phase}, {"rss_kb", w.rss_kb}, {"gpu_reserved_mb", w.gpu_reserved_mb},
-                       {"tasks_since_start", w.tasks_since_start}, {"spawns", w.spawns}, {"recycles", w.recycles}});
+                       {"tasks_since_start", w.tasks_since_start}, {"spawns", w.spawns}, {"recycles", w.recycles},
+                       {"gpu_memory_mb", w.gpu_memory_mb}});
+  nlohmann::json gpus = nlohmann::json::array();
+  for (const auto& g : s.gpus)
+    gpus.push_back({{"index", g.index}, {"uuid", g.uuid}, {"name", g.name}, {"memory_used_mb", g.memory_used_mb},
+                    {"memory_total_mb", g.memory_total_mb}, {"utilization_pct", g.utilization_pct},
+                    {"temperature_c", g.temperature_c}, {"power_w", g.power_w}});
   nlohmann::json rounds = nlohmann::json::array();
   for (const auto& r : s.rounds_done)
     rounds.push_back({{"round", r.round}, {"trained_rows", r.trained_rows}, {"member_rmse_mean", r.member_rmse_mean},
@@ -27,7 +33,7 @@ nlohmann::json SnapshotToJson(const RunSnapshot& s) {
           {"members_failed_total", s.members_failed_total}, {"members_retried_total", s.members_retried_total},
           {"worker_restarts_total", s.worker_restarts_total}, {"worker_recycles_total", s.worker_recycles_total},
           {"bad_messages", s.bad_messages_total}, {"unplanned_restarts", s.worker_restarts_total},
-          {"workers", workers}, {"rounds_done", rounds}};
+          {"workers", workers}, {"rounds_done", rounds}, {"gpu_source", s.gpu_source}, {"gpus", gpus}};
 }
 
 }  // namespace ens

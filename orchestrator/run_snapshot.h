@@ -26,6 +26,16 @@ struct WorkerView {
   int tasks_since_start = 0;
   int spawns = 0;
   int recycles = 0;
+  double gpu_memory_mb = -1;  // this process's GPU memory as NVML sees it; -1: not known
+};
+
+// One GPU as the supervisor last sampled it (GpuMonitor). A reading not taken is -1.
+struct GpuView {
+  int index = 0;
+  std::string uuid, name;
+  double memory_used_mb = -1, memory_total_mb = -1;
+  int utilization_pct = -1, temperature_c = -1;
+  double power_w = -1;
 };
 
 struct RoundView {
@@ -60,6 +70,10 @@ struct RunSnapshot {
   std::map<std::string, MemberCurve> curves;   // the first 64 finished members of the current (or last) round
   int curves_round = 0;
   double eta_round_s = -1;
+  std::string gpu_source;           // where the GPUs were found: "nvml", "/proc/driver/nvidia/gpus", ...
+  std::vector<GpuView> gpus;        // every GPU found (with NVML: sampled every few seconds)
+  std::vector<double> gpu_history_s;                 // sample times, seconds since the daemon started
+  std::vector<std::vector<double>> gpu_history_mb;   // [gpu][sample]: memory used, MiB
 };
 
 // "round 2 (3 of 4)": the round's own number, as in the journal, rounds/rNNNN and

@@ -116,6 +116,28 @@ std::string RenderStatusPage(const RunSnapshot& s) {
                  "epoch", curves)
     << "</div>";
 
+  if (!s.gpus.empty()) {
+    o << "<h2>GPUs</h2><p id=\"gpu-source\">found through " << Html(s.gpu_source) << "</p><table id=\"gpus\"><tr>"
+      << "<th>gpu</th><th>uuid</th><th>name</th><th>memory MiB</th><th>util %</th><th>temp &deg;C</th><th>power W</th></tr>";
+    auto num = [](double v, const char* fmt) {
+      if (v < 0) return std::string("&ndash;");
+      char b[32];
+      std::snprintf(b, sizeof(b), fmt, v);
+      return std::string(b);
+    };
+    for (const auto& g : s.gpus)
+      o << "<tr><td>" << g.index << "</td><td>" << Html(g.uuid) << "</td><td>" << Html(g.name) << "</td><td>"
+        << num(g.memory_used_mb, "%.0f") << " / " << num(g.memory_total_mb, "%.0f") << "</td><td>"
+        << num(g.utilization_pct, "%.0f") << "</td><td>" << num(g.temperature_c, "%.0f") << "</td><td>"
+        << num(g.power_w, "%.1f") << "</td></tr>";
+    o << "</table>";
+    std::vector<Series> mem;
+    for (size_t i = 0; i < s.gpu_history_mb.size() && i < s.gpus.size(); ++i)
+      mem.push_back({"GPU " + std::to_string(s.gpus[i].index), kPalette[i % 8], s.gpu_history_mb[i]});
+    o << "<div class=\"plots\">" << LineChart("gpu-memory", "GPU memory used (MiB)", "sample (every few seconds)", mem)
+      << "</div>";
+  }
+
   o << "<h2>Rounds</h2><table id=\"rounds\"><tr><th>round</th><th>train rows</th><th>member RMSE</th>"
     << "<th>ensemble RMSE</th><th>wall s</th></tr>";
   for (const auto& r : s.rounds_done) {
@@ -126,12 +148,14 @@ std::string RenderStatusPage(const RunSnapshot& s) {
     o << row;
   }
   o << "</table><h2>Workers</h2><table id=\"workers\"><tr><th>slot</th><th>gpu</th><th>pid</th><th>state</th>"
-    << "<th>member</th><th>RSS MiB</th><th>tasks</th><th>recycles</th></tr>";
+    << "<th>member</th><th>RSS MiB</th><th>GPU MiB</th><th>tasks</th><th>recycles</th></tr>";
   for (const auto& w : s.workers) {
     char row[512];
-    std::snprintf(row, sizeof(row), "<tr><td>%d</td><td>%s</td><td>%d</td><td>%s</td><td>%s</td><td>%.1f</td><td>%d</td><td>%d</td></tr>",
+    char gpu_mb[32] = "&ndash;";
+    if (w.gpu_memory_mb >= 0) std::snprintf(gpu_mb, sizeof(gpu_mb), "%.0f", w.gpu_memory_mb);
+    std::snprintf(row, sizeof(row), "<tr><td>%d</td><td>%s</td><td>%d</td><td>%s</td><td>%s</td><td>%.1f</td><td>%s</td><td>%d</td><td>%d</td></tr>",
                   w.slot, Html(w.gpu).c_str(), w.pid, Html(w.state).c_str(), Html(w.member).c_str(), w.rss_kb / 1024.0,
-                  w.tasks_since_start, w.recycles);
+                  gpu_mb, w.tasks_since_start, w.recycles);
     o << row;
   }
   o << "</table></body></html>";

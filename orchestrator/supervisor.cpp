@@ -23,6 +23,8 @@
 #include "common/fault_injection.h"
 #include "common/seed.h"
 #include "orchestrator/config_change.h"
+#include "orchestrator/legacy_queues.h"
+#include "orchestrator/nvml.h"
 #include "orchestrator/ensemble_summary.h"
 #include "orchestrator/mutation_policy.h"
 #include "orchestrator/pack_plan.h"
@@ -328,7 +330,12 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
     if (!HandleSignals()) return stopped();
     round_failed_ = failed_members.size();
     ServiceTick(false);
-    for (PoolEvent& e : workers_->Service()) {
+    std::vector<PoolEvent> events = workers_->Service();
+    if (std::string why = workers_->Unusable(); !why.empty()) {  // a restart cannot help
+      *error = Status::InvalidArgument(why);
+      return RoundEnd::kFailed;
+    }
+    for (PoolEvent& e : events) {
       // A pack's unpublished members may report after the round has everything it needs; such
       // late reports reach the next round's loop and must not count there.
       if (e.task.round != round) continue;
@@ -609,7 +616,32 @@ int Supervisor::Run() {
       return s.code() == Status::Code::kIOError ? exit_code::kTransientFailure : exit_code::kPermanentFailure;
     }
   }
-  auto placements = PlanWorkers(cfg_.resources, DiscoverGpus());
+  if (LegacyQueueSweep old = ReclaimLegacyQueues(); !old.removed.empty())
+    spdlog::info("removed {} message queue(s) that killed runs of an earlier ensembled left in /dev/mqueue "
+                 "(nothing had them open; their RLIMIT_MSGQUEUE budget is free again)",
+                 old.removed.size());
+  std::string nvml_note;
+  std::unique_ptr<Nvml> nvml = Nvml::Open(&nvml_note);
+  GpuInventory inventory = DiscoverGpus(nvml.get());
+  if (!nvml && inventory.source != "ENSEMBLED_GPU_COUNT") inventory.note = nvml_note;
+  std::optional<std::string> inherited;
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) inherited = v;
+  StatusOr<std::vector<WorkerPlacement>> planned = std::vector<WorkerPlacement>{};
+  if (cfg_.resources.gpus_mode == "none") {
+    planned = PlanWorkers(cfg_.resources, UsableGpus{}, inventory);
+  } else {
+    StatusOr<UsableGpus> usable = ResolveUsable(inventory, inherited);
+    planned = usable.ok() ? PlanWorkers(cfg_.resources, *usable, inventory)
+                          : StatusOr<std::vector<WorkerPlacement>>(usable.status());
+  }
+  spdlog::info("GPUs: {}{}", DescribeInventory(inventory),
+               inherited ? "; inherited CUDA_VISIBLE_DEVICES=" + *inherited : std::string());
+  if (!planned.ok()) {
+    spdlog::error("{}", planned.status().message());
+    return exit_code::kPermanentFailure;
+  }
+  gpus_ = std::make_unique<GpuMonitor>(std::move(nvml), std::move(inventory));
+  const std::vector<WorkerPlacement>& placements = *planned;
   workers_ = std::make_unique<WorkerPool>(
       &executor_,
       PoolOptions{run_id_, opts_.worker_binary, cfg_.resources.threads_per_worker, cfg_.heartbeat_timeout_s,

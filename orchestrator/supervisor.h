@@ -27,6 +27,7 @@
 #include "common/table.h"
 #include "orchestrator/control_socket.h"
 #include "orchestrator/executor.h"
+#include "orchestrator/gpu_monitor.h"
 #include "orchestrator/http_endpoint.h"
 #include "orchestrator/run_snapshot.h"
 #include "orchestrator/systemd_notifier.h"
@@ -99,6 +100,7 @@ class Supervisor {
   std::string excluded_file_;
   LocalExecutor executor_;
   std::unique_ptr<WorkerPool> workers_;
+  std::unique_ptr<GpuMonitor> gpus_;  // the GPUs found at start, sampled through NVML
   int stop_requests_ = 0;
   std::chrono::steady_clock::time_point stop_deadline_{}, last_status_write_{};
   bool paused_ = false;

@@ -91,6 +91,7 @@ RunSnapshot Supervisor::BuildSnapshot() const {
       s.worker_recycles_total += static_cast<uint64_t>(w.recycles);
     }
   }
+  if (gpus_) gpus_->Fill(&s);
   for (const json& c : progress_.committed) {
     const json& sum = c["summary"];
     s.rounds_done.push_back({c.value("round", 0), c.value("trained_rows", uint64_t{0}),
@@ -175,6 +176,7 @@ void Supervisor::ServiceTick(bool force) {
     spdlog::info("all {} workers ready", workers_->slots().size());
   }
   auto now = Clock::now();
+  if (gpus_) gpus_->MaybeSample(now, force);
   if (!force && now - last_status_write_ < std::chrono::seconds(1)) return;
   last_status_write_ = now;
   RunSnapshot snap = BuildSnapshot();

@@ -147,6 +147,9 @@ void WorkerPool::HandleMessage(const std::string& bytes, WorkerSlot& from, std::
     case MessageType::kReady:
       if (s->state == SlotState::kStarting) s->state = SlotState::kIdle;
       break;
+    case MessageType::kUnusable:
+      if (s->state == SlotState::kStarting) s->unusable = m->error.empty() ? "unusable" : m->error;
+      break;
     case MessageType::kHeartbeat:
       s->rss_kb = m->rss_kb;
       s->phase = m->phase;
@@ -223,6 +226,8 @@ void WorkerPool::Reap(std::vector<PoolEvent>* events) {
       }
       s.tasks.clear();
       s.task_index.clear();
+      if (s.state == SlotState::kStarting && s.unusable.empty() && WIFEXITED(status) && WEXITSTATUS(status) == 78)
+        s.unusable = "the worker exited 78 (permanent) before it was ready; its log line above says why";
       bool died_young = !planned && Clock::now() - s.started_at < std::chrono::seconds(10);
       s.respawn_at = Clock::now() + (died_young ? std::chrono::seconds(1) : std::chrono::seconds(0));
       s.state = SlotState::kDown;
@@ -242,7 +247,7 @@ std::vector<PoolEvent> WorkerPool::Service() {
   Reap(&events);
   auto now = Clock::now();
   for (auto& s : slots_) {
-    if (s.state == SlotState::kDown && now >= s.respawn_at) Spawn(s);
+    if (s.state == SlotState::kDown && now >= s.respawn_at && s.unusable.empty()) Spawn(s);
     bool silent = now - s.last_heard > std::chrono::duration<double>(opts_.heartbeat_timeout_s);
     bool watched = s.state == SlotState::kBusy || s.state == SlotState::kStarting;
     const bool link_lost = s.pid > 0 && !s.channel.valid() && s.term_sent == Clock::time_point{} &&
@@ -268,7 +273,7 @@ std::vector<PoolEvent> WorkerPool::Service() {
 
 bool WorkerPool::Assign(const std::vector<TaskSpec>& tasks) {
   for (auto& s : slots_) {
-    if (s.state != SlotState::kIdle) continue;
+    if (s.state != SlotState::kIdle || !s.channel.valid()) continue;  // no channel: about to go
     Message m;
     m.slot = s.placement.slot;
     m.type = MessageType::kTask;
@@ -300,6 +305,14 @@ bool WorkerPool::Assign(const std::vector<TaskSpec>& tasks) {
     return true;
   }
   return false;
+}
+
+std::string WorkerPool::Unusable() const {
+  for (const auto& s : slots_)
+    if (!s.unusable.empty())
+      return "slot " + std::to_string(s.placement.slot) + " (" +
+             (s.placement.gpu.empty() ? std::string("CPU") : "GPU " + s.placement.gpu) + "): " + s.unusable;
+  return "";
 }
 
 bool WorkerPool::AllReady() const {

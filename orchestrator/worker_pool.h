@@ -11,6 +11,9 @@
 //   kBusy     --silent past heartbeat_timeout_s--> SIGTERM; still there after kill_grace_s --> SIGKILL
 //   kDown     --after backoff-->    spawn again (at least 1 s between respawns of a slot
 //                                               whose worker died within 10 s of starting)
+//   kStarting --"unusable", or exit 78 before "ready"--> kDown for good: the slot's placement
+//                                     cannot work (its GPU is not what CUDA sees); Unusable()
+//                                     says why and the supervisor stops the run (exit 78)
 // Each worker process talks over its own WorkerChannel (a socket pair made when it is spawned);
 // the supervisor waits on all of them through one epoll descriptor. A slot's messages are read
 // before its exit is handled, so a report sent just before a worker exits still counts.
@@ -55,6 +58,7 @@ struct WorkerSlot {
   int tasks_done = 0;        // since this process started
   int recycles = 0;          // planned replacements (recycle policy)
   bool recycling = false;    // the current process announced it exits after its report
+  std::string unusable;      // why this slot's placement cannot work ("" = fine); never respawned
   int64_t rss_kb = 0;
   double gpu_reserved_mb = 0;
   TaskPhase phase = TaskPhase::kSetup;  // busy: what its last heartbeat said
@@ -103,6 +107,8 @@ class WorkerPool {
   int BusyCount() const;
   int bad_messages() const { return bad_messages_; }
   int unplanned_restarts() const { return unplanned_restarts_; }
+  // The first slot whose placement cannot work: "slot N (GPU id): why"; "" when none.
+  std::string Unusable() const;
   const std::vector<WorkerSlot>& slots() const { return slots_; }
   // Asks every worker to exit, waits up to timeout_s, then SIGKILLs the rest; closes channels.
   void Shutdown(double timeout_s);

@@ -1,40 +1,81 @@
-// Tests of orchestrator/gpu_discovery: worker planning for every resources mode, and the
-// ENSEMBLED_GPU_COUNT override of DiscoverGpus.
+// Tests of orchestrator/gpu_discovery, orchestrator/nvml and orchestrator/gpu_monitor: where
+// GPUs are found (ENSEMBLED_GPU_COUNT, NVML through the fake libnvidia-ml, /proc, nothing),
+// PCI ordering, an inherited CUDA_VISIBLE_DEVICES (indices, UUIDs, prefixes, MIG UUIDs, empty),
+// worker planning in every resources mode, and sampling (memory, utilisation, temperature,
+// power, and a worker process's GPU memory matched by pid).
 #include "orchestrator/gpu_discovery.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
-#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "orchestrator/gpu_monitor.h"
+#include "orchestrator/nvml.h"
+#include "support/process_harness.h"
+
 namespace ens {
 namespace {
+
+using namespace ens::testing;
 
 // Sets (or unsets) an environment variable for the scope, restoring the old value after.
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = std::string(old);
-    if (value != nullptr) {
-      ::setenv(name, value, 1);
-    } else {
-      ::unsetenv(name);
-    }
+    if (value != nullptr) ::setenv(name, value, 1);
+    else ::unsetenv(name);
   }
   ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
+    if (old_) ::setenv(name_, old_->c_str(), 1);
+    else ::unsetenv(name_);
   }
 
  private:
   const char* name_;
   std::optional<std::string> old_;
 };
+
+std::string FakeUuid(int i) {
+  char b[64];
+  std::snprintf(b, sizeof(b), "GPU-fa4e00%02d-0000-4000-8000-000000000000", i);
+  return b;
+}
+std::string FakeMig(int gpu, int k) {
+  char b[64];
+  std::snprintf(b, sizeof(b), "MIG-fa4e00%02d-%04d-4000-8000-000000000000", gpu, k);
+  return b;
+}
+
+// The fake NVML's state is fixed when the library loads; each process loads it once. So
+// cases needing another fake setup run in a child, which reports back through its exit code.
+template <typename F>
+int InChild(F fn) {
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) ::_exit(fn());
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+}
+
+GpuInventory FakeInventory(std::unique_ptr<Nvml>* keep = nullptr) {
+  ScopedEnv lib("ENSEMBLED_NVML_LIBRARY", ENS_FAKE_NVML);
+  ScopedEnv count("ENSEMBLED_GPU_COUNT", nullptr);
+  std::string why;
+  std::unique_ptr<Nvml> n = Nvml::Open(&why);
+  INFO(why);
+  REQUIRE(n != nullptr);
+  GpuInventory inv = DiscoverGpus(n.get());
+  if (keep) *keep = std::move(n);
+  return inv;
+}
 
 ResourcesSpec Resources(const std::string& mode, int workers_per_gpu = 1, int cpu_workers = 2) {
   ResourcesSpec r;
@@ -44,87 +85,192 @@ ResourcesSpec Resources(const std::string& mode, int workers_per_gpu = 1, int cp
   return r;
 }
 
-// Requires slots 0..n-1 in order.
-void RequireDenseSlots(const std::vector<WorkerPlacement>& plan) {
-  for (size_t i = 0; i < plan.size(); ++i) {
-    INFO("placement " << i);
-    REQUIRE(plan[i].slot == static_cast<int>(i));
-  }
+std::vector<std::string> Ids(const UsableGpus& u) {
+  std::vector<std::string> out;
+  for (const auto& d : u.devices) out.push_back(d.id);
+  return out;
 }
 
 TEST_CASE("gpus none plans cpu_workers CPU slots even when GPUs exist", "[gpu]") {
-  std::vector<WorkerPlacement> plan = PlanWorkers(Resources("none", 4, 3), {"0", "1"});
-  REQUIRE(plan.size() == 3);
-  RequireDenseSlots(plan);
-  for (const auto& p : plan) CHECK(p.gpu.empty());
+  GpuInventory inv{"ENSEMBLED_GPU_COUNT", "", {{0, "", "", "", 0, {}}, {1, "", "", "", 0, {}}}};
+  auto plan = PlanWorkers(Resources("none", 4, 3), *ResolveUsable(inv, std::nullopt), inv);
+  REQUIRE(plan.ok());
+  REQUIRE(plan->size() == 3);
+  for (size_t i = 0; i < plan->size(); ++i) {
+    CHECK((*plan)[i].slot == static_cast<int>(i));
+    CHECK((*plan)[i].gpu.empty());
+  }
 }
 
 TEST_CASE("gpus auto with nothing found falls back to CPU slots", "[gpu]") {
-  std::vector<WorkerPlacement> plan = PlanWorkers(Resources("auto", 4, 2), {});
-  REQUIRE(plan.size() == 2);
-  RequireDenseSlots(plan);
-  for (const auto& p : plan) CHECK(p.gpu.empty());
-}
-
-TEST_CASE("gpus auto with two GPUs and 4 workers each plans 8 GPU-major slots", "[gpu]") {
-  std::vector<WorkerPlacement> plan = PlanWorkers(Resources("auto", 4, 2), {"0", "1"});
-  REQUIRE(plan.size() == 8);
-  RequireDenseSlots(plan);
-  for (size_t i = 0; i < 8; ++i) {
-    INFO("slot " << i);
-    CHECK(plan[i].gpu == (i < 4 ? "0" : "1"));
-  }
-}
-
-TEST_CASE("gpus list uses the listed ids or UUIDs, not what was found", "[gpu]") {
-  ResourcesSpec r = Resources("list", 2, 5);
-  r.gpu_list = {"GPU-8f6c2e1a-0000-1111-2222-333344445555", "GPU-0b9d7c3e-aaaa-bbbb-cccc-ddddeeeeffff"};
-  std::vector<WorkerPlacement> plan = PlanWorkers(r, {"0", "1", "2"});
-  REQUIRE(plan.size() == 4);
-  RequireDenseSlots(plan);
-  CHECK(plan[0].gpu == r.gpu_list[0]);
-  CHECK(plan[1].gpu == r.gpu_list[0]);
-  CHECK(plan[2].gpu == r.gpu_list[1]);
-  CHECK(plan[3].gpu == r.gpu_list[1]);
-  // A list of indices works the same way, with nothing discovered at all.
-  r.gpu_list = {"3"};
-  plan = PlanWorkers(r, {});
-  REQUIRE(plan.size() == 2);
-  CHECK(plan[0].gpu == "3");
-  CHECK(plan[1].gpu == "3");
+  GpuInventory none{"none", "", {}};
+  auto plan = PlanWorkers(Resources("auto", 4, 2), *ResolveUsable(none, std::nullopt), none);
+  REQUIRE(plan.ok());
+  REQUIRE(plan->size() == 2);
+  for (const auto& p : *plan) CHECK(p.gpu.empty());
 }
 
 TEST_CASE("DiscoverGpus honours ENSEMBLED_GPU_COUNT", "[gpu]") {
-  {
-    ScopedEnv env("ENSEMBLED_GPU_COUNT", "3");
-    CHECK(DiscoverGpus() == std::vector<std::string>{"0", "1", "2"});
-  }
-  {
-    ScopedEnv env("ENSEMBLED_GPU_COUNT", "0");
-    CHECK(DiscoverGpus().empty());
-  }
-  {
-    ScopedEnv env("ENSEMBLED_GPU_COUNT", "-2");
-    CHECK(DiscoverGpus().empty());
-  }
-  {
-    ScopedEnv env("ENSEMBLED_GPU_COUNT", "2");
-    std::vector<WorkerPlacement> plan = PlanWorkers(Resources("auto", 4, 1), DiscoverGpus());
-    CHECK(plan.size() == 8);
-  }
+  ScopedEnv env("ENSEMBLED_GPU_COUNT", "3");
+  GpuInventory inv = DiscoverGpus(nullptr);
+  CHECK(inv.source == "ENSEMBLED_GPU_COUNT");
+  REQUIRE(inv.gpus.size() == 3);
+  auto plan = PlanWorkers(Resources("auto", 4, 1), *ResolveUsable(inv, std::nullopt), inv);
+  REQUIRE(plan.ok());
+  REQUIRE(plan->size() == 12);
+  CHECK((*plan)[0].gpu == "0");
+  CHECK((*plan)[11].gpu == "2");
 }
 
-TEST_CASE("Without the override DiscoverGpus counts /proc/driver/nvidia/gpus", "[gpu]") {
-  ScopedEnv env("ENSEMBLED_GPU_COUNT", nullptr);
-  size_t expected = 0;
-  std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
-    ++expected;
-  std::vector<std::string> found = DiscoverGpus();
-  REQUIRE(found.size() == expected);
-  for (size_t i = 0; i < found.size(); ++i) CHECK(found[i] == std::to_string(i));
-  if (expected == 0) WARN("no /proc/driver/nvidia/gpus here: only the empty case was checked");
+TEST_CASE("8 GPUs through NVML: UUIDs, names, PCI order, 4 workers each pinned by UUID", "[gpu][nvml]") {
+  CHECK(InChild([] {
+          ScopedEnv n("FAKE_NVML_GPUS", "8"), rev("FAKE_NVML_REVERSED", "1");
+          GpuInventory inv = FakeInventory();
+          if (inv.source != "nvml" || inv.gpus.size() != 8) return 1;
+          for (int i = 0; i < 8; ++i)  // listed in reverse, numbered in PCI order
+            if (inv.gpus[i].uuid != FakeUuid(i) || inv.gpus[i].index != i || inv.gpus[i].name != "Fake NVIDIA H200")
+              return 2;
+          if (inv.gpus[0].memory_total_bytes != 144ULL << 30) return 3;
+          auto plan = PlanWorkers(Resources("auto", 4, 1), *ResolveUsable(inv, std::nullopt), inv);
+          if (!plan.ok() || plan->size() != 32) return 4;
+          if ((*plan)[0].gpu != FakeUuid(0) || (*plan)[31].gpu != FakeUuid(7) || (*plan)[4].gpu != FakeUuid(1)) return 5;
+          if (DescribeInventory(inv).find("8 GPU(s) from nvml") == std::string::npos) return 6;
+          return 0;
+        }) == 0);
+}
+
+TEST_CASE("an inherited CUDA_VISIBLE_DEVICES narrows what auto uses", "[gpu][nvml]") {
+  CHECK(InChild([] {
+          ScopedEnv n("FAKE_NVML_GPUS", "8");
+          GpuInventory inv = FakeInventory();
+          auto by_index = ResolveUsable(inv, std::string("2,3"));
+          if (!by_index.ok() || Ids(*by_index) != std::vector<std::string>{FakeUuid(2), FakeUuid(3)}) return 1;
+          auto by_uuid = ResolveUsable(inv, FakeUuid(5) + "," + FakeUuid(1));
+          if (!by_uuid.ok() || Ids(*by_uuid) != std::vector<std::string>{FakeUuid(5), FakeUuid(1)}) return 2;
+          // A unique UUID prefix, as CUDA accepts it.
+          auto prefix = ResolveUsable(inv, std::string("GPU-fa4e0006"));
+          if (!prefix.ok() || Ids(*prefix) != std::vector<std::string>{FakeUuid(6)}) return 3;
+          auto empty = ResolveUsable(inv, std::string(""));
+          if (!empty.ok() || !empty->devices.empty()) return 4;
+          auto plan = PlanWorkers(Resources("auto", 2, 3), *empty, inv);
+          if (!plan.ok() || plan->size() != 3 || !(*plan)[0].gpu.empty()) return 5;  // empty: CPU workers
+          auto unknown = ResolveUsable(inv, std::string("1,9"));
+          if (unknown.ok() || unknown.status().message().find("'9'") == std::string::npos) return 6;
+          auto ambiguous = ResolveUsable(inv, std::string("GPU-fa4e"));
+          if (ambiguous.ok()) return 7;
+          // auto inside the allocation: 2 workers on each of GPUs 2 and 3.
+          plan = PlanWorkers(Resources("auto", 2, 1), *by_index, inv);
+          if (!plan.ok() || plan->size() != 4 || (*plan)[0].gpu != FakeUuid(2) || (*plan)[3].gpu != FakeUuid(3)) return 8;
+          return 0;
+        }) == 0);
+}
+
+TEST_CASE("a gpus list outside the inherited set is an error at its JSON pointer", "[gpu][nvml]") {
+  CHECK(InChild([] {
+          ScopedEnv n("FAKE_NVML_GPUS", "4");
+          GpuInventory inv = FakeInventory();
+          auto usable = ResolveUsable(inv, std::string("1,3"));
+          if (!usable.ok()) return 1;
+          ResourcesSpec r = Resources("list", 1, 1);
+          r.gpu_list = {"3", "0"};
+          auto plan = PlanWorkers(r, *usable, inv);
+          if (plan.ok() || plan.status().message().find("/resources/gpus/1") == std::string::npos ||
+              plan.status().message().find("CUDA_VISIBLE_DEVICES=1,3") == std::string::npos)
+            return 2;
+          r.gpu_list = {"3", FakeUuid(1)};  // an index and a UUID, both inside: pinned by UUID
+          plan = PlanWorkers(r, *usable, inv);
+          if (!plan.ok() || plan->size() != 2 || (*plan)[0].gpu != FakeUuid(3) || (*plan)[1].gpu != FakeUuid(1)) return 3;
+          return 0;
+        }) == 0);
+}
+
+TEST_CASE("MIG instances are devices of their own, named by MIG UUID", "[gpu][nvml]") {
+  CHECK(InChild([] {
+          ScopedEnv n("FAKE_NVML_GPUS", "2"), mig("FAKE_NVML_MIG", "1:3");
+          GpuInventory inv = FakeInventory();
+          if (inv.gpus.size() != 2 || inv.gpus[1].mig_uuids.size() != 3) return 1;
+          auto all = ResolveUsable(inv, std::nullopt);
+          if (!all.ok() || Ids(*all) != std::vector<std::string>{FakeUuid(0), FakeMig(1, 0), FakeMig(1, 1), FakeMig(1, 2)})
+            return 2;
+          auto one = ResolveUsable(inv, FakeMig(1, 2));
+          if (!one.ok() || Ids(*one) != std::vector<std::string>{FakeMig(1, 2)}) return 3;
+          auto plan = PlanWorkers(Resources("auto", 1, 1), *one, inv);
+          if (!plan.ok() || plan->size() != 1 || (*plan)[0].gpu != FakeMig(1, 2)) return 4;
+          return 0;
+        }) == 0);
+}
+
+TEST_CASE("without NVML the driver's /proc entries are read, with their UUIDs", "[gpu]") {
+  ScopedEnv count("ENSEMBLED_GPU_COUNT", nullptr);
+  ScopedEnv lib("ENSEMBLED_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1");
+  std::string why;
+  CHECK(Nvml::Open(&why) == nullptr);
+  CHECK(why.find("NVML not loaded") != std::string::npos);
+  TempDir root;
+  auto gpu = [&](const std::string& bus, const std::string& model, const std::string& uuid) {
+    std::string dir = root / ("driver/nvidia/gpus/" + bus);
+    REQUIRE(std::system(("mkdir -p '" + dir + "'").c_str()) == 0);
+    WriteText(dir + "/information", "Model: \t\t " + model + "\nIRQ:   \t\t 42\nGPU UUID: \t " + uuid +
+                                        "\nBus Location: \t " + bus + "\n");
+  };
+  gpu("0000:b1:00.0", "NVIDIA A100", "GPU-bbbb");
+  gpu("0000:3b:00.0", "NVIDIA A100", "GPU-aaaa");
+  GpuInventory inv = DiscoverGpus(nullptr, root.path());
+  CHECK(inv.source == "/proc/driver/nvidia/gpus");
+  REQUIRE(inv.gpus.size() == 2);
+  CHECK(inv.gpus[0].uuid == "GPU-aaaa");  // PCI order
+  CHECK(inv.gpus[1].uuid == "GPU-bbbb");
+  CHECK(inv.gpus[0].name == "NVIDIA A100");
+  TempDir empty;
+  GpuInventory none = DiscoverGpus(nullptr, empty.path());
+  CHECK(none.source == "none");
+  CHECK(none.gpus.empty());
+}
+
+TEST_CASE("a failing nvmlInit means no NVML, with the error", "[gpu][nvml]") {
+  CHECK(InChild([] {
+          ScopedEnv n("FAKE_NVML_GPUS", "2"), fail("FAKE_NVML_INIT_ERROR", "9");
+          ScopedEnv lib("ENSEMBLED_NVML_LIBRARY", ENS_FAKE_NVML);
+          std::string why;
+          if (Nvml::Open(&why) != nullptr) return 1;
+          return why.find("nvmlInit failed with NVML error 9") != std::string::npos ? 0 : 2;
+        }) == 0);
+}
+
+TEST_CASE("GpuMonitor samples every GPU and each worker process's GPU memory", "[gpu][nvml]") {
+  CHECK(InChild([] {
+          ScopedEnv n("FAKE_NVML_GPUS", "2");
+          std::unique_ptr<Nvml> nvml;
+          GpuInventory inv = FakeInventory(&nvml);
+          // A "worker" pinned to GPU 1: a child of this process with that CUDA_VISIBLE_DEVICES.
+          pid_t w = ::fork();
+          if (w == 0) {
+            ::setenv("CUDA_VISIBLE_DEVICES", FakeUuid(1).c_str(), 1);
+            ::execl("/bin/sleep", "sleep", "30", static_cast<char*>(nullptr));
+            ::_exit(127);
+          }
+          ::usleep(300000);  // until it has exec'd with its environment
+          GpuMonitor mon(std::move(nvml), inv);
+          mon.MaybeSample(GpuMonitor::Clock::now(), true);
+          RunSnapshot s;
+          s.workers.push_back({0, FakeUuid(1), static_cast<int>(w), "busy", "m000", "training", 0, 0, 0, 1, 0});
+          s.workers.push_back({1, FakeUuid(0), 999999, "idle", "", "", 0, 0, 0, 1, 0});
+          mon.Fill(&s);
+          ::kill(w, SIGKILL);
+          ::waitpid(w, nullptr, 0);
+          if (s.gpu_source != "nvml" || s.gpus.size() != 2) return 1;
+          if (s.gpus[1].memory_used_mb != 1024 + 256 || s.gpus[0].memory_used_mb != 1024) return 2;
+          if (s.gpus[0].memory_total_mb != 144 * 1024 || s.gpus[0].utilization_pct != 37) return 3;
+          if (s.gpus[0].temperature_c != 45 || s.gpus[0].power_w != 123.456) return 4;
+          if (s.workers[0].gpu_memory_mb != 256 || s.workers[1].gpu_memory_mb != -1) return 5;
+          if (s.gpu_history_mb.size() != 2 || s.gpu_history_mb[1].size() != 1) return 6;
+          // Not due again within the interval; due when forced.
+          mon.MaybeSample(GpuMonitor::Clock::now());
+          RunSnapshot t;
+          mon.Fill(&t);
+          if (t.gpu_history_mb[0].size() != 1) return 7;
+          return 0;
+        }) == 0);
 }
 
 }  // namespace

@@ -309,5 +309,46 @@ TEST_CASE("metric values keep their precision (large counters are not rounded to
   CHECK(One(e, "ensembled_task_duration_seconds_count") == 12345678);
 }
 
+TEST_CASE("GPU series are valid exposition with gpu and uuid labels; readings NVML did not give are left out",
+          "[service][metrics][gpu]") {
+  RunSnapshot s;
+  s.run_name = "g";
+  s.task_seconds_buckets.assign(s.task_seconds_bucket_bounds.size(), 0);
+  GpuView a;
+  a.index = 0;
+  a.uuid = "GPU-aaaa";
+  a.memory_used_mb = 1024;
+  a.memory_total_mb = 2048;
+  a.utilization_pct = 50;
+  a.temperature_c = 60;
+  a.power_w = 300.5;
+  GpuView b = a;
+  b.index = 1;
+  b.uuid = "GPU-bbbb";
+  b.power_w = -1;  // not supported on this GPU
+  s.gpus = {a, b};
+  WorkerView w;
+  w.slot = 3;
+  w.gpu = "GPU-bbbb";
+  w.gpu_memory_mb = 512;
+  WorkerView cpu;
+  cpu.slot = 4;
+  cpu.gpu = "cpu";
+  s.workers = {w, cpu};
+  Exposition e = ParseExposition(RenderPrometheus(s));
+  INFO(Joined(e.problems, "\n"));
+  CHECK(e.problems.empty());
+  std::map<std::string, double> got;
+  for (const auto& x : e.samples)
+    if (x.name.rfind("ensembled_gpu_", 0) == 0) got[x.name + "{" + x.labels + "}"] = x.value;
+  CHECK(got["ensembled_gpu_memory_used_bytes{run=\"g\",gpu=\"0\",uuid=\"GPU-aaaa\"}"] == 1024.0 * 1048576);
+  CHECK(got["ensembled_gpu_utilization_ratio{run=\"g\",gpu=\"1\",uuid=\"GPU-bbbb\"}"] == 0.5);
+  CHECK(got["ensembled_gpu_power_watts{run=\"g\",gpu=\"0\",uuid=\"GPU-aaaa\"}"] == 300.5);
+  CHECK(got.count("ensembled_gpu_power_watts{run=\"g\",gpu=\"1\",uuid=\"GPU-bbbb\"}") == 0);
+  CHECK(got["ensembled_gpu_worker_memory_bytes{run=\"g\",slot=\"3\",gpu=\"1\",uuid=\"GPU-bbbb\"}"] == 512.0 * 1048576);
+  CHECK(got.size() == 10);  // 5 families x 2 GPUs - 1 missing power + 1 worker
+  CHECK(e.types["ensembled_gpu_temperature_celsius"] == "gauge");
+}
+
 }  // namespace
 }  // namespace ens

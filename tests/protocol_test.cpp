@@ -141,6 +141,18 @@ TEST_CASE("Every message type round-trips", "[protocol]") {
     CHECK(d.type == MessageType::kShutdown);
     CHECK(d.slot == 7);
   }
+  SECTION("unusable") {
+    m.type = MessageType::kUnusable;
+    m.pid = 4242;
+    m.error = "given GPU GPU-1234, but CUDA sees no device";
+    Message d = RoundTrip(m);
+    CHECK(d.type == MessageType::kUnusable);
+    CHECK(d.pid == 4242);
+    CHECK(d.error == m.error);
+    json j = json::parse(EncodeMessage(m));
+    j.erase("error");
+    RequireRejected(j.dump(), {"unusable", "error"});
+  }
   SECTION("task with a full MemberSpec") {
     m.type = MessageType::kTask;
     m.task = FullTask();

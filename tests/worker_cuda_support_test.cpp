@@ -1,8 +1,10 @@
 // Tests of worker/cuda_support through the real ensemble-worker: a CPU worker never loads
 // libtorch's CUDA half; a worker run with no CUDA_VISIBLE_DEVICES loads it (and runs on the CPU
 // where there is no GPU, as before); a worker given a GPU whose CUDA support cannot load fails
-// at start, permanently, naming the GPU and the loader's error. A served worker also says
-// ready over the channel it is given and exits 0 when the supervisor's end closes.
+// at start, permanently, naming the GPU and the loader's error; a GPU worker whose GPU CUDA
+// does not see (hook ENSEMBLED_TEST_CUDA_SEES, or the real driver API where there is no GPU)
+// says "unusable" instead of ready. A served worker says ready over the channel it is given and
+// exits 0 when the supervisor's end closes.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -107,9 +109,60 @@ TEST_CASE("a GPU worker whose CUDA support cannot load fails at start, permanent
   CHECK(code == exit_code::kPermanentFailure);
   CHECK(err.find("given GPU 3") != std::string::npos);
   CHECK(err.find("libensembled-no-such-cuda.so") != std::string::npos);
-  auto got = w.link.Receive(0);  // it never said ready
+  // It said why instead of ready, then closed.
+  auto got = w.link.Receive(0);
+  REQUIRE(got.ok());
+  REQUIRE(got->kind == WorkerChannel::Received::kMessage);
+  auto m = DecodeMessage(got->bytes);
+  REQUIRE(m.ok());
+  CHECK(m->type == MessageType::kUnusable);
+  CHECK(m->error.find("libensembled-no-such-cuda.so") != std::string::npos);
+  got = w.link.Receive(0);
   REQUIRE(got.ok());
   CHECK(got->kind == WorkerChannel::Received::kClosed);
+}
+
+// The first message of a worker given GPU `visible` while CUDA reports `sees`.
+Message FirstMessage(const std::string& visible, const std::string& sees, const std::string& err_file) {
+  ::setenv("ENSEMBLED_TEST_CUDA_SEES", sees.c_str(), 1);
+  ServedWorker w;
+  StartServe(&w, visible, err_file);
+  ::unsetenv("ENSEMBLED_TEST_CUDA_SEES");
+  auto got = w.link.Receive(60000);
+  REQUIRE(got.ok());
+  REQUIRE(got->kind == WorkerChannel::Received::kMessage);
+  auto m = DecodeMessage(got->bytes);
+  REQUIRE(m.ok());
+  if (m->type == MessageType::kUnusable) CHECK(WaitAtMost(w.pid, 30) == exit_code::kPermanentFailure);
+  else CHECK(ExitAfterClose(w) == 0);
+  w.pid = -1;
+  return *m;
+}
+
+TEST_CASE("a GPU worker checks that CUDA sees the GPU it was given before it says ready", "[cuda_support]") {
+  TempDir tmp;
+  const std::string gpu = "GPU-fa4e0001-0000-4000-8000-000000000000";
+  Message none = FirstMessage(gpu, "none", tmp / "e1");
+  CHECK(none.type == MessageType::kUnusable);
+  CHECK(none.error.find("given GPU " + gpu) != std::string::npos);
+  CHECK(none.error.find("CUDA sees no device") != std::string::npos);
+  Message other = FirstMessage(gpu, "GPU-fa4e0002-0000-4000-8000-000000000000", tmp / "e2");
+  CHECK(other.type == MessageType::kUnusable);
+  CHECK(other.error.find("CUDA sees a different device, fa4e0002") != std::string::npos);
+  Message same = FirstMessage(gpu, "given", tmp / "e3");
+  CHECK(same.type == MessageType::kReady);
+  // Without the hook, on a machine with no NVIDIA driver, the real check says so.
+  if (::access("/proc/driver/nvidia", F_OK) != 0) {
+    ServedWorker w;
+    StartServe(&w, gpu, tmp / "e4");
+    auto got = w.link.Receive(60000);
+    REQUIRE(got.ok());
+    REQUIRE(got->kind == WorkerChannel::Received::kMessage);
+    auto m = DecodeMessage(got->bytes);
+    REQUIRE(m.ok());
+    CHECK(m->type == MessageType::kUnusable);
+    CHECK(m->error.find("given GPU " + gpu) != std::string::npos);
+  }
 }
 
 }  // namespace

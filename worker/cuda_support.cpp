@@ -2,7 +2,9 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace ens {
 
@@ -33,6 +35,76 @@ Status RequireCudaSupport(const CudaSupportResult& r) {
   if (r.state != CudaSupport::kUnavailable || Wanted() != Want::kMust) return Status::Ok();
   return Status::InvalidArgument(std::string("this worker was given GPU ") + std::getenv("CUDA_VISIBLE_DEVICES") +
                                  " but libtorch's CUDA support did not load: " + r.detail);
+}
+
+namespace {
+
+// What the CUDA driver reports about the first visible device: its UUID ("" and *why when none).
+std::string DriverDeviceUuid(std::string* why) {
+  void* h = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) {
+    const char* e = ::dlerror();
+    *why = std::string("no CUDA driver: ") + (e != nullptr ? e : "libcuda.so.1 not found");
+    return "";
+  }
+  using InitFn = int (*)(unsigned int);
+  using CountFn = int (*)(int*);
+  using GetFn = int (*)(int*, int);
+  using UuidFn = int (*)(unsigned char*, int);  // CUuuid is 16 bytes
+  auto init = reinterpret_cast<InitFn>(::dlsym(h, "cuInit"));
+  auto count = reinterpret_cast<CountFn>(::dlsym(h, "cuDeviceGetCount"));
+  auto get = reinterpret_cast<GetFn>(::dlsym(h, "cuDeviceGet"));
+  auto uuid = reinterpret_cast<UuidFn>(::dlsym(h, "cuDeviceGetUuid_v2"));
+  if (uuid == nullptr) uuid = reinterpret_cast<UuidFn>(::dlsym(h, "cuDeviceGetUuid"));
+  int n = 0, dev = 0;
+  if (init == nullptr || count == nullptr || get == nullptr || uuid == nullptr) {
+    *why = "the CUDA driver lacks cuInit/cuDeviceGetCount/cuDeviceGet/cuDeviceGetUuid";
+    return "";
+  }
+  if (int r = init(0); r != 0) {
+    *why = "cuInit failed with CUDA error " + std::to_string(r);
+    return "";
+  }
+  if (count(&n) != 0 || n == 0) {
+    *why = "CUDA sees no device";
+    return "";
+  }
+  unsigned char b[16];
+  if (get(&dev, 0) != 0 || uuid(b, dev) != 0) {
+    *why = "CUDA cannot read its device's UUID";
+    return "";
+  }
+  char text[64];
+  std::snprintf(text, sizeof(text), "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  return text;
+}
+
+// "GPU-8f6c..." / "MIG-8f6c..." -> "8f6c..." (the driver reports the bare hex form).
+std::string BareUuid(const std::string& id) {
+  if (id.rfind("GPU-", 0) == 0 || id.rfind("MIG-", 0) == 0) return id.substr(4);
+  return id;
+}
+
+}  // namespace
+
+Status CheckAssignedGpu() {
+  if (Wanted() != Want::kMust) return Status::Ok();
+  const std::string given = std::getenv("CUDA_VISIBLE_DEVICES");
+  std::string seen, why;
+  if (const char* fake = std::getenv("ENSEMBLED_TEST_CUDA_SEES")) {
+    if (std::strcmp(fake, "none") == 0) why = "CUDA sees no device (ENSEMBLED_TEST_CUDA_SEES)";
+    else seen = std::strcmp(fake, "given") == 0 ? BareUuid(given) : BareUuid(fake);
+  } else {
+    seen = DriverDeviceUuid(&why);
+  }
+  if (seen.empty())
+    return Status::InvalidArgument("given GPU " + given + ", but " + why +
+                                   " (check the driver, the container's GPU access and CUDA_VISIBLE_DEVICES)");
+  const bool by_uuid = given.rfind("GPU-", 0) == 0 || given.rfind("MIG-", 0) == 0;
+  if (by_uuid && BareUuid(given) != seen)
+    return Status::InvalidArgument("given GPU " + given + ", but CUDA sees a different device, " + seen);
+  return Status::Ok();
 }
 
 }  // namespace ens

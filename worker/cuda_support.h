@@ -34,4 +34,15 @@ CudaSupportResult LoadCudaSupport();
 // the worker cannot make the library appear). OK in every other case.
 Status RequireCudaSupport(const CudaSupportResult& r);
 
+// A GPU worker's check that CUDA sees the device it was given, before it says ready, so a
+// worker never trains on the CPU while everyone believes it has a GPU. CUDA must see a device,
+// and when CUDA_VISIBLE_DEVICES is a UUID ("GPU-..." or "MIG-..."), that device's UUID must be
+// it. Asked through the CUDA driver API (libcuda.so.1 by dlopen: cuInit, cuDeviceGetCount,
+// cuDeviceGet, cuDeviceGetUuid), which needs no libtorch and makes no context.
+// InvalidArgument (permanent: another process would see the same) naming the GPU and what CUDA
+// reported. OK for a CPU worker and for CUDA_VISIBLE_DEVICES unset.
+// Test hook: ENSEMBLED_TEST_CUDA_SEES replaces what CUDA reports: "none" (no device), a UUID
+// (the device seen), or "given" (exactly the device given: a GPU worker on a CPU machine).
+Status CheckAssignedGpu();
+
 }  // namespace ens

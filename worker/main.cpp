@@ -45,15 +45,27 @@ Status SendReport(WorkerChannel& c, const Message& m, int timeout_ms) {
   return c.Send(EncodeMessage(m), timeout_ms);
 }
 
-int Serve(int channel_fd, int slot, const RecycleSpec& recycle_spec, int heartbeat_ms) {
+// placement: whether this worker can work where it was placed (cuda_support.h); when not, it
+// says so instead of ready and exits 78.
+int Serve(int channel_fd, int slot, const RecycleSpec& recycle_spec, int heartbeat_ms, const Status& placement) {
   auto adopted = WorkerChannel::Adopt(channel_fd);
   if (!adopted.ok()) {
     Log(slot, adopted.status().ToString());
     return exit_code::kUsage;
   }
   WorkerChannel& link = *adopted;
-  ConfigureTorchForDeterminism();
   const int64_t pid = ::getpid();
+  if (!placement.ok()) {
+    Log(slot, placement.message());
+    Message m;
+    m.type = MessageType::kUnusable;
+    m.slot = slot;
+    m.pid = pid;
+    m.error = placement.message().substr(0, 3000);
+    (void)SendReport(link, m, 10000);
+    return exit_code::kPermanentFailure;
+  }
+  ConfigureTorchForDeterminism();
   Message ready;
   ready.type = MessageType::kReady;
   ready.slot = slot;
@@ -225,7 +237,7 @@ int main(int argc, char** argv) {
   int slot = 0, features = 0, heartbeat_ms = 1000;
   ens::RecycleSpec recycle;
   std::vector<std::string> checkpoints;
-  auto* serve = app.add_subcommand("serve", "serve tasks from the supervisor's queues");
+  auto* serve = app.add_subcommand("serve", "serve tasks from the supervisor over the channel it passes");
   serve->add_option("--run-id", run_id, "run id (shown by ps: the run this worker serves)")->required();
   serve->add_option("--channel-fd", channel_fd, "descriptor of the supervisor's channel")
       ->check(CLI::NonNegativeNumber);
@@ -253,13 +265,15 @@ int main(int argc, char** argv) {
 
   // Before any libtorch call: the CUDA backend registers itself while it loads.
   const ens::CudaSupportResult cuda = ens::LoadCudaSupport();
-  if (ens::Status s = ens::RequireCudaSupport(cuda); !s.ok()) {
-    std::cerr << "[worker slot=" << slot << " pid=" << ::getpid() << "] " << s.message() << std::endl;
+  ens::Status gpu = ens::RequireCudaSupport(cuda);
+  if (gpu.ok() && *serve) gpu = ens::CheckAssignedGpu();  // a worker never trains on a GPU it lacks
+  if (!gpu.ok() && !*serve) {
+    std::cerr << gpu.message() << std::endl;
     return ens::exit_code::kPermanentFailure;
   }
 
   // The supervisor forwards signals; a worker dies with the default action.
-  if (*serve) return ens::Serve(channel_fd, slot, recycle, heartbeat_ms);
+  if (*serve) return ens::Serve(channel_fd, slot, recycle, heartbeat_ms, gpu);
   if (*one) return ens::TrainSequence(task_files);
   if (*exp) return ens::Export(output, checkpoints);
   if (*predict) return ens::Predict(input, features, output, checkpoints);
