@@ -88,6 +88,8 @@ std::string BareUuid(const std::string& id) {
 
 }  // namespace
 
+bool IsGpuSlot() { return Wanted() == Want::kMust; }
+
 Status CheckAssignedGpu() {
   if (Wanted() != Want::kMust) return Status::Ok();
   const std::string given = std::getenv("CUDA_VISIBLE_DEVICES");

@@ -45,4 +45,7 @@ Status RequireCudaSupport(const CudaSupportResult& r);
 // (the device seen), or "given" (exactly the device given: a GPU worker on a CPU machine).
 Status CheckAssignedGpu();
 
+// True for a worker given a GPU (CUDA_VISIBLE_DEVICES set and not empty).
+bool IsGpuSlot();
+
 }  // namespace ens

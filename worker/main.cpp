@@ -55,17 +55,26 @@ int Serve(int channel_fd, int slot, const RecycleSpec& recycle_spec, int heartbe
   }
   WorkerChannel& link = *adopted;
   const int64_t pid = ::getpid();
-  if (!placement.ok()) {
-    Log(slot, placement.message());
+  Status usable = placement;
+  if (usable.ok()) {
+    ConfigureTorchForDeterminism();
+    // The driver sees the GPU; libtorch must be able to use it too, or this worker would train
+    // on the CPU while the run believes it has a GPU (the hook stands in for the whole check).
+    if (IsGpuSlot() && std::getenv("ENSEMBLED_TEST_CUDA_SEES") == nullptr && TorchDeviceDescription() != "cuda")
+      usable = Status::InvalidArgument("given GPU " + std::string(std::getenv("CUDA_VISIBLE_DEVICES")) +
+                                       ", which the CUDA driver sees, but libtorch cannot use CUDA (a driver too "
+                                       "old for this torch build's CUDA?)");
+  }
+  if (!usable.ok()) {
+    Log(slot, usable.message());
     Message m;
     m.type = MessageType::kUnusable;
     m.slot = slot;
     m.pid = pid;
-    m.error = placement.message().substr(0, 3000);
+    m.error = usable.message().substr(0, 3000);
     (void)SendReport(link, m, 10000);
     return exit_code::kPermanentFailure;
   }
-  ConfigureTorchForDeterminism();
   Message ready;
   ready.type = MessageType::kReady;
   ready.slot = slot;
