@@ -58,15 +58,21 @@ void StartServe(ServedWorker* w, std::optional<std::string> visible, const std::
   w->link = std::move(pair->first);
 }
 
-// Waits for the worker's ready message; returns its maps while it idles.
-std::string MapsWhenReady(ServedWorker& w) {
-  auto got = w.link.Receive(60000);
+// The next message from the worker, decoded (waits up to timeout_ms).
+Message NextMessage(ServedWorker& w, int timeout_ms = 60000) {
+  auto got = w.link.Receive(timeout_ms);
   REQUIRE(got.ok());
   REQUIRE(got->kind == WorkerChannel::Received::kMessage);
   auto m = DecodeMessage(got->bytes);
   REQUIRE(m.ok());
-  CHECK(m->type == MessageType::kReady);
-  CHECK(m->pid == w.pid);
+  return *m;
+}
+
+// Waits for the worker's ready message; returns its maps while it idles.
+std::string MapsWhenReady(ServedWorker& w) {
+  Message m = NextMessage(w);
+  CHECK(m.type == MessageType::kReady);
+  CHECK(m.pid == w.pid);
   return MapsOf(w.pid);
 }
 
@@ -110,14 +116,10 @@ TEST_CASE("a GPU worker whose CUDA support cannot load fails at start, permanent
   CHECK(err.find("given GPU 3") != std::string::npos);
   CHECK(err.find("libensembled-no-such-cuda.so") != std::string::npos);
   // It said why instead of ready, then closed.
+  Message m = NextMessage(w, 0);
+  CHECK(m.type == MessageType::kUnusable);
+  CHECK(m.error.find("libensembled-no-such-cuda.so") != std::string::npos);
   auto got = w.link.Receive(0);
-  REQUIRE(got.ok());
-  REQUIRE(got->kind == WorkerChannel::Received::kMessage);
-  auto m = DecodeMessage(got->bytes);
-  REQUIRE(m.ok());
-  CHECK(m->type == MessageType::kUnusable);
-  CHECK(m->error.find("libensembled-no-such-cuda.so") != std::string::npos);
-  got = w.link.Receive(0);
   REQUIRE(got.ok());
   CHECK(got->kind == WorkerChannel::Received::kClosed);
 }
@@ -128,15 +130,11 @@ Message FirstMessage(const std::string& visible, const std::string& sees, const 
   ServedWorker w;
   StartServe(&w, visible, err_file);
   ::unsetenv("ENSEMBLED_TEST_CUDA_SEES");
-  auto got = w.link.Receive(60000);
-  REQUIRE(got.ok());
-  REQUIRE(got->kind == WorkerChannel::Received::kMessage);
-  auto m = DecodeMessage(got->bytes);
-  REQUIRE(m.ok());
-  if (m->type == MessageType::kUnusable) CHECK(WaitAtMost(w.pid, 30) == exit_code::kPermanentFailure);
+  Message m = NextMessage(w);
+  if (m.type == MessageType::kUnusable) CHECK(WaitAtMost(w.pid, 30) == exit_code::kPermanentFailure);
   else CHECK(ExitAfterClose(w) == 0);
   w.pid = -1;
-  return *m;
+  return m;
 }
 
 TEST_CASE("a GPU worker checks that CUDA sees the GPU it was given before it says ready", "[cuda_support]") {
@@ -155,13 +153,9 @@ TEST_CASE("a GPU worker checks that CUDA sees the GPU it was given before it say
   if (::access("/proc/driver/nvidia", F_OK) != 0) {
     ServedWorker w;
     StartServe(&w, gpu, tmp / "e4");
-    auto got = w.link.Receive(60000);
-    REQUIRE(got.ok());
-    REQUIRE(got->kind == WorkerChannel::Received::kMessage);
-    auto m = DecodeMessage(got->bytes);
-    REQUIRE(m.ok());
-    CHECK(m->type == MessageType::kUnusable);
-    CHECK(m->error.find("given GPU " + gpu) != std::string::npos);
+    Message m = NextMessage(w);
+    CHECK(m.type == MessageType::kUnusable);
+    CHECK(m.error.find("given GPU " + gpu) != std::string::npos);
   }
 }
 
