@@ -4,6 +4,8 @@
 // RestartPreventExitStatus=, so systemd does not loop on a bad config or bad data.
 #pragma once
 
+#include "common/status.h"
+
 namespace ens::exit_code {
 
 inline constexpr int kOk = 0;
@@ -19,3 +21,25 @@ inline constexpr int kVerifyMismatch = 3;
 inline constexpr int kWorkerRecycle = 0;
 
 }  // namespace ens::exit_code
+
+namespace ens {
+
+// The one place a failure becomes an exit code. Transient (1: systemd restarts, a restart may
+// succeed): I/O errors, timeouts (a mutation command that ran out of time), internal errors and
+// cancellations. Permanent (78: not restarted): bad config or data (InvalidArgument), a file or
+// key that is not there (NotFound), state that does not check out (Corruption).
+inline int ExitCodeFor(const Status& s) {
+  switch (s.code()) {
+    case Status::Code::kOk: return exit_code::kOk;
+    case Status::Code::kIOError:
+    case Status::Code::kTimeout:
+    case Status::Code::kInternal:
+    case Status::Code::kCancelled: return exit_code::kTransientFailure;
+    case Status::Code::kInvalidArgument:
+    case Status::Code::kNotFound:
+    case Status::Code::kCorruption: return exit_code::kPermanentFailure;
+  }
+  return exit_code::kTransientFailure;
+}
+
+}  // namespace ens

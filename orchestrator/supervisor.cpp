@@ -570,7 +570,7 @@ int Supervisor::Run() {
   Status s = Prepare();
   if (!s.ok()) {
     spdlog::error("{}", s.ToString());
-    return s.code() == Status::Code::kIOError ? exit_code::kTransientFailure : exit_code::kPermanentFailure;
+    return ExitCodeFor(s);
   }
   if (progress_.finished && progress_.finish_reason == "all rounds done" && cfg_.rounds.count > progress_.next_round) {
     s = journal_->Append({{"event", "run_extended"}, {"from_rounds", progress_.next_round},
@@ -613,7 +613,7 @@ int Supervisor::Run() {
     s = ApplyDeferredMutation();
     if (!s.ok()) {
       spdlog::error("{}", s.ToString());
-      return s.code() == Status::Code::kIOError ? exit_code::kTransientFailure : exit_code::kPermanentFailure;
+      return ExitCodeFor(s);
     }
   }
   if (LegacyQueueSweep old = ReclaimLegacyQueues(); !old.removed.empty())
@@ -652,7 +652,7 @@ int Supervisor::Run() {
   if (s.ok()) s = StartService();
   if (!s.ok()) {  // limits that can never fit the workers are permanent; anything else may pass
     spdlog::error("{}", s.ToString());
-    return s.code() == Status::Code::kInvalidArgument ? exit_code::kPermanentFailure : exit_code::kTransientFailure;
+    return ExitCodeFor(s);
   }
   std::printf("ensembled: run '%s' in %s: %zu members, %d rounds, %zu %s workers\n", cfg_.run_name.c_str(),
               layout_.root().c_str(), cfg_.members.size(), cfg_.rounds.count, placements.size(),
@@ -672,7 +672,7 @@ int Supervisor::Run() {
     }
     if (end == RoundEnd::kFailed) {
       spdlog::error("{}", err.ToString());
-      code = err.code() == Status::Code::kIOError ? exit_code::kTransientFailure : exit_code::kPermanentFailure;
+      code = ExitCodeFor(err);
       break;
     }
     ApplyPendingReload();  // the round boundary: safe config changes apply from here on
@@ -685,7 +685,7 @@ int Supervisor::Run() {
     }
     if (!s.ok()) {
       spdlog::error("round {} commit: {}", round, s.ToString());
-      code = s.code() == Status::Code::kIOError ? exit_code::kTransientFailure : exit_code::kPermanentFailure;
+      code = ExitCodeFor(s);
       break;
     }
     if (stop_now) {

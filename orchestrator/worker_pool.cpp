@@ -92,6 +92,9 @@ void WorkerPool::Spawn(WorkerSlot& s) {
     spdlog::error("slot {}: cannot start worker: {}", s.placement.slot, pid.status().message());
     s.state = SlotState::kDown;
     s.respawn_at = Clock::now() + std::chrono::seconds(2);
+    if (++s.failed_starts >= kSlotStartBudget && s.unusable.empty())
+      s.unusable = "its worker could not be started " + std::to_string(s.failed_starts) +
+                   " times in a row: " + pid.status().message();
     return;
   }
   s.pid = *pid;
@@ -146,6 +149,7 @@ void WorkerPool::HandleMessage(const std::string& bytes, WorkerSlot& from, std::
   switch (m->type) {
     case MessageType::kReady:
       if (s->state == SlotState::kStarting) s->state = SlotState::kIdle;
+      s->failed_starts = 0;
       break;
     case MessageType::kUnusable:
       if (s->state == SlotState::kStarting) s->unusable = m->error.empty() ? "unusable" : m->error;
@@ -228,6 +232,17 @@ void WorkerPool::Reap(std::vector<PoolEvent>* events) {
       s.task_index.clear();
       if (s.state == SlotState::kStarting && s.unusable.empty() && WIFEXITED(status) && WEXITSTATUS(status) == 78)
         s.unusable = "the worker exited 78 (permanent) before it was ready; its log line above says why";
+      // Restart budget: a worker that never gets as far as "ready" (a binary that cannot exec,
+      // a library missing, a crash at start) would otherwise be respawned every second forever.
+      if (s.state == SlotState::kStarting && !planned) {
+        s.failed_starts += 1;
+        if (s.failed_starts >= kSlotStartBudget && s.unusable.empty())
+          s.unusable = "its worker failed to start " + std::to_string(s.failed_starts) +
+                       " times in a row, never ready; the last one " + how +
+                       (WIFEXITED(status) && WEXITSTATUS(status) == 127
+                            ? " (the worker binary could not be executed: " + opts_.worker_binary + ")"
+                            : " (its log lines above say why)");
+      }
       bool died_young = !planned && Clock::now() - s.started_at < std::chrono::seconds(10);
       s.respawn_at = Clock::now() + (died_young ? std::chrono::seconds(1) : std::chrono::seconds(0));
       s.state = SlotState::kDown;

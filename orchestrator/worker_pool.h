@@ -14,6 +14,9 @@
 //   kStarting --"unusable", or exit 78 before "ready"--> kDown for good: the slot's placement
 //                                     cannot work (its GPU is not what CUDA sees); Unusable()
 //                                     says why and the supervisor stops the run (exit 78)
+//   kStarting --dies before "ready", kSlotStartBudget times in a row--> kDown for good, the same
+//                                     way (restart budget: a worker binary that cannot exec or
+//                                     crashes at start is not respawned every second forever)
 // Each worker process talks over its own WorkerChannel (a socket pair made when it is spawned);
 // the supervisor waits on all of them through one epoll descriptor. A slot's messages are read
 // before its exit is handled, so a report sent just before a worker exits still counts.
@@ -42,6 +45,10 @@
 namespace ens {
 
 enum class SlotState { kDown, kStarting, kIdle, kBusy, kStopping };
+
+// Consecutive failed starts (a worker dead, or not startable, before "ready") after which a slot
+// is given up and the run stops with exit 78. A worker that once said ready resets the count.
+inline constexpr int kSlotStartBudget = 10;
 const char* SlotStateName(SlotState s);
 
 struct WorkerSlot {
@@ -59,6 +66,7 @@ struct WorkerSlot {
   int recycles = 0;          // planned replacements (recycle policy)
   bool recycling = false;    // the current process announced it exits after its report
   std::string unusable;      // why this slot's placement cannot work ("" = fine); never respawned
+  int failed_starts = 0;     // consecutive processes that died (or could not start) before "ready"
   int64_t rss_kb = 0;
   double gpu_reserved_mb = 0;
   TaskPhase phase = TaskPhase::kSetup;  // busy: what its last heartbeat said

@@ -230,8 +230,7 @@ int Predict(const std::string& input, int features, const std::string& output,
 int Export(const std::string& output, const std::vector<std::string>& checkpoints) {
   Status s = ExportEnsemble(checkpoints, output);
   if (!s.ok()) std::cerr << "export: " << s.ToString() << "\n";
-  if (s.ok()) return exit_code::kOk;
-  return s.code() == Status::Code::kIOError ? exit_code::kTransientFailure : exit_code::kPermanentFailure;
+  return ExitCodeFor(s);
 }
 
 }  // namespace
