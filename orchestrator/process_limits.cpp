@@ -1,6 +1,7 @@
 #include "orchestrator/process_limits.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <string>
@@ -36,6 +37,8 @@ Status FitProcessLimits(int workers, int threads_per_worker) {
                  "descriptors", "n", "LimitNOFILE", workers);
   if (!s.ok()) return s;
   // The supervisor's and the workers' threads; what else the user runs is not known here.
+  // The kernel does not hold root to RLIMIT_NPROC: nothing to fit then.
+  if (::getuid() == 0) return Status::Ok();
   const long threads = kSupervisorThreads + workers * (threads_per_worker + kWorkerExtraThreads);
   return Fit(RLIMIT_NPROC, threads, "the process limit of this user (RLIMIT_NPROC, which counts threads)",
              "threads", "u", "LimitNPROC", workers);

@@ -4,7 +4,8 @@
 //   - one descriptor in the supervisor (its end of the worker's WorkerChannel), counted against
 //     the supervisor's RLIMIT_NOFILE (per process);
 //   - its threads (threads_per_worker compute threads plus a few of libtorch's and ours), counted
-//     against the user's RLIMIT_NPROC, which on Linux counts threads, across everything the user runs.
+//     against the user's RLIMIT_NPROC, which on Linux counts threads, across everything the user
+//     runs (not for root, whom the kernel does not hold to it).
 // Nothing is taken from RLIMIT_MSGQUEUE (no POSIX queues) or from /dev/shm (the dataset is a
 // file in the state directory).
 // FitProcessLimits raises a soft limit that is too low up to what is needed (never above the
