@@ -70,7 +70,7 @@ TEST_CASE("every key of the normalised config has a change rule", "[config]") {
   CHECK(RuleFor("/service/http_port") == ChangeRule::kRestart);
 }
 
-TEST_CASE("a diff names each change by pointer with its rule; reload and resume refuse their own", "[config]") {
+TEST_CASE("a diff names each change by pointer with its rule - reload and resume refuse their own", "[config]") {
   Config a = Parse(kFull), b = a;
   b.members[1].lr = 0.01;
   b.rounds.count = 4;

@@ -79,7 +79,7 @@ TEST_CASE("a GPU that CUDA sees as another device is refused the same way", "[gp
   CHECK(run.err.find("CUDA sees a different device, fa4e0007") != std::string::npos);
 }
 
-TEST_CASE("auto honours an inherited CUDA_VISIBLE_DEVICES; a gpus list outside it is a config error",
+TEST_CASE("auto honours an inherited CUDA_VISIBLE_DEVICES - a gpus list outside it is a config error",
           "[gpu][placement]") {
   TempDir tmp;
   WriteText(tmp / "c.json", Config(tmp / "s", "\"auto\"", 2));

@@ -50,7 +50,7 @@ void ReferenceSplit(uint64_t rows, const std::vector<uint64_t>& excluded, double
   }
 }
 
-TEST_CASE("a keyed permutation is a bijection of [0, n) for every n, and the key decides it", "[rows]") {
+TEST_CASE("a keyed permutation is a bijection of 0..n-1 for every n, and the key decides it", "[rows]") {
   for (uint64_t n : {1, 2, 3, 5, 16, 17, 1000, 4097, 65537}) {
     KeyedPermutation p(n, 42), q(n, 43);
     std::vector<bool> seen(n, false);
@@ -169,7 +169,7 @@ TEST_CASE("a table of 10^9 rows costs a member O(1) memory and any position is a
   for (int64_t v : r) CHECK((v >= 0 && v < 1'000'000'000 && v != 5));
 }
 
-TEST_CASE("too few rows name the member; a bad excluded file names the file", "[rows]") {
+TEST_CASE("too few rows name the member - a bad excluded file names the file", "[rows]") {
   auto small = MemberRows::Make(2, {1}, 0.5, SplitKind::kRandom, 1, "tiny");
   REQUIRE_FALSE(small.ok());
   CHECK_THAT(small.status().message(), Catch::Contains("member tiny") && Catch::Contains("too few"));

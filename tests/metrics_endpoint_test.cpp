@@ -309,7 +309,7 @@ TEST_CASE("metric values keep their precision (large counters are not rounded to
   CHECK(One(e, "ensembled_task_duration_seconds_count") == 12345678);
 }
 
-TEST_CASE("GPU series are valid exposition with gpu and uuid labels; readings NVML did not give are left out",
+TEST_CASE("GPU series are valid exposition with gpu and uuid labels - readings NVML did not give are left out",
           "[service][metrics][gpu]") {
   RunSnapshot s;
   s.run_name = "g";

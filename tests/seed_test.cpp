@@ -117,7 +117,7 @@ TEST_CASE("SeededRng::Below stays in range and is roughly uniform", "[seed]") {
   for (int i = 0; i < 1000; ++i) REQUIRE(rng.Below(big) < big);
 }
 
-TEST_CASE("SeededRng::Uniform lies in [0, 1) with mean near 1/2", "[seed]") {
+TEST_CASE("SeededRng::Uniform lies in 0 <= u < 1 with mean near 1/2", "[seed]") {
   SeededRng rng(99);
   double sum = 0, lo = 1, hi = 0;
   const int draws = 100000;

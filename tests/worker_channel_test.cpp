@@ -110,7 +110,7 @@ TEST_CASE("a message over the limit is refused on send and discarded on receipt"
   CHECK(MustReceive(sup, 100).bytes == "next");
 }
 
-TEST_CASE("a zero-byte message is a message; a closed peer is the end of stream", "[channel]") {
+TEST_CASE("a zero-byte message is a message - a closed peer is the end of stream", "[channel]") {
   auto [sup, worker] = MustPair();
   REQUIRE(::send(worker.fd(), "", 0, 0) == 0);
   Received empty = MustReceive(sup, 100);
@@ -157,7 +157,7 @@ TEST_CASE("a sender SIGKILLed mid-stream leaves whole messages, then the end of 
   }
 }
 
-TEST_CASE("both ends are close-on-exec; Adopt takes only a seqpacket socket", "[channel]") {
+TEST_CASE("both ends are close-on-exec - Adopt takes only a seqpacket socket", "[channel]") {
   auto [sup, worker] = MustPair();
   CHECK((::fcntl(sup.fd(), F_GETFD) & FD_CLOEXEC) != 0);
   CHECK((::fcntl(worker.fd(), F_GETFD) & FD_CLOEXEC) != 0);
