@@ -22,6 +22,11 @@
 namespace ens {
 namespace {
 
+// RunCommand's contract (mutation_policy.cpp): the process ignores SIGPIPE, as ensembled's main()
+// does, so a command that exits without reading its stdin shows up as EPIPE. Without this, such
+// a command killed this test binary whenever it exited before the summary was written.
+const bool kSigpipeIgnored = ::signal(SIGPIPE, SIG_IGN) != SIG_ERR;
+
 using json = nlohmann::json;
 
 using ens::testing::TempDir;  // tests/support/process_harness.h
