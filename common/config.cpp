@@ -34,6 +34,7 @@ const Keys kTopKeys = ConfigTopKeys();
 const Keys kServiceKeys = ConfigKeysOf("/service");
 const Keys kRecycleKeys = ConfigKeysOf("/recycle");
 const Keys kResourceKeys = ConfigKeysOf("/resources");
+const Keys kSlurmKeys = ConfigKeysOf("/resources/slurm");
 const Keys kDataKeys = ConfigKeysOf("/data");
 const Keys kSyntheticKeys = ConfigKeysOf("/data/synthetic");
 const Keys kMembersKeys = ConfigKeysOf("/members");
@@ -465,6 +466,24 @@ void ReadResources(Validator& v, const json& root, ResourcesSpec* r) {
   v.Int(*j, p, "workers_per_gpu", 1, INT_MAX, &r->workers_per_gpu);
   v.Int(*j, p, "cpu_workers", 1, INT_MAX, &r->cpu_workers);
   v.Int(*j, p, "threads_per_worker", 1, INT_MAX, &r->threads_per_worker);
+  static constexpr std::string_view kExecutors[] = {"local", "slurm"};
+  v.Enum(*j, p, "executor", kExecutors, &r->executor);
+  const std::string sp = Child(p, "slurm");
+  if (const json* sj = v.Section(*j, p, "slurm", kSlurmKeys)) {
+    SlurmSpec& s = r->slurm;
+    v.String(*sj, sp, "partition", &s.partition);
+    v.Int(*sj, sp, "workers", 1, INT_MAX, &s.workers);
+    v.Int(*sj, sp, "gpus_per_worker", 0, 64, &s.gpus_per_worker);
+    v.Int(*sj, sp, "cpus_per_worker", 1, INT_MAX, &s.cpus_per_worker);
+    v.Int(*sj, sp, "mem_per_worker_mb", 1, INT_MAX, &s.mem_per_worker_mb);
+    v.String(*sj, sp, "time_limit", &s.time_limit);
+    v.Strings(*sj, sp, "sbatch_args", /*allow_empty=*/false, &s.sbatch_args);
+    v.String(*sj, sp, "listen", &s.listen);
+    v.Int(*sj, sp, "port", 0, 65535, &s.port);
+    v.String(*sj, sp, "advertise_host", &s.advertise_host);
+  } else if (r->executor == "slurm" && Find(*j, "slurm") == nullptr) {
+    v.Error(sp, "is required when executor is \"slurm\" (at least {\"workers\": N})");
+  }
 }
 
 void ReadSynthetic(Validator& v, const json& data, const std::string& ptr, DataSpec* d) {
@@ -772,16 +791,31 @@ nlohmann::json MemberToJson(const MemberSpec& m) {
   return out;
 }
 
+namespace {
+// resources.slurm as the config would give it: only what is set (every value read back valid).
+json SlurmToJson(const SlurmSpec& s) {
+  json j = {{"workers", s.workers}, {"gpus_per_worker", s.gpus_per_worker}, {"listen", s.listen}, {"port", s.port}};
+  if (!s.partition.empty()) j["partition"] = s.partition;
+  if (s.cpus_per_worker > 0) j["cpus_per_worker"] = s.cpus_per_worker;
+  if (s.mem_per_worker_mb > 0) j["mem_per_worker_mb"] = s.mem_per_worker_mb;
+  if (!s.time_limit.empty()) j["time_limit"] = s.time_limit;
+  if (!s.sbatch_args.empty()) j["sbatch_args"] = s.sbatch_args;
+  if (!s.advertise_host.empty()) j["advertise_host"] = s.advertise_host;
+  return j;
+}
+}  // namespace
+
 nlohmann::json ConfigToJson(const Config& c) {
   json members = json::array();
   for (const MemberSpec& m : c.members) members.push_back(MemberToJson(m));
   const DataSpec& d = c.data;
   json gpus = c.resources.gpus_mode == "list" ? json(c.resources.gpu_list) : json(c.resources.gpus_mode);
-  return {{"run_name", c.run_name},
+  json out = {{"run_name", c.run_name},
           {"state_dir", c.state_dir},
           {"run_seed", c.run_seed},
           {"resources", {{"gpus", gpus}, {"workers_per_gpu", c.resources.workers_per_gpu},
-                         {"cpu_workers", c.resources.cpu_workers}, {"threads_per_worker", c.resources.threads_per_worker}}},
+                         {"cpu_workers", c.resources.cpu_workers}, {"threads_per_worker", c.resources.threads_per_worker},
+                         {"executor", c.resources.executor}}},
           {"data", {{"source", d.source},
                     {"synthetic", {{"features", d.synthetic_features}, {"noise", d.synthetic_noise},
                                    {"initial_rows", d.initial_rows}, {"pool_rows", d.pool_rows},
@@ -805,6 +839,8 @@ nlohmann::json ConfigToJson(const Config& c) {
           {"stop_timeout_s", c.stop_timeout_s},
           {"pack_size", c.pack_size == 0 ? json("auto") : json(c.pack_size)},
           {"save_checkpoints", c.save_checkpoints}};
+  if (c.resources.executor == "slurm") out["resources"]["slurm"] = SlurmToJson(c.resources.slurm);
+  return out;
 }
 
 Status MemberFromJson(const nlohmann::json& j, MemberSpec* out) {

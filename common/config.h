@@ -58,6 +58,20 @@ struct MemberSpec {
   uint64_t seed_offset = 0;                 // added to the member index before seed mixing. Default: 0
 };
 
+// resources.slurm: workers as Slurm pilot jobs (orchestrator/slurm_executor.h).
+struct SlurmSpec {
+  std::string partition;           // "" = the cluster's default partition
+  int workers = 2;                 // pilot jobs, one worker each, >= 1. Default: 2
+  int gpus_per_worker = 1;         // --gres=gpu:N; 0 = CPU-only (no --gres). Default: 1
+  int cpus_per_worker = 0;         // --cpus-per-task; 0 = threads_per_worker. Default: 0
+  int mem_per_worker_mb = 0;       // --mem; 0 = the partition's default. Default: 0
+  std::string time_limit;          // --time (Slurm syntax, e.g. "1-00:00:00"); "" = partition default
+  std::vector<std::string> sbatch_args;  // added to every sbatch, one argument each (no shell)
+  std::string listen = "0.0.0.0";  // where the supervisor listens for its workers (an IP address)
+  int port = 0;                    // 0 = any free port
+  std::string advertise_host;      // how workers reach the supervisor; "" = this host's name
+};
+
 struct ResourcesSpec {
   // "auto" | "none" | explicit list of GPU indices or UUIDs (as strings). Default: "auto"
   std::string gpus_mode = "auto";
@@ -65,6 +79,8 @@ struct ResourcesSpec {
   int workers_per_gpu = 1;       // >= 1. Default: 1
   int cpu_workers = 2;           // workers when no GPU is used, >= 1. Default: 2
   int threads_per_worker = 1;    // intra-op threads of every task, >= 1. Default: 1
+  std::string executor = "local";  // local | slurm. Default: local
+  SlurmSpec slurm;                 // used when executor is "slurm"
 };
 
 struct DataSpec {

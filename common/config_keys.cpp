@@ -35,10 +35,19 @@ constexpr K kData[] = {{"source", R::kResults, {}},          {"synthetic", R::kR
                        {"pool_y_path", R::kResults, {}},     {"holdout_fraction", R::kResults, {}}};
 // Which device and how many threads a member trains with changes its bits; so does a worker
 // count that changes pack plans only through pack_size, but the layout is kept whole here.
+// Where workers run (local children or Slurm jobs) does not change a member's bits; a GPU or
+// not does.
+constexpr K kSlurm[] = {{"partition", R::kRestart, {}},       {"workers", R::kRestart, {}},
+                        {"gpus_per_worker", R::kResults, {}}, {"cpus_per_worker", R::kRestart, {}},
+                        {"mem_per_worker_mb", R::kRestart, {}}, {"time_limit", R::kRestart, {}},
+                        {"sbatch_args", R::kRestart, {}},     {"listen", R::kRestart, {}},
+                        {"port", R::kRestart, {}},            {"advertise_host", R::kRestart, {}}};
 constexpr K kResources[] = {{"gpus", R::kResults, {}},
                             {"workers_per_gpu", R::kResults, {}},
                             {"cpu_workers", R::kResults, {}},
-                            {"threads_per_worker", R::kResults, {}}};
+                            {"threads_per_worker", R::kResults, {}},
+                            {"executor", R::kRestart, {}},
+                            {"slurm", R::kRestart, kSlurm}};
 constexpr K kMutation[] = {
     {"policy", R::kResults, {}}, {"k", R::kLive, {}}, {"argv", R::kResults, {}}, {"timeout_s", R::kLive, {}}};
 constexpr K kRounds[] = {{"count", R::kLive, {}}, {"stop_below_error", R::kLive, {}}};

@@ -20,10 +20,16 @@
 // A message is at most kMaxMessageBytes (common/protocol.h): a longer one is refused by Send
 // and, when it arrives anyway, discarded by Receive with an error. A zero-byte message is
 // told apart from the peer's close.
+//
+// A remote worker's link (the TCP transport, orchestrator/transport.h) is a connected stream
+// socket taken over with AdoptStream: the same contract, each message framed on the wire as a
+// 4-byte little-endian length and its bytes. A send that times out half written closes the
+// channel (the stream could not be resynchronised); an oversized message is skipped by length.
 // Move-only. Send may be called from two threads at once (each message is atomic); Receive
 // from one thread at a time.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -43,17 +49,19 @@ class WorkerChannel {
     std::string bytes;                                          // kMessage
   };
 
-  WorkerChannel() = default;
-  WorkerChannel(WorkerChannel&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  WorkerChannel();
+  WorkerChannel(WorkerChannel&& o) noexcept;
   WorkerChannel& operator=(WorkerChannel&& o) noexcept;
   WorkerChannel(const WorkerChannel&) = delete;
   WorkerChannel& operator=(const WorkerChannel&) = delete;
-  ~WorkerChannel() { Close(); }
+  ~WorkerChannel();
 
   // A connected pair: {supervisor's end, worker's end}, both close-on-exec and non-blocking.
   static StatusOr<std::pair<WorkerChannel, WorkerChannel>> Pair();
   // Takes ownership of an inherited end. Fails (naming fd) when fd is not a SOCK_SEQPACKET socket.
   static StatusOr<WorkerChannel> Adopt(int fd);
+  // Takes ownership of a connected SOCK_STREAM socket (a remote worker's link), length-framed.
+  static StatusOr<WorkerChannel> AdoptStream(int fd);
 
   // Sends one message, waiting up to timeout_ms for room (0: not at all; negative: forever).
   // Timeout when there is no room; IOError "closed" when the peer is gone.
@@ -64,11 +72,16 @@ class WorkerChannel {
 
   int fd() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
+  bool stream() const { return stream_ != nullptr; }
   void Close();
 
  private:
-  explicit WorkerChannel(int fd) : fd_(fd) {}
+  struct StreamState;
+  explicit WorkerChannel(int fd);
+  Status SendFramed(std::string_view bytes, int timeout_ms);
+  StatusOr<Received> ReceiveFramed(int timeout_ms);
   int fd_ = -1;
+  std::unique_ptr<StreamState> stream_;  // set for a stream socket
 };
 
 }  // namespace ens

@@ -1,5 +1,3 @@
-#include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -14,6 +12,7 @@
 #include "common/logging.h"
 #include "common/member_result.h"
 #include "common/run_layout.h"
+#include "common/subprocess.h"
 #include "ctl/commands.h"
 
 namespace ens::ctl {
@@ -21,25 +20,17 @@ namespace ens::ctl {
 using json = nlohmann::json;
 
 int RunAndWait(const std::vector<std::string>& argv, const std::string& stdout_path) {
-  std::vector<std::string> args = argv;
-  std::vector<char*> cargv;
-  for (auto& a : args) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
   std::fflush(stdout);
-  pid_t pid = ::fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    if (!stdout_path.empty()) {
-      int fd = ::open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-      if (fd < 0 || ::dup2(fd, 1) < 0) ::_exit(126);
-    }
-    ::execv(cargv[0], cargv.data());
-    std::perror(cargv[0]);
-    ::_exit(127);
+  SubprocessSpec spec;
+  spec.argv = argv;
+  spec.stdout_file = stdout_path;
+  auto child = Subprocess::Start(spec);
+  if (!child.ok()) {
+    std::fprintf(stderr, "%s\n", child.status().message().c_str());
+    return 127;
   }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  ExitInfo e = child->Wait();
+  return e.signaled ? -e.signal : e.code;
 }
 
 std::string WorkerBinary() {

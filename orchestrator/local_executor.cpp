@@ -1,63 +1,67 @@
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-#include <map>
+#include <random>
 
 #include "common/worker_channel.h"
 #include "orchestrator/executor.h"
 
-extern char** environ;
-
 namespace ens {
 
-StatusOr<pid_t> LocalExecutor::Start(const WorkerLaunch& launch) {
-  if (launch.argv.empty()) return Status::InvalidArgument("empty worker argv");
-  // Build argv/envp before fork: the child only calls async-signal-safe functions.
-  std::map<std::string, std::string> env;
-  for (char** e = environ; *e; ++e) {
-    const char* eq = std::strchr(*e, '=');
-    if (eq) env[std::string(*e, static_cast<size_t>(eq - *e))] = eq + 1;
-  }
-  for (const auto& k : launch.unset_env) env.erase(k);
-  for (const auto& [k, v] : launch.set_env) env[k] = v;
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
-  std::vector<char*> envp, argv;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args = launch.argv;
-  for (auto& s : args) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  pid_t parent = ::getpid();
-
-  pid_t pid = ::fork();
-  if (pid < 0) return Status::FromErrno("fork", errno);
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);  // parent died between fork and prctl
-    if (launch.channel_fd >= 0) {
-      // dup2 clears close-on-exec on the copy; an fd already at its place keeps the flag, so clear it.
-      if (launch.channel_fd == kWorkerChannelFd) ::fcntl(kWorkerChannelFd, F_SETFD, 0);
-      else if (::dup2(launch.channel_fd, kWorkerChannelFd) < 0) ::_exit(127);
-    }
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execve(argv[0], argv.data(), envp.data());
-    const char msg[] = "ensembled: exec of worker failed\n";
-    (void)!::write(2, msg, sizeof(msg) - 1);
-    ::_exit(127);
-  }
-  return pid;
+uint64_t NewSpawnToken() {
+  static std::mt19937_64 rng([] {
+    std::random_device rd;
+    return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  }());
+  uint64_t t = 0;
+  while (t == 0) t = rng();
+  return t;
 }
 
-void LocalExecutor::Signal(pid_t pid, int sig) {
-  if (pid > 0) ::kill(pid, sig);
+StatusOr<WorkerHandle> LocalExecutor::Start(const WorkerLaunch& launch) {
+  if (launch.argv.empty()) return Status::InvalidArgument("empty worker argv");
+  if (launch.token == 0) return Status::InvalidArgument("a worker launch without a spawn token");
+  SubprocessSpec spec;
+  spec.argv = launch.argv;
+  spec.set_env = launch.set_env;
+  spec.unset_env = launch.unset_env;
+  spec.own_process_group = true;
+  spec.die_with_parent = true;
+  spec.pass_fd = launch.channel_fd;
+  spec.pass_fd_as = kWorkerChannelFd;
+  auto child = Subprocess::Start(spec);
+  if (!child.ok()) return child.status();
+  WorkerHandle h;
+  h.token = launch.token;
+  h.pid = child->pid();
+  h.where = "pid " + std::to_string(h.pid);
+  children_[launch.token] = std::move(*child);
+  return h;
+}
+
+void LocalExecutor::Signal(const WorkerHandle& worker, int sig) {
+  auto it = children_.find(worker.token);
+  if (it == children_.end()) return;
+  // The worker alone, not its group: a worker's own children (none today) are its business;
+  // PR_SET_PDEATHSIG covers the supervisor's death.
+  if (it->second.pid() > 0 && !it->second.Exited()) ::kill(it->second.pid(), sig);
+}
+
+std::vector<WorkerExit> LocalExecutor::PollExits() {
+  std::vector<WorkerExit> out;
+  for (auto it = children_.begin(); it != children_.end();) {
+    if (!it->second.Exited()) {
+      ++it;
+      continue;
+    }
+    out.push_back({it->first, it->second.exit(), it->second.exit().Describe()});
+    it = children_.erase(it);
+  }
+  return out;
+}
+
+void LocalExecutor::Release() {
+  for (auto& [token, child] : children_) child.Signal(SIGKILL);
+  children_.clear();  // each Subprocess reaps its child
 }
 
 }  // namespace ens

@@ -1,10 +1,5 @@
 #include "orchestrator/mutation_policy.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,6 +8,7 @@
 #include <numeric>
 
 #include "common/seed.h"
+#include "common/subprocess.h"
 #include "orchestrator/ensemble_summary.h"
 
 namespace ens {
@@ -51,124 +47,34 @@ Mutation QueryByCommittee(const MutationSpec& spec, const MutationContext& c) {
   return m;
 }
 
-// Runs argv with `input` on stdin; returns stdout. Enforces exit 0 and the timeout.
+// Runs argv with `input` on stdin; returns stdout. Enforces exit 0 and the timeout; the
+// command runs in its own process group, killed whole on timeout or when on_wait says stop.
 StatusOr<std::string> RunCommand(const std::vector<std::string>& argv, const std::string& input,
                                  double timeout_s, const std::function<bool()>& on_wait) {
-  constexpr int kWaitTickMs = 200;
   const std::string name = argv[0];
-  int in_pipe[2], out_pipe[2];
-  if (::pipe2(in_pipe, O_CLOEXEC) != 0) return Status::FromErrno("pipe", errno);
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0) {
-    int err = errno;
-    ::close(in_pipe[0]);
-    ::close(in_pipe[1]);
-    return Status::FromErrno("pipe", err);
-  }
-  std::vector<std::string> args = argv;
-  std::vector<char*> cargv;
-  for (auto& a : args) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    int err = errno;
-    for (int fd : {in_pipe[0], in_pipe[1], out_pipe[0], out_pipe[1]}) ::close(fd);
-    return Status::FromErrno("fork for mutation command", err);
-  }
-  if (pid == 0) {
-    ::setpgid(0, 0);  // its own group: a timeout kills whatever it started too
-    ::dup2(in_pipe[0], 0);
-    ::dup2(out_pipe[1], 1);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execvp(cargv[0], cargv.data());
-    ::_exit(127);
-  }
-  ::setpgid(pid, pid);
-  ::close(in_pipe[0]);
-  ::close(out_pipe[1]);
-  ::fcntl(in_pipe[1], F_SETFL, O_NONBLOCK);
-  ::fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
-  // SIGPIPE is ignored process-wide by ensembled's main(); a closed stdin shows up as EPIPE.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  std::string out;
-  size_t written = 0;
-  int wfd = in_pipe[1], rfd = out_pipe[0];
-  if (input.empty()) {
-    ::close(wfd);
-    wfd = -1;
-  }
-  bool timed_out = false, abandoned = false;
-  const size_t kMaxOutput = 256u << 20;
-  while (rfd >= 0) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    struct pollfd p[2] = {{rfd, POLLIN, 0}, {wfd, POLLOUT, 0}};
-    int r = ::poll(p, wfd >= 0 ? 2 : 1, static_cast<int>(std::min<int64_t>(left.count(), kWaitTickMs)));
-    if (r < 0 && errno != EINTR) break;
-    if (on_wait && !on_wait()) {
-      abandoned = true;
-      break;
-    }
-    if (wfd >= 0 && (p[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
-      ssize_t w = ::write(wfd, input.data() + written, input.size() - written);
-      if (w > 0) written += static_cast<size_t>(w);
-      if (w < 0 && errno != EAGAIN) written = input.size();
-      if (written == input.size()) {
-        ::close(wfd);
-        wfd = -1;
-      }
-    }
-    if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-      char buf[65536];
-      ssize_t n = ::read(rfd, buf, sizeof(buf));
-      if (n > 0) out.append(buf, static_cast<size_t>(n));
-      if (n == 0 || out.size() > kMaxOutput) {
-        ::close(rfd);
-        rfd = -1;
-      }
+  SubprocessSpec spec;
+  spec.argv = argv;
+  auto r = RunToEnd(spec, input, timeout_s, on_wait);
+  if (!r.ok()) {
+    const Status& s = r.status();
+    switch (s.code()) {
+      case Status::Code::kTimeout:
+        return Status::Timeout("mutation command " + name + " did not finish within " + std::to_string(timeout_s) + " s");
+      case Status::Code::kCancelled:
+        return Status::Cancelled("mutation command " + name + " abandoned: the daemon is stopping");
+      case Status::Code::kNotFound:
+        return Status::InvalidArgument("mutation command " + name + " cannot be run: " + s.message());
+      case Status::Code::kInvalidArgument:
+        return Status::InvalidArgument("mutation command " + name + ": output too large (" + s.message() + ")");
+      default:
+        return Status::IOError("mutation command " + name + ": " + s.message());
     }
   }
-  if (wfd >= 0) ::close(wfd);
-  if (rfd >= 0) ::close(rfd);
-  if (timed_out || abandoned) ::kill(-pid, SIGKILL);
-  int status = 0;
-  int spins = 0;
-  while (!timed_out && !abandoned) {  // output closed: give the program the rest of the timeout to exit
-    pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) break;
-    if (std::chrono::steady_clock::now() >= deadline) {
-      timed_out = true;
-      ::kill(-pid, SIGKILL);
-      break;
-    }
-    ::usleep(10000);
-    if (on_wait && ++spins % (kWaitTickMs / 10) == 0 && !on_wait()) {
-      abandoned = true;
-      ::kill(-pid, SIGKILL);
-    }
-  }
-  if (abandoned) {
-    ::waitpid(pid, &status, 0);
-    return Status::Cancelled("mutation command " + name + " abandoned: the daemon is stopping");
-  }
-  if (timed_out) {
-    ::waitpid(pid, &status, 0);
-    return Status::Timeout("mutation command " + name + " did not finish within " +
-                           std::to_string(timeout_s) + " s");
-  }
-  if (out.size() > kMaxOutput) return Status::InvalidArgument("mutation command " + name + ": output too large");
-  if (WIFSIGNALED(status))
-    return Status::InvalidArgument("mutation command " + name + " was killed by signal " +
-                                   std::to_string(WTERMSIG(status)));
-  if (WEXITSTATUS(status) != 0)
-    return Status::InvalidArgument("mutation command " + name + " exited with " +
-                                   std::to_string(WEXITSTATUS(status)) +
-                                   (WEXITSTATUS(status) == 127 ? " (not found or not executable)" : ""));
-  return out;
+  if (r->exit.signaled)
+    return Status::InvalidArgument("mutation command " + name + " was killed by signal " + std::to_string(r->exit.signal));
+  if (r->exit.code != 0)
+    return Status::InvalidArgument("mutation command " + name + " exited with " + std::to_string(r->exit.code));
+  return std::move(r->out);
 }
 
 }  // namespace

@@ -33,7 +33,7 @@ Status Fit(int resource, long need, const char* what, const char* unit, const ch
 }  // namespace
 
 Status FitProcessLimits(int workers, int threads_per_worker) {
-  Status s = Fit(RLIMIT_NOFILE, kSupervisorBaseDescriptors + workers, "the descriptor limit (RLIMIT_NOFILE)",
+  Status s = Fit(RLIMIT_NOFILE, kSupervisorBaseDescriptors + kDescriptorsPerWorker * workers, "the descriptor limit (RLIMIT_NOFILE)",
                  "descriptors", "n", "LimitNOFILE", workers);
   if (!s.ok()) return s;
   // The supervisor's and the workers' threads; what else the user runs is not known here.

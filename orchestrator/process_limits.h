@@ -1,8 +1,9 @@
 // Process limits a run of N workers needs, fitted before any worker starts.
 //
 // What grows with the worker count, per worker:
-//   - one descriptor in the supervisor (its end of the worker's WorkerChannel), counted against
-//     the supervisor's RLIMIT_NOFILE (per process);
+//   - two descriptors in the supervisor (its end of the worker's WorkerChannel, and the pidfd
+//     through which common/subprocess watches a local worker), counted against the
+//     supervisor's RLIMIT_NOFILE (per process);
 //   - its threads (threads_per_worker compute threads plus a few of libtorch's and ours), counted
 //     against the user's RLIMIT_NPROC, which on Linux counts threads, across everything the user
 //     runs (not for root, whom the kernel does not hold to it).
@@ -21,6 +22,7 @@ namespace ens {
 // Descriptors the supervisor holds whatever the worker count: journal, logs, control and
 // HTTP sockets, signalfd, epoll, and the files a round opens.
 inline constexpr long kSupervisorBaseDescriptors = 128;
+inline constexpr long kDescriptorsPerWorker = 2;
 
 // Threads of a worker beyond its compute threads, and of the supervisor.
 inline constexpr long kWorkerExtraThreads = 4;

@@ -25,6 +25,8 @@
 #include "orchestrator/config_change.h"
 #include "orchestrator/legacy_queues.h"
 #include "orchestrator/nvml.h"
+#include "orchestrator/slurm_executor.h"
+#include "orchestrator/transport.h"
 #include "orchestrator/ensemble_summary.h"
 #include "orchestrator/mutation_policy.h"
 #include "orchestrator/pack_plan.h"
@@ -620,6 +622,13 @@ int Supervisor::Run() {
     spdlog::info("removed {} message queue(s) that killed runs of an earlier ensembled left in /dev/mqueue "
                  "(nothing had them open; their RLIMIT_MSGQUEUE budget is free again)",
                  old.removed.size());
+  if (cfg_.resources.executor == "slurm") {
+    std::vector<WorkerPlacement> placements;
+    s = SetUpExecutor(&placements);
+    if (s.ok()) return RunWith(placements);
+    spdlog::error("{}", s.ToString());
+    return ExitCodeFor(s);
+  }
   std::string nvml_note;
   std::unique_ptr<Nvml> nvml = Nvml::Open(&nvml_note);
   GpuInventory inventory = DiscoverGpus(nvml.get());
@@ -641,9 +650,48 @@ int Supervisor::Run() {
     return exit_code::kPermanentFailure;
   }
   gpus_ = std::make_unique<GpuMonitor>(std::move(nvml), std::move(inventory));
-  const std::vector<WorkerPlacement>& placements = *planned;
+  std::vector<WorkerPlacement> placements = *planned;
+  s = SetUpExecutor(&placements);
+  if (!s.ok()) {
+    spdlog::error("{}", s.ToString());
+    return ExitCodeFor(s);
+  }
+  return RunWith(placements);
+}
+
+Status Supervisor::SetUpExecutor(std::vector<WorkerPlacement>* placements) {
+  if (cfg_.resources.executor == "slurm") {
+    const SlurmSpec& sl = cfg_.resources.slurm;
+    placements->clear();
+    for (int i = 0; i < sl.workers; ++i) placements->push_back({i, ""});  // Slurm picks the GPUs
+    if (!opts_.executor) {
+      std::string host = sl.advertise_host;
+      if (host.empty()) {
+        char name[256] = {};
+        ::gethostname(name, sizeof(name) - 1);
+        host = name;
+      }
+      const std::string root = std::filesystem::absolute(layout_.root()).string();
+      auto tcp = TcpTransport::Listen(sl.listen, sl.port, host, root + "/transport.secret");
+      if (!tcp.ok()) return tcp.status();
+      spdlog::info("workers connect to {} (Slurm jobs named ens-{})", (*tcp)->address(), run_id_);
+      own_transport_ = std::move(*tcp);
+      own_executor_ = std::make_unique<SlurmExecutor>(sl, cfg_.resources.threads_per_worker, root);
+    }
+  } else if (!opts_.executor) {
+    own_executor_ = std::make_unique<LocalExecutor>();
+    own_transport_ = std::make_unique<LocalTransport>();
+  }
+  executor_ = opts_.executor ? opts_.executor : own_executor_.get();
+  transport_ = opts_.transport ? opts_.transport : own_transport_.get();
+  if (!transport_) return Status::InvalidArgument("an injected executor needs an injected transport");
+  return executor_->Prepare(run_id_);
+}
+
+int Supervisor::RunWith(const std::vector<WorkerPlacement>& placements) {
+  Status s;
   workers_ = std::make_unique<WorkerPool>(
-      &executor_,
+      executor_, transport_,
       PoolOptions{run_id_, opts_.worker_binary, cfg_.resources.threads_per_worker, cfg_.heartbeat_timeout_s,
                   std::min(5.0, cfg_.heartbeat_timeout_s), cfg_.recycle,
                   std::filesystem::absolute(layout_.DataDir()).string()},

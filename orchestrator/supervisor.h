@@ -41,6 +41,10 @@ struct SupervisorOptions {
   int signal_fd = -1;          // signalfd for SIGINT/SIGTERM/SIGCHLD, or -1 (tests)
   // Resume even when the config changes results (config_change.h): a new config epoch.
   bool accept_config_change = false;
+  // Injected (tests): where workers run and how they talk; not owned. Null: built from
+  // resources.executor (local: LocalExecutor + LocalTransport; slurm: SlurmExecutor + TcpTransport).
+  Executor* executor = nullptr;
+  Transport* transport = nullptr;
 };
 
 class Supervisor {
@@ -53,6 +57,9 @@ class Supervisor {
  private:
   enum class RoundEnd { kComplete, kStopped, kFailed };
   Status Prepare();
+  // The executor and transport of resources.executor (unless injected), and the slots they get.
+  Status SetUpExecutor(std::vector<WorkerPlacement>* placements);
+  int RunWith(const std::vector<WorkerPlacement>& placements);  // the rounds, once workers are planned
   Status PublishFreshData();
   // Compares the config with state_dir/config.json on resume (config_change.h).
   Status CheckConfigOnResume();
@@ -98,7 +105,11 @@ class Supervisor {
   std::vector<bool> pool_used_;
   std::vector<uint64_t> excluded_;
   std::string excluded_file_;
-  LocalExecutor executor_;
+  // Declared before workers_: the pool's shutdown still uses them.
+  std::unique_ptr<Executor> own_executor_;
+  std::unique_ptr<Transport> own_transport_;
+  Executor* executor_ = nullptr;
+  Transport* transport_ = nullptr;
   std::unique_ptr<WorkerPool> workers_;
   std::unique_ptr<GpuMonitor> gpus_;  // the GPUs found at start, sampled through NVML
   int stop_requests_ = 0;

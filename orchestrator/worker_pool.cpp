@@ -16,6 +16,7 @@ namespace ens {
 
 using Clock = std::chrono::steady_clock;
 constexpr int kReadyBatch = 64;  // epoll events fetched per call
+constexpr uint32_t kTransportTag = 0xFFFFFFFFu;  // epoll data of the transport's listener
 
 const char* SlotStateName(SlotState s) {
   switch (s) {
@@ -28,8 +29,9 @@ const char* SlotStateName(SlotState s) {
   return "?";
 }
 
-WorkerPool::WorkerPool(Executor* executor, PoolOptions opts, std::vector<WorkerPlacement> placements)
-    : executor_(executor), opts_(std::move(opts)) {
+WorkerPool::WorkerPool(Executor* executor, Transport* transport, PoolOptions opts,
+                       std::vector<WorkerPlacement> placements)
+    : executor_(executor), transport_(transport), opts_(std::move(opts)) {
   slots_.resize(placements.size());
   for (size_t i = 0; i < placements.size(); ++i) slots_[i].placement = placements[i];
 }
@@ -43,6 +45,13 @@ Status WorkerPool::Start() {
   if (Status s = FitProcessLimits(static_cast<int>(slots_.size()), opts_.threads_per_worker); !s.ok()) return s;
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) return Status::FromErrno("epoll_create1", errno);
+  if (transport_->listen_fd() >= 0) {
+    struct epoll_event ev {};
+    ev.events = EPOLLIN;
+    ev.data.u32 = kTransportTag;
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, transport_->listen_fd(), &ev) != 0)
+      return Status::FromErrno("epoll_ctl (the transport's listener)", errno);
+  }
   for (auto& s : slots_) Spawn(s);
   return Status::Ok();
 }
@@ -73,33 +82,42 @@ void WorkerPool::Spawn(WorkerSlot& s) {
   l.unset_env = {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID"};
   // A new link per process: nothing a predecessor sent or left unread can reach this one.
   Disconnect(s);
-  auto pair = WorkerChannel::Pair();
-  if (!pair.ok()) {
-    spdlog::error("slot {}: cannot start worker: {}", s.placement.slot, pair.status().message());
-    s.state = SlotState::kDown;
-    s.respawn_at = Clock::now() + std::chrono::seconds(2);
-    return;
-  }
-  l.channel_fd = pair->second.fd();
-  auto pid = executor_->Start(l);
-  pair->second.Close();  // the child holds the worker's end now
+  s.linked = false;
+  l.token = NewSpawnToken();
+  l.slot = s.placement.slot;
+  WorkerChannel worker_end;
+  auto mine = transport_->Offer(&l, &worker_end);
   s.spawns += 1;
   s.started_at = s.last_heard = Clock::now();
   s.tasks_done = 0;
   s.recycling = false;
   s.term_sent = {};
-  if (!pid.ok()) {
-    spdlog::error("slot {}: cannot start worker: {}", s.placement.slot, pid.status().message());
+  auto failed_start = [&](const Status& why) {
+    spdlog::error("slot {}: cannot start worker: {}", s.placement.slot, why.message());
+    transport_->Forget(l.token);
     s.state = SlotState::kDown;
     s.respawn_at = Clock::now() + std::chrono::seconds(2);
-    if (++s.failed_starts >= kSlotStartBudget && s.unusable.empty())
-      s.unusable = "its worker could not be started " + std::to_string(s.failed_starts) +
-                   " times in a row: " + pid.status().message();
-    return;
-  }
-  s.pid = *pid;
+    // A launch the executor calls hopeless (bad partition, no such program) is not retried.
+    const bool hopeless = why.code() == Status::Code::kInvalidArgument || why.code() == Status::Code::kNotFound;
+    if ((hopeless || ++s.failed_starts >= kSlotStartBudget) && s.unusable.empty())
+      s.unusable = hopeless ? "its worker cannot be started: " + why.message()
+                            : "its worker could not be started " + std::to_string(s.failed_starts) +
+                                  " times in a row: " + why.message();
+  };
+  if (!mine.ok()) return failed_start(mine.status());
+  auto handle = executor_->Start(l);
+  worker_end.Close();  // the child holds the worker's end now
+  if (!handle.ok()) return failed_start(handle.status());
+  s.handle = *handle;
+  s.pid = handle->pid;
   s.state = SlotState::kStarting;
-  s.channel = std::move(pair->first);
+  if (mine->valid()) Attach(s, std::move(*mine));
+}
+
+void WorkerPool::Attach(WorkerSlot& s, WorkerChannel channel) {
+  s.channel = std::move(channel);
+  s.linked = true;
+  s.last_heard = Clock::now();
   struct epoll_event ev {};
   ev.events = EPOLLIN;
   ev.data.u32 = static_cast<uint32_t>(&s - slots_.data());
@@ -140,7 +158,7 @@ void WorkerPool::HandleMessage(const std::string& bytes, WorkerSlot& from, std::
     spdlog::warn("slot {}: rejected a report that names slot {}", from.placement.slot, m->slot);
     return;
   }
-  if (from.pid != static_cast<pid_t>(m->pid) || from.state == SlotState::kDown) {
+  if (from.state == SlotState::kDown || (from.handle.pid != 0 && from.handle.pid != static_cast<pid_t>(m->pid))) {
     spdlog::debug("stale report from slot {} pid {}", m->slot, m->pid);
     return;
   }
@@ -149,6 +167,7 @@ void WorkerPool::HandleMessage(const std::string& bytes, WorkerSlot& from, std::
   switch (m->type) {
     case MessageType::kReady:
       if (s->state == SlotState::kStarting) s->state = SlotState::kIdle;
+      if (s->handle.pid == 0) s->pid = static_cast<pid_t>(m->pid);  // a remote worker: its pid there
       s->failed_starts = 0;
       break;
     case MessageType::kUnusable:
@@ -201,54 +220,57 @@ void WorkerPool::HandleMessage(const std::string& bytes, WorkerSlot& from, std::
 }
 
 void WorkerPool::Reap(std::vector<PoolEvent>* events) {
-  for (;;) {
-    int status = 0;
-    pid_t pid = ::waitpid(-1, &status, WNOHANG);
-    if (pid <= 0) return;
-    for (auto& s : slots_) {
-      if (s.pid != pid || s.state == SlotState::kDown) continue;
-      Drain(s, events);  // it is dead: everything it sent is there to read, then the end of stream
-      Disconnect(s);
-      std::string how = WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
-                                            : "exited with " + std::to_string(WEXITSTATUS(status));
-      bool planned = s.recycling && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      if (planned) s.recycles += 1;
-      else if (s.state != SlotState::kStopping) {
-        spdlog::warn("slot {}: worker pid {} {}", s.placement.slot, pid, how);
-        ++unplanned_restarts_;
-      }
-      for (const TaskSpec& t : s.tasks) {
-        PoolEvent e;
-        e.kind = PoolEvent::kLost;
-        e.slot = s.placement.slot;
-        e.pid = pid;
-        e.task = t;
-        e.error = "worker pid " + std::to_string(pid) + " " + how;
-        e.killed_unasked = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && s.term_sent == Clock::time_point{} &&
-                           s.state != SlotState::kStopping;
-        events->push_back(std::move(e));
-      }
-      s.tasks.clear();
-      s.task_index.clear();
-      if (s.state == SlotState::kStarting && s.unusable.empty() && WIFEXITED(status) && WEXITSTATUS(status) == 78)
-        s.unusable = "the worker exited 78 (permanent) before it was ready; its log line above says why";
-      // Restart budget: a worker that never gets as far as "ready" (a binary that cannot exec,
-      // a library missing, a crash at start) would otherwise be respawned every second forever.
-      if (s.state == SlotState::kStarting && !planned) {
-        s.failed_starts += 1;
-        if (s.failed_starts >= kSlotStartBudget && s.unusable.empty())
-          s.unusable = "its worker failed to start " + std::to_string(s.failed_starts) +
-                       " times in a row, never ready; the last one " + how +
-                       (WIFEXITED(status) && WEXITSTATUS(status) == 127
-                            ? " (the worker binary could not be executed: " + opts_.worker_binary + ")"
-                            : " (its log lines above say why)");
-      }
-      bool died_young = !planned && Clock::now() - s.started_at < std::chrono::seconds(10);
-      s.respawn_at = Clock::now() + (died_young ? std::chrono::seconds(1) : std::chrono::seconds(0));
-      s.state = SlotState::kDown;
-      s.pid = 0;
-    }
+  for (const WorkerExit& exit : executor_->PollExits()) {
+    transport_->Forget(exit.token);
+    for (auto& s : slots_)
+      if (s.handle.token == exit.token) HandleExit(s, exit, events);
   }
+}
+
+void WorkerPool::HandleExit(WorkerSlot& s, const WorkerExit& exit, std::vector<PoolEvent>* events) {
+  const ExitInfo& x = exit.exit;
+  const std::string who = "worker " + s.handle.where;
+  Drain(s, events);  // it is gone: everything it sent is there to read, then the end of stream
+  Disconnect(s);
+  const std::string how = exit.how;
+  bool planned = s.recycling && x.ok();
+  if (planned) s.recycles += 1;
+  else if (s.state != SlotState::kStopping) {
+    spdlog::warn("slot {}: {} {}", s.placement.slot, who, how);
+    ++unplanned_restarts_;
+  }
+  for (const TaskSpec& t : s.tasks) {
+    PoolEvent e;
+    e.kind = PoolEvent::kLost;
+    e.slot = s.placement.slot;
+    e.pid = s.pid;
+    e.task = t;
+    e.error = who + " " + how;
+    e.killed_unasked = x.signaled && x.signal == SIGKILL && s.term_sent == Clock::time_point{} &&
+                       s.state != SlotState::kStopping;
+    events->push_back(std::move(e));
+  }
+  s.tasks.clear();
+  s.task_index.clear();
+  if (s.state == SlotState::kStarting && s.unusable.empty() && !x.signaled && x.code == 78)
+    s.unusable = "the worker exited 78 (permanent) before it was ready; its log line above says why";
+  // Restart budget: a worker that never gets as far as "ready" (a binary that cannot exec,
+  // a library missing, a crash at start) would otherwise be respawned every second forever.
+  if (s.state == SlotState::kStarting && !planned) {
+    s.failed_starts += 1;
+    if (s.failed_starts >= kSlotStartBudget && s.unusable.empty())
+      s.unusable = "its worker failed to start " + std::to_string(s.failed_starts) +
+                   " times in a row, never ready; the last one " + how +
+                   (!x.signaled && x.code == 127
+                        ? " (the worker binary could not be executed: " + opts_.worker_binary + ")"
+                        : " (its log lines above say why)");
+  }
+  bool died_young = !planned && Clock::now() - s.started_at < std::chrono::seconds(10);
+  s.respawn_at = Clock::now() + (died_young ? std::chrono::seconds(1) : std::chrono::seconds(0));
+  s.state = SlotState::kDown;
+  s.handle = {};
+  s.pid = 0;
+  s.linked = false;
 }
 
 std::vector<PoolEvent> WorkerPool::Service() {
@@ -259,27 +281,36 @@ std::vector<PoolEvent> WorkerPool::Service() {
     for (int i = 0; i < n; ++i)
       if (ready[i].data.u32 < slots_.size()) Drain(slots_[ready[i].data.u32], &events);
   }
+  if (transport_->listen_fd() >= 0) {
+    for (auto& [token, channel] : transport_->Accept()) {
+      WorkerSlot* owner = nullptr;
+      for (auto& s : slots_)
+        if (s.handle.token == token && !s.linked) owner = &s;
+      if (owner) Attach(*owner, std::move(channel));  // else its worker ended meanwhile: dropped
+    }
+  }
   Reap(&events);
   auto now = Clock::now();
   for (auto& s : slots_) {
     if (s.state == SlotState::kDown && now >= s.respawn_at && s.unusable.empty()) Spawn(s);
     bool silent = now - s.last_heard > std::chrono::duration<double>(opts_.heartbeat_timeout_s);
-    bool watched = s.state == SlotState::kBusy || s.state == SlotState::kStarting;
-    const bool link_lost = s.pid > 0 && !s.channel.valid() && s.term_sent == Clock::time_point{} &&
+    // A remote worker that has not connected yet may be waiting in the scheduler's queue.
+    bool watched = s.linked && (s.state == SlotState::kBusy || s.state == SlotState::kStarting);
+    const bool link_lost = s.handle.valid() && s.linked && !s.channel.valid() && s.term_sent == Clock::time_point{} &&
                            now - s.link_lost_at > std::chrono::duration<double>(opts_.kill_grace_s);
     if (link_lost) {
-      spdlog::warn("slot {}: worker pid {} closed its channel but did not exit: SIGKILL", s.placement.slot, s.pid);
-      executor_->Signal(s.pid, SIGKILL);
+      spdlog::warn("slot {}: worker {} closed its channel but did not exit: SIGKILL", s.placement.slot, s.handle.where);
+      executor_->Signal(s.handle, SIGKILL);
       s.term_sent = now + std::chrono::hours(24);  // asked for; once
-    } else if (watched && silent && s.pid > 0 && s.term_sent == Clock::time_point{}) {
-      spdlog::warn("slot {}: worker pid {} silent for {:.0f} s: SIGTERM", s.placement.slot, s.pid,
+    } else if (watched && silent && s.handle.valid() && s.term_sent == Clock::time_point{}) {
+      spdlog::warn("slot {}: worker {} silent for {:.0f} s: SIGTERM", s.placement.slot, s.handle.where,
                    opts_.heartbeat_timeout_s);
-      executor_->Signal(s.pid, SIGTERM);
+      executor_->Signal(s.handle, SIGTERM);
       s.term_sent = now;
-    } else if (s.pid > 0 && s.term_sent != Clock::time_point{} &&
+    } else if (s.handle.valid() && s.term_sent != Clock::time_point{} &&
                now - s.term_sent > std::chrono::duration<double>(opts_.kill_grace_s)) {
-      spdlog::warn("slot {}: worker pid {} ignored SIGTERM: SIGKILL", s.placement.slot, s.pid);
-      executor_->Signal(s.pid, SIGKILL);
+      spdlog::warn("slot {}: worker {} ignored SIGTERM: SIGKILL", s.placement.slot, s.handle.where);
+      executor_->Signal(s.handle, SIGKILL);
       s.term_sent = now + std::chrono::hours(24);  // once
     }
   }
@@ -350,47 +381,54 @@ int WorkerPool::BusyCount() const {
 
 void WorkerPool::SignalAll(int sig) {
   for (auto& s : slots_)
-    if (s.pid > 0) executor_->Signal(s.pid, sig);
+    if (s.handle.valid()) executor_->Signal(s.handle, sig);
 }
 
 void WorkerPool::Shutdown(double timeout_s) {
   bool any = false;
   for (auto& s : slots_) {
-    if (s.pid <= 0) continue;
+    if (!s.handle.valid()) continue;
     any = true;
     Message m;
     m.type = MessageType::kShutdown;
     m.slot = s.placement.slot;
     if (s.channel.valid()) (void)s.channel.Send(EncodeMessage(m), 0);  // gone: it is exiting anyway
+    else executor_->Signal(s.handle, SIGTERM);  // not connected (yet): nothing else reaches it
     s.state = SlotState::kStopping;
   }
-  auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  bool killed = false;
   while (any) {
+    std::vector<PoolEvent> ignored;  // tasks of workers stopped on purpose are not outcomes
+    Reap(&ignored);
     any = false;
-    for (auto& s : slots_) {
-      if (s.pid <= 0) continue;
-      int status = 0;
-      if (::waitpid(s.pid, &status, WNOHANG) == s.pid) {
-        s.pid = 0;
-        s.state = SlotState::kDown;
-      } else {
-        any = true;
-      }
-    }
+    for (auto& s : slots_) any = any || s.handle.valid();
     if (!any) break;
     if (Clock::now() >= deadline) {
-      for (auto& s : slots_) {
-        if (s.pid <= 0) continue;
-        executor_->Signal(s.pid, SIGKILL);
-        ::waitpid(s.pid, nullptr, 0);
-        s.pid = 0;
-        s.state = SlotState::kDown;
+      if (killed) break;  // an executor that cannot confirm the end: Release() below settles it
+      for (auto& s : slots_)
+        if (s.handle.valid()) executor_->Signal(s.handle, SIGKILL);
+      killed = true;
+      const auto grace = Clock::now() + std::chrono::seconds(executor_->remote() ? 10 : 5);
+      while (Clock::now() < grace) {
+        Reap(&ignored);
+        bool left = false;
+        for (auto& s : slots_) left = left || s.handle.valid();
+        if (!left) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
-      break;
+      continue;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  for (auto& s : slots_) Disconnect(s);
+  executor_->Release();
+  for (auto& s : slots_) {
+    Disconnect(s);
+    s.handle = {};
+    s.pid = 0;
+    s.linked = false;
+    if (s.state != SlotState::kDown) s.state = SlotState::kDown;
+  }
 }
 
 }  // namespace ens

@@ -15,10 +15,16 @@
 //                                     cannot work (its GPU is not what CUDA sees); Unusable()
 //                                     says why and the supervisor stops the run (exit 78)
 //   kStarting --dies before "ready", kSlotStartBudget times in a row--> kDown for good, the same
-//                                     way (restart budget: a worker binary that cannot exec or
-//                                     crashes at start is not respawned every second forever)
-// Each worker process talks over its own WorkerChannel (a socket pair made when it is spawned);
-// the supervisor waits on all of them through one epoll descriptor. A slot's messages are read
+//                                     way (restart budget: a worker that crashes at start is not
+//                                     respawned every second forever; failed starts count too)
+//   kDown     --a hopeless start (InvalidArgument/NotFound from the executor: a program that
+//               cannot be executed, a job sbatch refuses)--> kDown for good at once
+// Each worker process talks over its own WorkerChannel: a socket pair made when it is spawned
+// (local), or the TCP connection it opens back and proves with its spawn token (remote,
+// transport.h); the supervisor waits on all of them, and on the transport's listener, through
+// one epoll descriptor. Workers are known by their WorkerHandle; their exits come from the
+// executor (executor.h), whichever way they ended. A remote worker's slot is not watched by the
+// heartbeat timeout before it connects (its job may wait in the scheduler's queue). A slot's messages are read
 // before its exit is handled, so a report sent just before a worker exits still counts.
 // Messages are decoded and validated; a bad one (including one naming another slot) is
 // logged, counted and ignored. One from a pid that is not the slot's worker is ignored.
@@ -41,6 +47,7 @@
 #include "common/status.h"
 #include "orchestrator/executor.h"
 #include "orchestrator/gpu_discovery.h"
+#include "orchestrator/transport.h"
 
 namespace ens {
 
@@ -55,7 +62,9 @@ struct WorkerSlot {
   using Clock = std::chrono::steady_clock;
   WorkerPlacement placement;
   SlotState state = SlotState::kDown;
-  pid_t pid = 0;
+  WorkerHandle handle;  // the current worker (executor.h); invalid when there is none
+  pid_t pid = 0;        // its process id as far as known (a remote worker's, from its messages)
+  bool linked = false;  // its channel was connected (remote workers connect some time after start)
   std::vector<TaskSpec> tasks;  // given and not yet reported (several for a fused pack), any order
   std::unordered_map<std::string, size_t> task_index;  // task_id -> position in tasks
   Clock::time_point started_at{}, last_heard{}, respawn_at{};
@@ -97,7 +106,8 @@ struct PoolOptions {
 
 class WorkerPool {
  public:
-  WorkerPool(Executor* executor, PoolOptions opts, std::vector<WorkerPlacement> placements);
+  // Neither executor nor transport is owned; both outlive the pool.
+  WorkerPool(Executor* executor, Transport* transport, PoolOptions opts, std::vector<WorkerPlacement> placements);
   ~WorkerPool();
 
   // Fits the process limits to the slots (process_limits.h) and spawns every slot.
@@ -136,7 +146,11 @@ class WorkerPool {
   void HandleMessage(const std::string& bytes, WorkerSlot& from, std::vector<PoolEvent>* events);
   void Reap(std::vector<PoolEvent>* events);
 
+  void Attach(WorkerSlot& s, WorkerChannel channel);
+  void HandleExit(WorkerSlot& s, const WorkerExit& exit, std::vector<PoolEvent>* events);
+
   Executor* executor_;
+  Transport* transport_;
   PoolOptions opts_;
   std::vector<WorkerSlot> slots_;
   int epoll_fd_ = -1;  // every slot's channel; event data is the slot's index in slots_

@@ -55,11 +55,11 @@ TEST_CASE("a soft descriptor limit below the need is raised to it", "[limits]") 
     struct rlimit r {};
     ::getrlimit(RLIMIT_NOFILE, &r);
     if (auto e = SetLimit(RLIMIT_NOFILE, 200, r.rlim_max); !e.empty()) return e;
-    Status s = FitProcessLimits(144, 1);
+    Status s = FitProcessLimits(72, 1);
     if (!s.ok()) return s.ToString();
     return std::to_string(Soft(RLIMIT_NOFILE));
   });
-  CHECK(got == std::to_string(kSupervisorBaseDescriptors + 144));
+  CHECK(got == std::to_string(kSupervisorBaseDescriptors + kDescriptorsPerWorker * 72));
 }
 
 TEST_CASE("a soft limit already high enough is left alone", "[limits]") {
@@ -84,7 +84,8 @@ TEST_CASE("a hard descriptor limit below the need is a permanent error that name
   CHECK(got.rfind("invalid: ", 0) == 0);
   CHECK(got.find("RLIMIT_NOFILE") != std::string::npos);
   CHECK(got.find("256 workers") != std::string::npos);
-  CHECK(got.find(std::to_string(kSupervisorBaseDescriptors + 256) + " descriptors") != std::string::npos);
+  CHECK(got.find(std::to_string(kSupervisorBaseDescriptors + kDescriptorsPerWorker * 256) + " descriptors") !=
+        std::string::npos);
   CHECK(got.find("hard limit is 150") != std::string::npos);
   CHECK(got.find("LimitNOFILE=") != std::string::npos);
   CHECK(got.find("ulimit -Hn") != std::string::npos);

@@ -21,6 +21,7 @@
 #include "common/member_result.h"
 #include "common/protocol.h"
 #include "common/recycle_policy.h"
+#include "common/supervisor_link.h"
 #include "common/worker_channel.h"
 #include "worker/cuda_support.h"
 #include "worker/predictor.h"
@@ -47,8 +48,29 @@ Status SendReport(WorkerChannel& c, const Message& m, int timeout_ms) {
 
 // placement: whether this worker can work where it was placed (cuda_support.h); when not, it
 // says so instead of ready and exits 78.
-int Serve(int channel_fd, int slot, const RecycleSpec& recycle_spec, int heartbeat_ms, const Status& placement) {
-  auto adopted = WorkerChannel::Adopt(channel_fd);
+// The link is the channel passed at channel_fd (a local worker), or, when `connect` is set, a
+// TCP connection back to the supervisor proven with the spawn token and the run's secret (a
+// Slurm pilot job; common/supervisor_link.h).
+int Serve(int channel_fd, const std::string& connect, const std::string& token_hex, const std::string& secret_file,
+          int slot, const RecycleSpec& recycle_spec, int heartbeat_ms, const Status& placement) {
+  StatusOr<WorkerChannel> adopted = Status::Internal("no link");
+  if (!connect.empty()) {
+    auto token = ParseTokenHex(token_hex);
+    if (!token) {
+      Log(slot, "--token must be 16 hex digits");
+      return exit_code::kUsage;
+    }
+    adopted = ConnectToSupervisor(connect, *token, secret_file, 60);
+    if (!adopted.ok()) {
+      Log(slot, adopted.status().ToString());
+      // A node that cannot see the run's files, or a supervisor that refuses us: no retry helps.
+      const auto code = adopted.status().code();
+      return code == Status::Code::kNotFound || code == Status::Code::kInvalidArgument ? exit_code::kPermanentFailure
+                                                                                       : exit_code::kTransientFailure;
+    }
+  } else {
+    adopted = WorkerChannel::Adopt(channel_fd);
+  }
   if (!adopted.ok()) {
     Log(slot, adopted.status().ToString());
     return exit_code::kUsage;
@@ -239,7 +261,7 @@ int Export(const std::string& output, const std::vector<std::string>& checkpoint
 int main(int argc, char** argv) {
   CLI::App app{"ensemble-worker: trains ensemble members for ensembled"};
   app.require_subcommand(1);
-  std::string run_id, input, output, a, b;
+  std::string run_id, input, output, a, b, connect, token, secret_file;
   int channel_fd = ens::kWorkerChannelFd;
   std::vector<std::string> task_files;
   int slot = 0, features = 0, heartbeat_ms = 1000;
@@ -249,6 +271,9 @@ int main(int argc, char** argv) {
   serve->add_option("--run-id", run_id, "run id (shown by ps: the run this worker serves)")->required();
   serve->add_option("--channel-fd", channel_fd, "descriptor of the supervisor's channel")
       ->check(CLI::NonNegativeNumber);
+  serve->add_option("--connect", connect, "host:port of the supervisor (a remote worker connects back over TCP)");
+  serve->add_option("--token", token, "spawn token (16 hex digits) to present with --connect");
+  serve->add_option("--secret-file", secret_file, "the run's secret, in its state directory (with --connect)");
   serve->add_option("--slot", slot, "worker slot")->required()->check(CLI::NonNegativeNumber);
   serve->add_option("--heartbeat-ms", heartbeat_ms, "at most one heartbeat per this many ms while busy")
       ->check(CLI::Range(10, 60000));
@@ -281,7 +306,7 @@ int main(int argc, char** argv) {
   }
 
   // The supervisor forwards signals; a worker dies with the default action.
-  if (*serve) return ens::Serve(channel_fd, slot, recycle, heartbeat_ms, gpu);
+  if (*serve) return ens::Serve(channel_fd, connect, token, secret_file, slot, recycle, heartbeat_ms, gpu);
   if (*one) return ens::TrainSequence(task_files);
   if (*exp) return ens::Export(output, checkpoints);
   if (*predict) return ens::Predict(input, features, output, checkpoints);

@@ -1,0 +1,101 @@
+// Subprocess: the one place ensembled starts other programs (Boost.Process v2 underneath).
+//
+// Users: the local executor (workers: own process group, PR_SET_PDEATHSIG, the channel fd,
+// the slot's environment), the mutation command (stdin/stdout pipes, timeout, group kill),
+// ensemblectl predict/verify (the worker binary, stdout to a file) and the Slurm executor
+// (sbatch/squeue/scancel).
+//
+// Contract:
+//  - Start() returns only once the child has exec'd its program: a program that cannot be
+//    executed (missing, not executable) is an error naming it, never a child that exits 127.
+//  - The child gets exactly stdin/stdout/stderr and, when asked, one passed descriptor; every
+//    other descriptor of the parent is closed in the child.
+//  - The signal mask is cleared in the child (the supervisor blocks signals it reads by signalfd).
+//  - A Subprocess that is destroyed while its child still runs kills it (its whole group when
+//    it has one) and reaps it: nothing started here outlives its owner unreaped.
+//  - Exited() polls (waitpid WNOHANG on this child only: other children are never reaped here).
+// Move-only, thread-compatible.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace ens {
+
+struct SubprocessSpec {
+  std::vector<std::string> argv;  // argv[0]: a path, or a bare name looked up in PATH
+  std::vector<std::pair<std::string, std::string>> set_env;  // added or overridden
+  std::vector<std::string> unset_env;                        // removed
+  bool own_process_group = false;  // setpgid(0, 0): signals reach what it starts too
+  bool die_with_parent = false;    // PR_SET_PDEATHSIG=SIGKILL (and exit at once if the parent is gone)
+  int pass_fd = -1;                // this descriptor is given to the child as fd `pass_fd_as`
+  int pass_fd_as = 3;
+  enum class Stdio { kInherit, kNull, kPipe };
+  Stdio stdin_mode = Stdio::kInherit;
+  Stdio stdout_mode = Stdio::kInherit;  // ignored when stdout_file is set
+  std::string stdout_file;              // stdout (and stderr when stderr_to_stdout) to this file
+  bool stderr_to_stdout = false;
+};
+
+// How a child ended.
+struct ExitInfo {
+  bool signaled = false;
+  int code = 0;    // exit status when !signaled
+  int signal = 0;  // terminating signal when signaled
+  bool ok() const { return !signaled && code == 0; }
+  std::string Describe() const;  // "exited with 3", "killed by signal 9 (SIGKILL)"
+  static ExitInfo FromWaitStatus(int status);
+};
+
+class Subprocess {
+ public:
+  Subprocess();
+  Subprocess(Subprocess&&) noexcept;
+  Subprocess& operator=(Subprocess&&) noexcept;
+  ~Subprocess();
+
+  static StatusOr<Subprocess> Start(const SubprocessSpec& spec);
+
+  pid_t pid() const;
+  bool valid() const { return impl_ != nullptr; }
+  // Our ends of the pipes asked for (-1 otherwise). Owned by the Subprocess until Take*().
+  int stdin_fd() const;
+  int stdout_fd() const;
+  void CloseStdin();
+  void CloseStdout();
+  // True once the child has exited (and is reaped); exit() then says how.
+  bool Exited();
+  // Blocks until the child exits.
+  ExitInfo Wait();
+  const ExitInfo& exit() const;
+  // Sends `sig` to the child, or to its whole group when it has one. No-op once reaped.
+  void Signal(int sig);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The result of running a program to its end with RunToEnd.
+struct CommandOutput {
+  ExitInfo exit;
+  std::string out;  // stdout (bounded by max_output)
+};
+
+// Runs spec (stdin and stdout are piped; spec's modes are overridden), writes `input` to its
+// stdin, collects stdout. Timeout when it has not exited within timeout_s; Cancelled when
+// keep_waiting (asked about every 200 ms) says false; InvalidArgument when it writes more than
+// max_output bytes. In all three cases its process group is killed (spec.own_process_group
+// is forced on). A program that cannot be executed is NotFound naming it.
+StatusOr<CommandOutput> RunToEnd(SubprocessSpec spec, const std::string& input, double timeout_s,
+                                 const std::function<bool()>& keep_waiting = {},
+                                 size_t max_output = size_t{256} << 20);
+
+}  // namespace ens

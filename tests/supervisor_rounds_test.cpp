@@ -1,0 +1,134 @@
+// The supervisor's round logic in-process: a Supervisor with an injected FakeExecutor
+// (tests/support/fake_executor.h) whose thread "workers" speak the real protocol over real
+// socket pairs. No worker binary, no libtorch: dispatch, retries, lost workers, permanent
+// failures, the restart budget and hopeless starts, with every record checked in the journal.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "common/config.h"
+#include "common/exit_codes.h"
+#include "orchestrator/supervisor.h"
+#include "orchestrator/transport.h"
+#include "support/env_spawn.h"
+#include "support/fake_executor.h"
+#include "support/temp_dir.h"
+
+namespace ens {
+namespace {
+
+using namespace ens::testing;
+using Act = FakeExecutor::Act;
+
+const bool kSigpipeIgnored = ::signal(SIGPIPE, SIG_IGN) != SIG_ERR;  // as ensembled's main()
+
+constexpr int kHoldout = 40, kPool = 60;
+
+Config MakeConfig(const std::string& state, int members, int rounds, const std::string& extra = "",
+                  int workers = 2) {
+  const std::string text = R"({"run_name": "fake", "state_dir": ")" + state + R"(", "run_seed": 5,
+    "resources": {"gpus": "none", "cpu_workers": )" + std::to_string(workers) + R"(},
+    "data": {"synthetic": {"initial_rows": 50, "pool_rows": )" + std::to_string(kPool) +
+                           R"(, "holdout_rows": )" + std::to_string(kHoldout) + R"(}},
+    "members": {"defaults": {"layers": [{"units": 4}]}, "count": )" + std::to_string(members) + R"(},
+    "mutation": {"policy": "query_by_committee", "k": 5},
+    "max_task_attempts": 3, "pack_size": 1)" + extra + R"(,
+    "rounds": {"count": )" + std::to_string(rounds) + "}}";
+  auto c = ParseConfig(text, "test", "/");
+  INFO(c.status().message());
+  REQUIRE(c.ok());
+  return *c;
+}
+
+int RunWith(FakeExecutor& fake, const Config& cfg) {
+  LocalTransport transport;
+  SupervisorOptions o;
+  o.worker_binary = "/fake/ensemble-worker";  // never executed: the fake starts threads
+  o.executor = &fake;
+  o.transport = &transport;
+  Supervisor s(cfg, o);
+  return s.Run();
+}
+
+int Count(const std::vector<nlohmann::json>& recs, const std::string& event, const std::string& member, int attempt) {
+  int n = 0;
+  for (const auto& r : recs)
+    n += r.value("event", "") == event && r.value("member", "") == member && r.value("attempt", 0) == attempt;
+  return n;
+}
+
+TEST_CASE("rounds run to the end on fake workers, every member done once per round") {
+  TempDir dir;
+  FakeExecutor fake(kHoldout, kPool);
+  REQUIRE(RunWith(fake, MakeConfig(dir.path() + "/s", 5, 2)) == exit_code::kOk);
+  auto recs = JournalOf(dir.path() + "/s");
+  CHECK(CountEvents(recs, "member_done") == 10);
+  CHECK(CountEvents(recs, "round_committed") == 2);
+  CHECK(CountEvents(recs, "run_finished") == 1);
+  CHECK(fake.tasks_seen() == 10);
+  CHECK(fake.starts() == 2);  // two workers, never replaced
+  for (const auto& [key, n] : DoneCounts(recs)) CHECK(n == 1);
+}
+
+TEST_CASE("a worker that dies in a task is replaced and its member retried as the next attempt") {
+  TempDir dir;
+  FakeExecutor fake(kHoldout, kPool);
+  fake.Script("m001", 1, Act::kDie);
+  fake.Script("m003", 1, Act::kDie);
+  fake.Script("m003", 2, Act::kDie);
+  // One worker: every death must be replaced before the round can go on.
+  REQUIRE(RunWith(fake, MakeConfig(dir.path() + "/s", 4, 1, "", 1)) == exit_code::kOk);
+  auto recs = JournalOf(dir.path() + "/s");
+  CHECK(Count(recs, "member_done", "m001", 2) == 1);
+  CHECK(Count(recs, "member_done", "m003", 3) == 1);
+  CHECK(CountEvents(recs, "member_done") == 4);
+  CHECK(fake.deaths() == 3);
+  CHECK(fake.starts() == 1 + 3);  // each death replaced
+}
+
+TEST_CASE("transient failures are retried up to max_task_attempts, permanent ones are not") {
+  TempDir dir;
+  FakeExecutor fake(kHoldout, kPool);
+  fake.Script("m000", 1, Act::kFail);
+  fake.Script("m000", 2, Act::kFail);
+  fake.Script("m002", 1, Act::kFailPermanent);
+  // min_members 3 of 4: the round commits without m002.
+  REQUIRE(RunWith(fake, MakeConfig(dir.path() + "/s", 4, 1, R"(, "min_members": 3)")) == exit_code::kOk);
+  auto recs = JournalOf(dir.path() + "/s");
+  CHECK(Count(recs, "member_done", "m000", 3) == 1);
+  CHECK(Count(recs, "member_failed", "m002", 1) == 1);
+  CHECK(Count(recs, "member_done", "m002", 2) == 0);  // not retried
+  CHECK(CountEvents(recs, "round_committed") == 1);
+}
+
+TEST_CASE("a member failing every attempt fails the round and nothing is committed") {
+  TempDir dir;
+  FakeExecutor fake(kHoldout, kPool);
+  for (int a = 1; a <= 3; ++a) fake.Script("m001", a, Act::kFail);
+  CHECK(RunWith(fake, MakeConfig(dir.path() + "/s", 3, 1)) != exit_code::kOk);
+  auto recs = JournalOf(dir.path() + "/s");
+  CHECK(Count(recs, "member_failed", "m001", 3) == 1);
+  CHECK(CountEvents(recs, "round_committed") == 0);
+}
+
+TEST_CASE("starts that keep failing exhaust the restart budget, a hopeless start stops at once, both exit 78") {
+  {
+    TempDir dir;
+    FakeExecutor fake(kHoldout, kPool);
+    fake.failing_starts = 1000;
+    CHECK(RunWith(fake, MakeConfig(dir.path() + "/s", 2, 1)) == exit_code::kPermanentFailure);
+    CHECK(fake.starts() >= kSlotStartBudget);
+    CHECK(fake.starts() <= 2 * kSlotStartBudget);
+  }
+  {
+    TempDir dir;
+    FakeExecutor fake(kHoldout, kPool);
+    fake.hopeless_start = true;
+    CHECK(RunWith(fake, MakeConfig(dir.path() + "/s", 2, 1)) == exit_code::kPermanentFailure);
+    CHECK(fake.starts() <= 2);  // one per slot, never retried
+  }
+}
+
+}  // namespace
+}  // namespace ens
