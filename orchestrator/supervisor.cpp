@@ -11,11 +11,8 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <deque>
 #include <filesystem>
 #include <algorithm>
-#include <map>
-#include <set>
 
 #include "common/atomic_file.h"
 #include "common/data_source.h"
@@ -30,6 +27,7 @@
 #include "orchestrator/ensemble_summary.h"
 #include "orchestrator/mutation_policy.h"
 #include "orchestrator/pack_plan.h"
+#include "orchestrator/pack_scheduler.h"
 
 namespace ens {
 namespace {
@@ -233,33 +231,19 @@ bool Supervisor::HandleSignals() {
 
 Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
   // The dispatch unit is a pack (a single member when packing is off). A member's bits do not
-  // depend on its pack, so the plan may follow the worker count.
-  const std::vector<std::vector<int>> packs =
+  // depend on its pack, so the plan may follow the worker count. Where each pack is (queued, in
+  // flight, retried, draining, done) and which members are decided: PackScheduler.
+  std::vector<bool> done_before(cfg_.members.size());
+  for (size_t i = 0; i < cfg_.members.size(); ++i) done_before[i] = progress_.done.count(cfg_.members[i].name) > 0;
+  auto plan = PackScheduler::Create(
       PlanPacks(cfg_.members, cfg_.pack_size, static_cast<int>(workers_->slots().size()),
-                PackShape{static_cast<int>(train_->header().features), progress_.train_rows});
-  std::vector<int> pack_of(cfg_.members.size());
-  for (size_t p = 0; p < packs.size(); ++p)
-    for (int i : packs[p]) pack_of[static_cast<size_t>(i)] = static_cast<int>(p);
-  auto unit = [&](size_t p, int attempt) {
-    std::vector<TaskSpec> tasks;
-    for (int i : packs[p]) tasks.push_back(MakeTask(round, i, attempt));
-    return tasks;
-  };
-  std::deque<std::vector<TaskSpec>> pending;
-  std::map<int, int> current;     // pack -> the attempt now pending or in flight
-  std::map<int, int> reports_due;  // pack -> reports its dispatched attempt still owes
-  std::set<std::string> failed_members;
-  std::map<std::string, int> unasked_kills;  // member -> attempts lost to a SIGKILL not ours
-  bool any_permanent = false;
-  size_t finished = progress_.done.size();
-  for (size_t p = 0; p < packs.size(); ++p) {
-    bool all_done = std::all_of(packs[p].begin(), packs[p].end(),
-                                [&](int i) { return progress_.done.count(cfg_.members[i].name) > 0; });
-    if (!all_done) {
-      pending.push_back(unit(p, 1));
-      current[static_cast<int>(p)] = 1;
-    }
+                PackShape{static_cast<int>(train_->header().features), progress_.train_rows}),
+      cfg_.members.size(), done_before, cfg_.max_task_attempts);
+  if (!plan.ok()) {
+    *error = plan.status();
+    return RoundEnd::kFailed;
   }
+  PackScheduler& sched = *plan;
   std::string first_failure;
   // member_done records wait here until their pack has reported (or 1 s passed) and go to
   // the journal as one fsync'd batch: O(1) fsyncs per pack, not per member.
@@ -269,11 +253,7 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
     int pack;
   };
   std::vector<DoneRecord> done_batch;
-  std::set<std::string> batched;
   Clock::time_point batch_started;
-  auto decided = [&](const std::string& m) {
-    return progress_.done.count(m) > 0 || failed_members.count(m) > 0 || batched.count(m) > 0;
-  };
   auto flush_done = [&]() -> Status {
     if (done_batch.empty()) return Status::Ok();
     std::vector<json> recs;
@@ -284,7 +264,6 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
       const json& m = d.rec["metrics"];
       const std::string name = d.rec["member"].get<std::string>();
       progress_.done[name] = d.rec;
-      ++finished;
       CrashPoint("after_member_done");
       RecordFinished(name, d.out_dir, m.value("seconds", 0.0));
       std::printf("  round %d  %-8s done   holdout_rmse %7.4f  epochs %3d  %5.1fs  slot %d pid %d\n", round,
@@ -293,33 +272,29 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
     }
     std::fflush(stdout);
     done_batch.clear();
-    batched.clear();
     return Status::Ok();
   };
   auto stopped = [&]() {
     if (Status s = flush_done(); !s.ok()) spdlog::error("journal: {}", s.message());
     return RoundEnd::kStopped;
   };
-  while (finished + failed_members.size() < cfg_.members.size()) {
-    if (stop_requests_ == 0 && !paused_)
-      for (auto it = pending.begin(); it != pending.end();) {
-        // A retry waits until every task of the pack's previous attempt has reported (done,
-        // failed or lost): only then is it known which members are journaled.
-        const int pack = pack_of[static_cast<size_t>(it->front().member_index)];
-        if (reports_due[pack] > 0) {
-          ++it;
-          continue;
+  // Every member decided, and every done one journaled.
+  while (!sched.Complete() || !done_batch.empty()) {
+    if (stop_requests_ > 0 && !sched.stopping()) sched.RequestStop();  // nothing new starts
+    // A retry waits until every task of the pack's previous attempt has reported (done, failed
+    // or lost): only then is it known which members are journaled. A re-run pack trains only
+    // its undecided members: a member's bits do not depend on its pack, and a journaled
+    // directory is never rewritten.
+    if (!paused_)
+      while (std::optional<PackDispatch> next = sched.NextDispatch()) {
+        if (workers_->IdleCount() == 0) break;  // spares building a pack's tasks for nothing
+        std::vector<TaskSpec> tasks;
+        for (int i : next->members) tasks.push_back(MakeTask(round, i, next->attempt));
+        if (!workers_->Assign(tasks)) break;
+        if (Status s = sched.Dispatched(next->pack); !s.ok()) {
+          spdlog::error("round {}: {}", round, s.message());
+          break;
         }
-        // A re-run pack trains only its undecided members: a member's bits do not depend on
-        // its pack, and a journaled directory is never rewritten.
-        std::erase_if(*it, [&](const TaskSpec& t) { return decided(t.member.name); });
-        if (it->empty()) {
-          it = pending.erase(it);
-          continue;
-        }
-        if (!workers_->Assign(*it)) break;
-        reports_due[pack] = static_cast<int>(it->size());
-        it = pending.erase(it);
         CrashPoint("after_dispatch");
       }
     if (stop_requests_ > 0 && workers_->BusyCount() == 0) return stopped();
@@ -330,7 +305,7 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
     struct pollfd fds[3] = {{workers_->report_fd(), POLLIN, 0}, {control_.fd(), POLLIN, 0}, {opts_.signal_fd, POLLIN, 0}};
     ::poll(fds, opts_.signal_fd >= 0 ? 3 : 2, 200);
     if (!HandleSignals()) return stopped();
-    round_failed_ = failed_members.size();
+    round_failed_ = sched.failed_count();
     ServiceTick(false);
     std::vector<PoolEvent> events = workers_->Service();
     if (std::string why = workers_->Unusable(); !why.empty()) {  // a restart cannot help
@@ -338,77 +313,79 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
       return RoundEnd::kFailed;
     }
     for (PoolEvent& e : events) {
-      // A pack's unpublished members may report after the round has everything it needs; such
-      // late reports reach the next round's loop and must not count there.
+      // A late report about an earlier round's task must not count in this one.
       if (e.task.round != round) continue;
+      // (Every task the supervisor sends is published: MakeTask never clears `publish`.)
       const std::string& name = e.task.member.name;
-      const int pack = pack_of[static_cast<size_t>(e.task.member_index)];
-      if (reports_due[pack] > 0) --reports_due[pack];  // one attempt of a pack in flight at a time
-      if (e.kind == PoolEvent::kDone) {
-        // Unpublished (trained again for its pack only), or already decided: nothing to record.
-        if (!e.task.publish || decided(name)) continue;
+      const int index = e.task.member_index;
+      json metrics;
+      if (e.kind == PoolEvent::kDone && !sched.decided(index)) {
         auto r = LoadMemberResult(e.task.out_dir, holdout_.rows(), pool_.rows());
         if (r.ok()) {
-          if (done_batch.empty()) batch_started = Clock::now();
-          done_batch.push_back({{{"event", "member_done"}, {"round", round}, {"member", name},
-                                 {"index", e.task.member_index}, {"attempt", e.task.attempt}, {"slot", e.slot},
-                                 {"pid", e.pid}, {"metrics", r->metrics}},
-                                e.task.out_dir, pack});
-          batched.insert(name);
-          continue;
+          metrics = r->metrics;
+        } else {
+          e.kind = PoolEvent::kFailed;
+          e.error = "results unreadable: " + r.status().message();
         }
-        e.kind = PoolEvent::kFailed;
-        e.error = "results unreadable: " + r.status().message();
       }
-      if (decided(name)) continue;
-      if (e.kind == PoolEvent::kLost && e.killed_unasked) ++unasked_kills[name];
-      // Killed by a SIGKILL ensembled did not send in every attempt: most likely the kernel's
-      // out-of-memory killer, and then a restart cannot help (exit 78, not a restart loop).
-      const bool out_of_memory = e.task.attempt >= cfg_.max_task_attempts && unasked_kills[name] >= e.task.attempt;
-      if (out_of_memory && e.task.attempt >= current[pack]) {
+      MemberReport report;
+      report.kind = e.kind == PoolEvent::kDone     ? MemberReport::kDone
+                    : e.kind == PoolEvent::kFailed ? MemberReport::kFailed
+                                                   : MemberReport::kLost;
+      report.member = index;
+      report.attempt = e.task.attempt;
+      report.permanent = e.permanent;
+      report.killed_unasked = e.killed_unasked;
+      const ReportVerdict v = sched.OnReport(report);
+      if (!v.status.ok()) spdlog::error("round {}: {}", round, v.status.message());
+      if (v.outcome == ReportVerdict::kIgnored) continue;
+      const int pack = sched.pack_of(index);
+      if (v.outcome == ReportVerdict::kDone) {
+        if (done_batch.empty()) batch_started = Clock::now();
+        done_batch.push_back({{{"event", "member_done"}, {"round", round}, {"member", name}, {"index", index},
+                               {"attempt", e.task.attempt}, {"slot", e.slot}, {"pid", e.pid}, {"metrics", metrics}},
+                              e.task.out_dir, pack});
+        continue;
+      }
+      if (v.out_of_memory) {
+        // Killed by a SIGKILL ensembled did not send in every attempt: most likely the kernel's
+        // out-of-memory killer, and then a restart cannot help (exit 78, not a restart loop).
+        const size_t size = sched.pack_size(pack);
         e.error += "; killed by SIGKILL in all " + std::to_string(e.task.attempt) +
                    " attempts, not by ensembled: most likely the kernel's out-of-memory killer (" +
-                   (packs[static_cast<size_t>(pack)].size() > 1
-                        ? "pack of " + std::to_string(packs[static_cast<size_t>(pack)].size()) +
-                              "; a smaller pack_size or fewer workers per machine may fit)"
-                        : "alone; fewer workers per machine may fit)");
+                   (size > 1 ? "pack of " + std::to_string(size) +
+                                   "; a smaller pack_size or fewer workers per machine may fit)"
+                             : "alone; fewer workers per machine may fit)");
         e.permanent = true;
       }
-      auto mark_failed = [&](int i) {
-        const std::string& m = cfg_.members[static_cast<size_t>(i)].name;
-        if (decided(m)) return;
-        (void)journal_->Append({{"event", "member_failed"}, {"round", round}, {"member", m}, {"index", i},
+      auto journal_failed = [&]() {
+        (void)journal_->Append({{"event", "member_failed"}, {"round", round}, {"member", name}, {"index", index},
                                 {"attempt", e.task.attempt}, {"error", e.error}, {"permanent", e.permanent}});
-        failed_members.insert(m);
         ++counters_.members_failed_total;
       };
-      if (first_failure.empty() && (e.permanent || e.task.attempt >= cfg_.max_task_attempts))
+      if (first_failure.empty() && (v.outcome == ReportVerdict::kPermanent || v.outcome == ReportVerdict::kGaveUp))
         first_failure = "member " + name + ": " + e.error;
-      if (e.permanent) {
+      if (v.outcome == ReportVerdict::kPermanent) {
         // Deterministic (NaN loss, a spec that cannot build): retrying cannot help, and it is
         // this member's own failure; its pack-mates report for themselves.
         spdlog::warn("round {} member {} attempt {} failed: {} (permanent, not retried)", round, name,
                      e.task.attempt, e.error);
-        mark_failed(e.task.member_index);
-        any_permanent = true;
+        journal_failed();
         continue;
       }
-      if (e.task.attempt < current[pack]) continue;  // the other members' reports of a pack already retried
-      bool give_up = e.task.attempt >= cfg_.max_task_attempts;
+      const bool give_up = v.outcome == ReportVerdict::kGaveUp;
       spdlog::warn("round {} member {} attempt {} failed: {}{}", round, name, e.task.attempt, e.error,
                    give_up ? " (giving up)" : " (will retry)");
       if (!give_up) {  // the pack again, less its decided members
-        current[pack] = e.task.attempt + 1;
-        pending.push_back(unit(static_cast<size_t>(pack), e.task.attempt + 1));
         ++counters_.members_retried_total;
         continue;
       }
       // Out of attempts: this member fails. Its pack-mates' own reports of this last attempt
       // (done, failed or lost; every task of a pack gets one) decide theirs.
-      mark_failed(e.task.member_index);
+      journal_failed();
     }
     const bool pack_reported = std::any_of(done_batch.begin(), done_batch.end(),
-                                           [&](const DoneRecord& d) { return reports_due[d.pack] == 0; });
+                                           [&](const DoneRecord& d) { return sched.reports_owed(d.pack) == 0; });
     if (!done_batch.empty() && (pack_reported || Clock::now() - batch_started > std::chrono::seconds(1))) {
       if (Status s = flush_done(); !s.ok()) {
         *error = s;
@@ -416,11 +393,12 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
       }
     }
   }
-  size_t failed = failed_members.size();
+  const size_t failed = sched.failed_count();
+  const size_t finished = sched.done_count();
   size_t needed = cfg_.min_members > 0 ? static_cast<size_t>(cfg_.min_members) : cfg_.members.size();
   if (finished < needed) {
     // Retries exhausted on failures that were not permanent (crashes, I/O): a restart may help.
-    auto make = any_permanent ? Status::InvalidArgument : Status::IOError;
+    auto make = sched.any_permanent() ? Status::InvalidArgument : Status::IOError;
     *error = make("round " + std::to_string(round) + ": " + std::to_string(failed) +
                                      " member(s) failed, " + std::to_string(finished) + " succeeded, " +
                                      std::to_string(needed) + " needed (min_members); first failure: " + first_failure);
