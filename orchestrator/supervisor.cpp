@@ -372,13 +372,20 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
                         : "alone; fewer workers per machine may fit)");
         e.permanent = true;
       }
-      auto mark_failed = [&](int i) {
+      // As with member_done: a journal that cannot take a record is not appended to again
+      // (the write may have left part of a line); the round stops with its error.
+      auto mark_failed = [&](int i) -> Status {
         const std::string& m = cfg_.members[static_cast<size_t>(i)].name;
-        if (decided(m)) return;
-        (void)journal_->Append({{"event", "member_failed"}, {"round", round}, {"member", m}, {"index", i},
-                                {"attempt", e.task.attempt}, {"error", e.error}, {"permanent", e.permanent}});
+        if (decided(m)) return Status::Ok();
+        Status s = journal_->Append({{"event", "member_failed"}, {"round", round}, {"member", m}, {"index", i},
+                                     {"attempt", e.task.attempt}, {"error", e.error}, {"permanent", e.permanent}});
+        if (!s.ok()) {
+          spdlog::error("journal: cannot record round {} member {}'s failure", round, m);
+          return s;
+        }
         failed_members.insert(m);
         ++counters_.members_failed_total;
+        return Status::Ok();
       };
       if (first_failure.empty() && (e.permanent || e.task.attempt >= cfg_.max_task_attempts))
         first_failure = "member " + name + ": " + e.error;
@@ -387,7 +394,10 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
         // this member's own failure; its pack-mates report for themselves.
         spdlog::warn("round {} member {} attempt {} failed: {} (permanent, not retried)", round, name,
                      e.task.attempt, e.error);
-        mark_failed(e.task.member_index);
+        if (Status s = mark_failed(e.task.member_index); !s.ok()) {
+          *error = s;
+          return RoundEnd::kFailed;
+        }
         any_permanent = true;
         continue;
       }
@@ -403,7 +413,10 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
       }
       // Out of attempts: this member fails. Its pack-mates' own reports of this last attempt
       // (done, failed or lost; every task of a pack gets one) decide theirs.
-      mark_failed(e.task.member_index);
+      if (Status s = mark_failed(e.task.member_index); !s.ok()) {
+        *error = s;
+        return RoundEnd::kFailed;
+      }
     }
     const bool pack_reported = std::any_of(done_batch.begin(), done_batch.end(),
                                            [&](const DoneRecord& d) { return reports_due[d.pack] == 0; });
@@ -689,8 +702,13 @@ int Supervisor::Run() {
       break;
     }
     if (stop_now) {
-      (void)journal_->Append({{"event", "run_finished"}, {"rounds", round + 1},
-                              {"reason", round + 1 >= cfg_.rounds.count ? "all rounds done" : "stop_below_error reached"}});
+      // The round is committed; without run_finished a restart appends it (the resume path above).
+      s = journal_->Append({{"event", "run_finished"}, {"rounds", round + 1},
+                            {"reason", round + 1 >= cfg_.rounds.count ? "all rounds done" : "stop_below_error reached"}});
+      if (!s.ok()) {
+        spdlog::error("journal: cannot record run_finished after round {}: {}", round, s.ToString());
+        code = ExitCodeFor(s);
+      }
       break;
     }
   }
