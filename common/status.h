@@ -3,6 +3,8 @@
 // A Status is either ok() or carries a code and a message that already names the place
 // (file:line:column, a JSON pointer, a path). errno is turned into text only in
 // Status::FromErrno. Cheap to copy; immutable once made. Thread-compatible.
+// [[nodiscard]], as is StatusOr: a call whose failure truly does not matter says so with an
+// explicit (void) and a comment saying why.
 #pragma once
 
 #include <string>
@@ -10,7 +12,7 @@
 
 namespace ens {
 
-class Status {
+class [[nodiscard]] Status {
  public:
   enum class Code { kOk, kInvalidArgument, kNotFound, kIOError, kCorruption, kTimeout, kInternal, kCancelled };
 
@@ -41,7 +43,7 @@ class Status {
 
 // A value or the Status explaining why there is none.
 template <typename T>
-class StatusOr {
+class [[nodiscard]] StatusOr {
  public:
   StatusOr(T value) : value_(std::move(value)) {}        // NOLINT(runtime/explicit)
   StatusOr(Status status) : status_(std::move(status)) {}  // NOLINT(runtime/explicit)

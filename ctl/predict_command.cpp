@@ -100,7 +100,11 @@ int Predict(const std::string& state_dir, int round, const std::string& input_cs
     return exit_code::kTransientFailure;
   }
   std::string tmp = tmpl;
-  (void)WriteFileAtomic(tmp + "/in.f32", FloatsToBytes(table->x));
+  if (Status s = WriteFileAtomic(tmp + "/in.f32", FloatsToBytes(table->x)); !s.ok()) {
+    std::cerr << "ensemblectl predict: " << s.message() << "\n";
+    (void)RemoveTree(tmp);  // best effort: the write already failed
+    return ExitCodeFor(s);
+  }
   std::vector<std::string> argv = {WorkerBinary(), "predict", "--input", tmp + "/in.f32", "--features",
                                    std::to_string(table->features), "--output", tmp + "/out.f32"};
   for (const auto& dir : committed->member_dirs) argv.push_back(dir + "/checkpoint.pt");
@@ -108,7 +112,7 @@ int Predict(const std::string& state_dir, int round, const std::string& input_cs
   int rc = RunAndWait(argv);
   auto preds = rc == 0 ? ReadFloats(tmp + "/out.f32", k * table->rows()) : StatusOr<std::vector<float>>(
                                                                           Status::Internal("worker exited with " + std::to_string(rc)));
-  (void)RemoveTree(tmp);
+  (void)RemoveTree(tmp);  // best effort: a leftover dir in /tmp does not change the predictions
   if (!preds.ok()) {
     std::cerr << "ensemblectl predict: " << preds.status().message() << "\n";
     return exit_code::kTransientFailure;

@@ -196,7 +196,7 @@ int Verify(const std::string& state_dir, int round, const std::string& member, i
                 PackNote(layout.MemberDir(round, name), name, v.kind).c_str());
     std::fflush(stdout);
   }
-  (void)RemoveTree(scratch);
+  (void)RemoveTree(scratch);  // best effort: a leftover scratch dir does not change the verdicts
   std::printf("%zu member(s) checked, %d mismatch(es)\n", names.size(), mismatches);
   return mismatches ? exit_code::kVerifyMismatch : exit_code::kOk;
 }

@@ -358,10 +358,17 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
                              : "alone; fewer workers per machine may fit)");
         e.permanent = true;
       }
-      auto journal_failed = [&]() {
-        (void)journal_->Append({{"event", "member_failed"}, {"round", round}, {"member", name}, {"index", index},
-                                {"attempt", e.task.attempt}, {"error", e.error}, {"permanent", e.permanent}});
+      // As with member_done: a journal that cannot take a record is not appended to again
+      // (the write may have left part of a line); the round stops with its error.
+      auto journal_failed = [&]() -> Status {
+        Status s = journal_->Append({{"event", "member_failed"}, {"round", round}, {"member", name}, {"index", index},
+                                     {"attempt", e.task.attempt}, {"error", e.error}, {"permanent", e.permanent}});
+        if (!s.ok()) {
+          spdlog::error("journal: cannot record round {} member {}'s failure", round, name);
+          return s;
+        }
         ++counters_.members_failed_total;
+        return Status::Ok();
       };
       if (first_failure.empty() && (v.outcome == ReportVerdict::kPermanent || v.outcome == ReportVerdict::kGaveUp))
         first_failure = "member " + name + ": " + e.error;
@@ -370,7 +377,10 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
         // this member's own failure; its pack-mates report for themselves.
         spdlog::warn("round {} member {} attempt {} failed: {} (permanent, not retried)", round, name,
                      e.task.attempt, e.error);
-        journal_failed();
+        if (Status s = journal_failed(); !s.ok()) {
+          *error = s;
+          return RoundEnd::kFailed;
+        }
         continue;
       }
       const bool give_up = v.outcome == ReportVerdict::kGaveUp;
@@ -382,7 +392,10 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
       }
       // Out of attempts: this member fails. Its pack-mates' own reports of this last attempt
       // (done, failed or lost; every task of a pack gets one) decide theirs.
-      journal_failed();
+      if (Status s = journal_failed(); !s.ok()) {
+        *error = s;
+        return RoundEnd::kFailed;
+      }
     }
     const bool pack_reported = std::any_of(done_batch.begin(), done_batch.end(),
                                            [&](const DoneRecord& d) { return sched.reports_owed(d.pack) == 0; });
@@ -715,8 +728,13 @@ int Supervisor::RunWith(const std::vector<WorkerPlacement>& placements) {
       break;
     }
     if (stop_now) {
-      (void)journal_->Append({{"event", "run_finished"}, {"rounds", round + 1},
-                              {"reason", round + 1 >= cfg_.rounds.count ? "all rounds done" : "stop_below_error reached"}});
+      // The round is committed; without run_finished a restart appends it (the resume path above).
+      s = journal_->Append({{"event", "run_finished"}, {"rounds", round + 1},
+                            {"reason", round + 1 >= cfg_.rounds.count ? "all rounds done" : "stop_below_error reached"}});
+      if (!s.ok()) {
+        spdlog::error("journal: cannot record run_finished after round {}: {}", round, s.ToString());
+        code = ExitCodeFor(s);
+      }
       break;
     }
   }

@@ -94,7 +94,7 @@ int Serve(int channel_fd, const std::string& connect, const std::string& token_h
     m.slot = slot;
     m.pid = pid;
     m.error = usable.message().substr(0, 3000);
-    (void)SendReport(link, m, 10000);
+    (void)SendReport(link, m, 10000);  // best effort: the pool reads exit 78 before ready as unusable too
     return exit_code::kPermanentFailure;
   }
   Message ready;
@@ -139,7 +139,7 @@ int Serve(int channel_fd, const std::string& connect, const std::string& token_h
     current_member = tasks[0].member.name + (tasks.size() > 1 ? "+" + std::to_string(tasks.size() - 1) : "");
     for (const auto& t : tasks) HangIfTold(t.task_id, t.attempt, "");
     for (const auto& t : tasks)
-      for (const std::string& raw : RawMessagesRequested(t.task_id, t.attempt, slot, pid)) (void)link.Send(raw, 2000);
+      for (const std::string& raw : RawMessagesRequested(t.task_id, t.attempt, slot, pid)) (void)link.Send(raw, 2000);  // a test's fault: the pool's handling of it is what is tested
     KillIfTooBig(tasks.size());
     // Every phase calls this per member or batch; it sends at most one heartbeat per
     // heartbeat_ms, from this thread: a worker that stops moving stops beating.
