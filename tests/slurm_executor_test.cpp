@@ -131,6 +131,22 @@ bool WaitForDone(const std::string& state, int n, double timeout_s) {
   return false;
 }
 
+// Ids of the run's RUNNING jobs once there are `n` of them (at most timeout_s): a worker may
+// already train while its sibling's job still waits for slurmctld's next scheduling tick.
+std::vector<std::string> WaitForRunning(const std::string& run_id, size_t n, const std::string& scratch,
+                                        double timeout_s) {
+  auto t0 = SteadyClock::now();
+  std::vector<std::string> ids;
+  do {
+    ids.clear();
+    for (const auto& [id, st] : JobsOf(run_id, scratch))
+      if (st == "RUNNING") ids.push_back(id);
+    if (ids.size() >= n) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  } while (SecondsSince(t0) < timeout_s);
+  return ids;
+}
+
 // A local run of the same config: the reference bits.
 std::string LocalReference(const std::string& scratch) {
   const std::string state = scratch + "/local";
@@ -209,9 +225,7 @@ TEST_CASE("a worker job cancelled mid-round is retried with the same bits and re
   pid_t d = SpawnEnv({BinaryPath("ensembled"), "run", "--config", cfg}, scratch + "/d.out", scratch + "/d.err");
   REQUIRE(WaitForDone(state, 1, 120));  // m000 (short) done: the other worker is inside m001 (long)
   const std::string run_id = RunIdOf(state);
-  std::vector<std::string> cancelled;
-  for (const auto& [id, st] : JobsOf(run_id, scratch))
-    if (st == "RUNNING") cancelled.push_back(id);
+  std::vector<std::string> cancelled = WaitForRunning(run_id, 2, scratch, 60);
   REQUIRE(cancelled.size() == 2);
   for (const auto& id : cancelled) RunWithEnv({Tool("scancel"), id}, scratch, {}, 30);
   bool timed_out = false;
@@ -264,7 +278,7 @@ TEST_CASE("ensemblectl stop and SIGTERM end the run with every one of its jobs c
                        scratch + "/" + how + ".err");
     REQUIRE(WaitForDone(state, 1, 120));
     const std::string run_id = RunIdOf(state);
-    CHECK(Active(JobsOf(run_id, scratch)) == 2);
+    CHECK(WaitForRunning(run_id, 2, scratch, 60).size() == 2);
     if (how == "stop") {
       TimedRun c = RunWithEnv({BinaryPath("ensemblectl"), "stop", "--state-dir", state}, scratch, {}, 30);
       CHECK(c.code == 0);
