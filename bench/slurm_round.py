@@ -18,6 +18,7 @@ Usage: bench/slurm_round.py [--workers 2] [--members 8] [--rounds 3] [--epochs 5
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -85,6 +86,7 @@ def main():
                     work, "slurm")
     finally:
         subprocess.run(["bash", CLUSTER, "stop", cluster], capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
     lr, sr = local["round_wall_s"], slurm["round_wall_s"]
     result = {"machine": C.machine_info(), "args": vars(a), "local": local, "slurm": slurm,
               "whole_run_ratio": round(slurm["wall_s"] / local["wall_s"], 3),
