@@ -147,6 +147,19 @@ std::vector<std::string> WaitForRunning(const std::string& run_id, size_t n, con
   return ids;
 }
 
+// A daemon started in the background; SIGKILLed and reaped when the case ends early (a failed
+// REQUIRE), so no ensembled outlives its test.
+// Set pid to 0 once the test has reaped it itself.
+struct Daemon {
+  pid_t pid;
+  ~Daemon() {
+    if (pid > 0 && !TryWait(pid)) {
+      ::kill(pid, SIGKILL);
+      WaitAtMost(pid, 30);
+    }
+  }
+};
+
 // A local run of the same config: the reference bits.
 std::string LocalReference(const std::string& scratch) {
   const std::string state = scratch + "/local";
@@ -223,6 +236,7 @@ TEST_CASE("a worker job cancelled mid-round is retried with the same bits and re
   const std::string state = scratch + "/slurm";
   const std::string cfg = WriteConfig(scratch, "slurm", Config(state, SlurmResources()));
   pid_t d = SpawnEnv({BinaryPath("ensembled"), "run", "--config", cfg}, scratch + "/d.out", scratch + "/d.err");
+  Daemon guard{d};
   REQUIRE(WaitForDone(state, 1, 120));  // m000 (short) done: the other worker is inside m001 (long)
   const std::string run_id = RunIdOf(state);
   std::vector<std::string> cancelled = WaitForRunning(run_id, 2, scratch, 60);
@@ -230,6 +244,7 @@ TEST_CASE("a worker job cancelled mid-round is retried with the same bits and re
   for (const auto& id : cancelled) RunWithEnv({Tool("scancel"), id}, scratch, {}, 30);
   bool timed_out = false;
   int code = WaitAtMost(d, 300, &timed_out);
+  guard.pid = 0;  // reaped
   const std::string err = ReadText(scratch + "/d.err");
   INFO(err);
   REQUIRE_FALSE(timed_out);
@@ -248,9 +263,11 @@ TEST_CASE("after the supervisor is SIGKILLed, a resume cancels the run's leftove
   const std::string state = scratch + "/slurm";
   const std::string cfg = WriteConfig(scratch, "slurm", Config(state, SlurmResources()));
   pid_t d = SpawnEnv({BinaryPath("ensembled"), "run", "--config", cfg}, scratch + "/d.out", scratch + "/d1.err");
+  Daemon guard{d};
   REQUIRE(WaitForDone(state, 1, 120));
   ::kill(d, SIGKILL);
   WaitAtMost(d, 30);
+  guard.pid = 0;  // reaped
   const std::string run_id = RunIdOf(state);
   // A pilot job of the dead supervisor that never noticed (still queued, or wedged on a node):
   // it carries the run's name and must not survive the resume.
@@ -276,6 +293,7 @@ TEST_CASE("ensemblectl stop and SIGTERM end the run with every one of its jobs c
     const std::string cfg = WriteConfig(scratch, how, Config(state, SlurmResources()));
     pid_t d = SpawnEnv({BinaryPath("ensembled"), "run", "--config", cfg}, scratch + "/" + how + ".out",
                        scratch + "/" + how + ".err");
+    Daemon guard{d};
     REQUIRE(WaitForDone(state, 1, 120));
     const std::string run_id = RunIdOf(state);
     CHECK(WaitForRunning(run_id, 2, scratch, 60).size() == 2);
@@ -287,6 +305,7 @@ TEST_CASE("ensemblectl stop and SIGTERM end the run with every one of its jobs c
     }
     bool timed_out = false;
     int code = WaitAtMost(d, 300, &timed_out);
+    guard.pid = 0;  // reaped
     INFO(ReadText(scratch + "/" + how + ".err"));
     CHECK_FALSE(timed_out);
     CHECK(code == 0);
