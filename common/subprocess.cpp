@@ -53,7 +53,6 @@ boost::asio::io_context& ProcessContext() {
 struct ChildSetup {
   const SubprocessSpec* spec;
   pid_t parent;
-  int null_fd;
 
   bp::error_code on_setup(bp::posix::default_launcher& launcher, const bp::filesystem::path&, const char* const*) {
     if (spec->pass_fd >= 0) launcher.fd_whitelist.push_back(spec->pass_fd_as);
@@ -231,7 +230,7 @@ StatusOr<Subprocess> Subprocess::Start(const SubprocessSpec& spec) {
   std::vector<std::string> args(spec.argv.begin() + 1, spec.argv.end());
   bp::posix::default_launcher launcher;
   launcher.env = envp.data();
-  ChildSetup setup{&spec, ::getpid(), null_fd};
+  ChildSetup setup{&spec, ::getpid()};
   bp::error_code ec;
   // (1.81's context+error_code overload throws: use the executor one.)
   impl->process = launcher(ProcessContext().get_executor(), ec, exe, args, bp::process_stdio{in_fd, out_fd, child_err}, setup);

@@ -73,11 +73,15 @@ std::string SlurmExecutor::JobScript(const WorkerLaunch& launch) {
   return s + "\n";
 }
 
+std::string SlurmExecutor::LogPath(int slot, const std::string& job) const {
+  return state_dir_ + "/slurm/slot" + std::to_string(slot) + "-" + job + ".log";
+}
+
 std::vector<std::string> SlurmExecutor::SbatchArgv(int slot, const std::string& script) const {
   std::vector<std::string> a = {"sbatch", "--parsable", "--job-name=" + job_name_, "--ntasks=1",
                                 "--cpus-per-task=" + std::to_string(spec_.cpus_per_worker > 0 ? spec_.cpus_per_worker : threads_),
                                 "--chdir=" + state_dir_,
-                                "--output=" + state_dir_ + "/slurm/slot" + std::to_string(slot) + "-%j.log",
+                                "--output=" + LogPath(slot, "%j"),
                                 "--export=ALL"};
   if (!spec_.partition.empty()) a.push_back("--partition=" + spec_.partition);
   if (spec_.gpus_per_worker > 0) a.push_back("--gres=gpu:" + std::to_string(spec_.gpus_per_worker));
@@ -155,7 +159,7 @@ StatusOr<WorkerHandle> SlurmExecutor::Start(const WorkerLaunch& launch) {
   id = id.substr(0, id.find(';'));  // "57;cluster" on federated setups
   if (id.empty() || id.find_first_not_of("0123456789_") != std::string::npos)
     return Status::IOError("sbatch printed no job id: '" + Trim(*out) + "'");
-  Job job{id, launch.slot, state_dir_ + "/slurm/slot" + std::to_string(launch.slot) + "-" + id + ".log"};
+  Job job{id, LogPath(launch.slot, id)};
   jobs_[launch.token] = job;
   spdlog::info("slot {}: submitted Slurm job {}", launch.slot, id);
   WorkerHandle h;

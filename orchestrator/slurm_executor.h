@@ -56,9 +56,10 @@ class SlurmExecutor : public Executor {
  private:
   struct Job {
     std::string id;
-    int slot = 0;
-    std::string log;
+    std::string log;  // its output file
   };
+  // The job's output file; `job` is an id, or sbatch's "%j" pattern.
+  std::string LogPath(int slot, const std::string& job) const;
   StatusOr<std::string> RunSlurm(const std::vector<std::string>& argv) const;
   std::vector<std::string> JobsNamed() const;  // ids of this run's jobs still known to Slurm
   std::string Ended(const Job& job, const std::string& state, ExitInfo* exit) const;

@@ -74,7 +74,6 @@ class FakeExecutor : public Executor {
     auto it = workers_.find(worker.token);
     if (it == workers_.end()) return;
     it->second->signal = sig;
-    ++signals_;
   }
 
   std::vector<WorkerExit> PollExits() override {
@@ -205,7 +204,7 @@ class FakeExecutor : public Executor {
   std::mutex mu_;
   std::map<std::pair<std::string, int>, Act> script_;
   std::map<uint64_t, std::shared_ptr<Worker>> workers_;
-  std::atomic<int> starts_{0}, tasks_seen_{0}, deaths_{0}, signals_{0};
+  std::atomic<int> starts_{0}, tasks_seen_{0}, deaths_{0};
 };
 
 }  // namespace ens::testing
