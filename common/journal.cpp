@@ -123,6 +123,7 @@ RunProgress ReplayJournal(const std::vector<json>& records) {
       p.next_round += 1;
       p.generation = r.value("generation", p.generation + 1);
       p.train_rows = r.value("train_rows", p.train_rows);
+      p.dropped_rows = r.value("dropped_rows", p.dropped_rows);
       if (r.contains("pool_used") && r["pool_used"].is_array())
         for (const auto& id : r["pool_used"]) p.pool_used.push_back(id.get<uint64_t>());
       p.done.clear();
@@ -132,6 +133,7 @@ RunProgress ReplayJournal(const std::vector<json>& records) {
       // The mutation a last round skipped, decided when the run was extended.
       p.generation = r.value("generation", p.generation + 1);
       p.train_rows = r.value("train_rows", p.train_rows);
+      p.dropped_rows = r.value("dropped_rows", p.dropped_rows);
       if (r.contains("pool_used") && r["pool_used"].is_array())
         for (const auto& id : r["pool_used"]) p.pool_used.push_back(id.get<uint64_t>());
       p.committed.back()["excluded_file"] = r.value("excluded_file", "");

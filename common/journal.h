@@ -9,11 +9,16 @@
 //   run_started     {config_digest, features, train_rows, holdout_rows, pool_rows}
 //   member_done     {round, member, index, attempt, slot, pid, metrics}
 //   member_failed   {round, member, index, attempt, error, permanent}
-//   round_committed {round, generation, train_rows, pool_used:[ids], dropped, summary}
+//   round_committed {round, trained_rows, generation, train_rows, dropped_rows, pool_used:[ids],
+//                    excluded_file, summary}: trained_rows is what the round trained on (net
+//                    of drops); train_rows and dropped_rows describe the next generation's
+//                    table (all its rows, and how many of them are dropped)
+//   mutation_applied {round, generation, train_rows, dropped_rows, pool_used, excluded_file, ...}
 //   run_finished    {rounds, reason}
 // A Journal is move-only and single-threaded (the supervisor's loop).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -60,12 +65,15 @@ struct RunProgress {
   std::string finish_reason;
   int next_round = 0;                 // the round to run (or running) now
   uint64_t generation = 0;            // dataset generation of next_round
-  uint64_t train_rows = 0;            // train rows of that generation
+  uint64_t train_rows = 0;            // rows of that generation's train table (row ids below this)
+  uint64_t dropped_rows = 0;          // of those, rows a mutation dropped (not trained on)
   std::vector<uint64_t> pool_used;    // pool rows already moved into train
   std::map<std::string, nlohmann::json> done;    // next_round: member name -> member_done record
   std::map<std::string, nlohmann::json> failed;  // next_round: member name -> last member_failed
   std::vector<nlohmann::json> committed;         // round_committed records, in order
   int config_epoch = 0;                          // the last config_changed record's epoch
+  // The rows next_round trains on: the table's rows less the dropped ones.
+  uint64_t training_rows() const { return train_rows - std::min(dropped_rows, train_rows); }
 };
 RunProgress ReplayJournal(const std::vector<nlohmann::json>& records);
 

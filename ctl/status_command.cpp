@@ -54,7 +54,7 @@ int ShowStatus(const std::string& state_dir, const std::string& socket, bool as_
               {"current_round", p.next_round},
               {"generation", p.generation},
               {"config_epoch", p.config_epoch},
-              {"train_rows", p.train_rows},
+              {"train_rows", p.training_rows()},
               {"members_done", p.done.size()},
               {"members_failed", p.failed.size()},
               {"running", running},
@@ -108,7 +108,7 @@ int ShowStatus(const std::string& state_dir, const std::string& socket, bool as_
   }
   std::printf("rounds committed: %zu; current round %d: %zu members done, %zu failed; generation %llu, %llu train rows\n",
               p.committed.size(), p.next_round, p.done.size(), p.failed.size(),
-              static_cast<unsigned long long>(p.generation), static_cast<unsigned long long>(p.train_rows));
+              static_cast<unsigned long long>(p.generation), static_cast<unsigned long long>(p.training_rows()));
   std::printf("%-6s %12s %28s %14s\n", "round", "train rows", "member holdout RMSE (mean±std)", "ensemble RMSE");
   for (const auto& c : p.committed) {
     const json& s = c["summary"];

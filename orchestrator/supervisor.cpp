@@ -11,8 +11,9 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <filesystem>
 #include <algorithm>
+#include <filesystem>
+#include <iterator>
 
 #include "common/atomic_file.h"
 #include "common/data_source.h"
@@ -195,6 +196,8 @@ Status Supervisor::ReopenData(const RunProgress& p) {
     if (!bytes.ok()) return bytes.status();
     excluded_.resize(bytes->size() / sizeof(uint64_t));
     std::memcpy(excluded_.data(), bytes->data(), excluded_.size() * sizeof(uint64_t));
+    std::sort(excluded_.begin(), excluded_.end());  // files of earlier versions may repeat ids
+    excluded_.erase(std::unique(excluded_.begin(), excluded_.end()), excluded_.end());
   }
   spdlog::info("resuming {} at round {} (generation {}, {} train rows, {} members already done)",
                layout_.root(), p.next_round, p.generation, p.train_rows, p.done.size());
@@ -436,10 +439,11 @@ Status Supervisor::CommitRound(int round, double wall_seconds, bool* stop_now) {
   bool last = round + 1 >= cfg_.rounds.count;
   bool converged = cfg_.rounds.stop_below_error && ens.ensemble_rmse < *cfg_.rounds.stop_below_error;
   *stop_now = last || converged;
-  json summary = {{"round", round}, {"generation", progress_.generation}, {"train_rows", progress_.train_rows},
+  const uint64_t trained_rows = progress_.training_rows();
+  json summary = {{"round", round}, {"generation", progress_.generation}, {"train_rows", trained_rows},
                   {"ensemble", ens.ToJson()}, {"wall_seconds", wall_seconds}};
   AppliedMutation mut;
-  Status s = DecideAndAppend(round, progress_.train_rows, summary, results, *stop_now, &mut);
+  Status s = DecideAndAppend(round, summary, results, *stop_now, &mut);
   if (!s.ok()) return s;
   summary["members"] = members;
   summary["mutation"] = {{"policy", cfg_.mutation.policy}, {"added", mut.added}, {"dropped", mut.dropped}};
@@ -447,8 +451,9 @@ Status Supervisor::CommitRound(int round, double wall_seconds, bool* stop_now) {
   s = WriteFileAtomic(layout_.SummaryFile(round), summary.dump(2) + "\n");
   if (!s.ok()) return s;
   CrashPoint("after_summary");
-  json rec = {{"event", "round_committed"}, {"round", round}, {"trained_rows", progress_.train_rows},
+  json rec = {{"event", "round_committed"}, {"round", round}, {"trained_rows", trained_rows},
               {"generation", mut.generation}, {"train_rows", train_->header().rows},
+              {"dropped_rows", mut.dropped_rows},
               {"pool_used", mut.pool_ids}, {"excluded_file", mut.excluded_file},
               {"summary", ens.ToJson()}, {"wall_seconds", wall_seconds}};
   // The last round decides no mutation; extending the run (config_change.h) decides it then.
@@ -468,7 +473,7 @@ Status Supervisor::CommitRound(int round, double wall_seconds, bool* stop_now) {
   return Status::Ok();
 }
 
-Status Supervisor::DecideAndAppend(int round, uint64_t trained_rows, const json& summary,
+Status Supervisor::DecideAndAppend(int round, const json& summary,
                                    const std::vector<MemberResult>& results, bool skip, AppliedMutation* out) {
   Mutation mut;
   mut.add.features = static_cast<int>(train_->header().features);
@@ -483,7 +488,7 @@ Status Supervisor::DecideAndAppend(int round, uint64_t trained_rows, const json&
       return go_on;
     };
     MutationContext ctx{round, cfg_.run_seed, &pool_, &pool_used_, &results, summary,
-                        mut.add.features, trained_rows, on_wait};
+                        mut.add.features, train_->header().rows, on_wait};
     const MutationSpec spec = cfg_.mutation;
     auto m = DecideMutation(spec, ctx);
     if (!m.ok()) return m.status();
@@ -498,8 +503,14 @@ Status Supervisor::DecideAndAppend(int round, uint64_t trained_rows, const json&
   if (!s.ok()) return s;
   CrashPoint("after_mutation_append");
   out->excluded_file = excluded_file_;
-  if (!mut.drop.empty()) {
-    excluded_.insert(excluded_.end(), mut.drop.begin(), mut.drop.end());
+  // excluded_ stays sorted and unique: a row dropped twice is dropped once, and its size is
+  // the number of rows no member trains on.
+  std::vector<uint64_t> merged;
+  merged.reserve(excluded_.size() + mut.drop.size());
+  std::set_union(excluded_.begin(), excluded_.end(), mut.drop.begin(), mut.drop.end(), std::back_inserter(merged));
+  out->dropped = merged.size() - excluded_.size();
+  if (out->dropped > 0) {
+    excluded_ = std::move(merged);
     char name[64];
     std::snprintf(name, sizeof(name), "/excluded-g%04llu.u64", static_cast<unsigned long long>(out->generation));
     out->excluded_file = std::filesystem::absolute(layout_.DataDir() + name).string();
@@ -509,7 +520,7 @@ Status Supervisor::DecideAndAppend(int round, uint64_t trained_rows, const json&
   }
   out->pool_ids = mut.pool_ids;
   out->added = rows.rows();
-  out->dropped = mut.drop.size();
+  out->dropped_rows = excluded_.size();
   return Status::Ok();
 }
 
@@ -525,16 +536,16 @@ Status Supervisor::ApplyDeferredMutation() {
     results.push_back(std::move(*r));
   }
   EnsembleSummary ens = SummariseEnsemble(results, holdout_.y);
-  const uint64_t trained_rows = last.value("trained_rows", uint64_t{0});
   // What round `round` would have handed its mutation had it not been the last round.
   json summary = {{"round", round}, {"generation", last.value("generation", uint64_t{1}) - 1},
-                  {"train_rows", trained_rows}, {"ensemble", ens.ToJson()},
+                  {"train_rows", last.value("trained_rows", uint64_t{0})}, {"ensemble", ens.ToJson()},
                   {"wall_seconds", last.value("wall_seconds", 0.0)}};
   AppliedMutation mut;
-  Status s = DecideAndAppend(round, trained_rows, summary, results, false, &mut);
+  Status s = DecideAndAppend(round, summary, results, false, &mut);
   if (!s.ok()) return s;
   s = journal_->Append({{"event", "mutation_applied"}, {"round", round}, {"generation", mut.generation},
-                        {"train_rows", train_->header().rows}, {"pool_used", mut.pool_ids},
+                        {"train_rows", train_->header().rows}, {"dropped_rows", mut.dropped_rows},
+                        {"pool_used", mut.pool_ids},
                         {"excluded_file", mut.excluded_file}, {"added", mut.added}, {"dropped", mut.dropped}});
   if (!s.ok()) return s;
   progress_ = ReplayJournal(journal_->records());

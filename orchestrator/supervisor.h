@@ -71,11 +71,13 @@ class Supervisor {
     uint64_t generation = 0;          // the generation it published
     std::vector<uint64_t> pool_ids;   // pool rows it moved into train
     std::string excluded_file;        // the dropped-rows file of that generation ("" = none)
-    uint64_t added = 0, dropped = 0;
+    uint64_t added = 0;
+    uint64_t dropped = 0;             // rows newly dropped by this mutation
+    uint64_t dropped_rows = 0;        // rows dropped in all, this one included
   };
   // Decides round `round`'s mutation (none when `skip`) and appends its rows as the next
   // generation.
-  Status DecideAndAppend(int round, uint64_t trained_rows, const nlohmann::json& summary,
+  Status DecideAndAppend(int round, const nlohmann::json& summary,
                          const std::vector<MemberResult>& results, bool skip, AppliedMutation* out);
   // An extended run: the mutation its last committed round skipped, decided now.
   Status ApplyDeferredMutation();

@@ -75,7 +75,7 @@ RunSnapshot Supervisor::BuildSnapshot() const {
   s.members_total = static_cast<int>(cfg_.members.size());
   s.members_done = static_cast<int>(progress_.done.size());
   s.members_failed_round = static_cast<int>(round_failed_);
-  s.dataset_rows = progress_.train_rows;
+  s.dataset_rows = progress_.training_rows();
   s.dataset_generation = progress_.generation;
   s.config_epoch = config_epoch_;
   if (workers_) {

@@ -15,6 +15,10 @@
 #include "support/fake_executor.h"
 #include "support/temp_dir.h"
 
+#include "common/atomic_file.h"
+#include "common/journal.h"
+#include "common/run_layout.h"
+
 namespace ens {
 namespace {
 
@@ -127,6 +131,44 @@ TEST_CASE("starts that keep failing exhaust the restart budget, a hopeless start
     fake.hopeless_start = true;
     CHECK(RunWith(fake, MakeConfig(dir.path() + "/s", 2, 1)) == exit_code::kPermanentFailure);
     CHECK(fake.starts() <= 2);  // one per slot, never retried
+  }
+}
+
+TEST_CASE("rows a mutation drops are not counted as training rows, and a row dropped twice counts once") {
+  TempDir dir;
+  // Adds 20 rows and drops 5 new ones each round; from round 1 on it also drops row 0 again.
+  const std::string script = dir.path() + "/mutate.py";
+  REQUIRE(WriteFileAtomic(script, R"(import json, sys
+r = json.load(sys.stdin)["round"]
+drop = list(range(5 * r, 5 * r + 5)) + ([0] if r else [])
+print(json.dumps({"add": [[0.5] * 10 + [1.0]] * 20, "drop": drop}))
+)").ok());
+  FakeExecutor fake(kHoldout, kPool);
+  const std::string state = dir.path() + "/s";
+  Config cfg = MakeConfig(state, 2, 3);
+  cfg.mutation.policy = "command";
+  cfg.mutation.argv = {"/usr/bin/python3", script};
+  REQUIRE(RunWith(fake, cfg) == exit_code::kOk);
+  auto recs = JournalOf(state);
+  std::vector<uint64_t> trained, dropped_rows;
+  for (const auto& r : recs)
+    if (r.value("event", "") == "round_committed") {
+      trained.push_back(r.value("trained_rows", uint64_t{0}));
+      dropped_rows.push_back(r.value("dropped_rows", uint64_t{0}));
+    }
+  // 50 -> +20 -5 -> 65 -> +20 -(5 new + row 0 again) -> 80; the last round decides no mutation.
+  CHECK(trained == std::vector<uint64_t>{50, 65, 80});
+  CHECK(dropped_rows == std::vector<uint64_t>{5, 10, 10});
+  const RunProgress p = ReplayJournal(recs);
+  CHECK(p.train_rows == 90);  // the table holds every row ever added
+  CHECK(p.training_rows() == 80);
+  RunLayout layout(state);
+  for (int r = 0; r < 3; ++r) {
+    auto text = ReadFile(layout.SummaryFile(r));
+    REQUIRE(text.ok());
+    auto summary = nlohmann::json::parse(*text);
+    CHECK(summary["train_rows"] == 50 + 15 * r);
+    if (r < 2) CHECK(summary["mutation"]["dropped"] == 5);  // round 1's repeat of row 0 is not new
   }
 }
 
