@@ -41,6 +41,7 @@ const Keys kMembersKeys = ConfigKeysOf("/members");
 const Keys kMemberKeys = ConfigKeysOf("/members/defaults");
 const Keys kLayerKeys = ConfigKeysOf("/members/defaults/layers");
 const Keys kEarlyStopKeys = ConfigKeysOf("/members/defaults/early_stopping");
+const Keys kModelKeys = ConfigKeysOf("/members/defaults/model");
 const Keys kMutationKeys = ConfigKeysOf("/mutation");
 const Keys kRoundsKeys = ConfigKeysOf("/rounds");
 
@@ -318,6 +319,16 @@ void ReadEarlyStopping(Validator& v, const json& obj, const std::string& ptr,
   v.Bool(*j, p, "restore_best", &es->restore_best);
 }
 
+void ReadModel(Validator& v, const json& obj, const std::string& ptr, ModelSpec* m) {
+  const std::string p = Child(ptr, "model");
+  const json* j = v.Section(obj, ptr, "model", kModelKeys);
+  if (j == nullptr) return;
+  v.Enum(*j, p, "kind", &m->kind);
+  v.Strings(*j, p, "argv", /*allow_empty=*/true, &m->argv);
+  v.Number(*j, p, "timeout_s", kPositive, &m->timeout_s);
+  v.Strings(*j, p, "predict_argv", /*allow_empty=*/true, &m->predict_argv);
+}
+
 // A member spec while it is being overlaid; remembers what the adamw default depends on.
 struct PartialMember {
   MemberSpec spec;
@@ -349,10 +360,24 @@ void OverlayMember(Validator& v, const json& j, const std::string& ptr, PartialM
   v.Enum(j, ptr, "split", &m->split);
   v.Number(j, ptr, "validation_split", kOpenFraction, &m->validation_split);
   v.Unsigned(j, ptr, "seed_offset", &m->seed_offset);
+  ReadModel(v, j, ptr, &m->model);
 }
 
 // Checks that need the fully overlaid spec, and the defaults that depend on other keys.
 MemberSpec FinishMember(Validator& v, PartialMember pm) {
+  const ModelSpec& model = pm.spec.model;
+  const std::string model_at = Child(pm.origin, "model");
+  if (model.kind == ModelKind::kCommand) {
+    if (model.argv.empty() && !v.HasErrorAt(Child(model_at, "argv")))
+      v.Error(Child(model_at, "argv"), "must be a non-empty array (program, then arguments) when kind is \"command\"");
+    else if (!model.argv.empty() && model.argv[0].empty())
+      v.Error(Child(Child(model_at, "argv"), 0), "the program must be a non-empty string");
+    if (!model.predict_argv.empty() && model.predict_argv[0].empty())
+      v.Error(Child(Child(model_at, "predict_argv"), 0), "the program must be a non-empty string");
+    return std::move(pm.spec);  // a command member has no layers of ours
+  }
+  if (!model.argv.empty() || !model.predict_argv.empty())
+    v.Error(model_at, "argv and predict_argv are for kind \"command\" only");
   // An invalid "layers" value was already reported where it was written; once is enough.
   if (pm.spec.layers.empty() && (pm.layers_at.empty() || !v.HasErrorAt(pm.layers_at))) {
     v.Error(Child(pm.origin, "layers"),
@@ -384,7 +409,7 @@ std::vector<PartialMember> OverlayEach(Validator& v, const json& members, const 
   return out;
 }
 
-void ReadMembers(Validator& v, const json& root, std::vector<MemberSpec>* out) {
+void ReadMembers(Validator& v, const json& root, const std::string& base_dir, std::vector<MemberSpec>* out) {
   const std::string p = "/members";
   const json* j = Find(root, "members");
   if (j == nullptr) {
@@ -422,6 +447,9 @@ void ReadMembers(Validator& v, const json& root, std::vector<MemberSpec>* out) {
                                                      std::to_string(first - names.begin()) + ")");
     }
     names.push_back(m.name);
+    // A bare program name is looked up in PATH when it runs; a path-like one is a file here.
+    for (auto* argv : {&m.model.argv, &m.model.predict_argv})
+      if (!argv->empty() && (*argv)[0].find('/') != std::string::npos) (*argv)[0] = ResolvePath(base_dir, (*argv)[0]);
     out->push_back(std::move(m));
   }
 }
@@ -628,7 +656,7 @@ void ReadTop(Validator& v, const json& root, const std::string& base_dir, Config
   v.Unsigned(root, "", "run_seed", &c->run_seed);
   ReadResources(v, root, &c->resources);
   ReadData(v, root, base_dir, &c->data);
-  ReadMembers(v, root, &c->members);
+  ReadMembers(v, root, base_dir, &c->members);
   ReadMutation(v, root, base_dir, &c->mutation);
   ReadRounds(v, root, &c->rounds);
   v.Number(root, "", "heartbeat_timeout_s", kPositive, &c->heartbeat_timeout_s);
@@ -788,6 +816,14 @@ nlohmann::json MemberToJson(const MemberSpec& m) {
               {"seed_offset", m.seed_offset}};
   // Unnamed (not yet resolved) specs omit the name, which stays empty on the way back.
   if (!m.name.empty()) out["name"] = m.name;
+  // A command member may have no layers of ours; an empty list is not valid config text.
+  if (m.layers.empty()) out.erase("layers");
+  // The built-in model is written as before "model" existed, so the normalised config of a
+  // run started by an earlier version compares equal.
+  if (m.model.kind != ModelKind::kMlp) {
+    out["model"] = {{"kind", Name(m.model.kind)}, {"argv", m.model.argv}, {"timeout_s", m.model.timeout_s}};
+    if (!m.model.predict_argv.empty()) out["model"]["predict_argv"] = m.model.predict_argv;
+  }
   return out;
 }
 

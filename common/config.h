@@ -34,6 +34,17 @@ struct EarlyStoppingSpec {
   bool restore_best = true;             // Default: true
 };
 
+// model: what a member is. "mlp": the built-in network the other member keys describe.
+// "command": a program of the user's, run by the worker in its slot (worker/command_member.h,
+// README "Command members"); of the other member keys only name, seed_offset, split and
+// validation_split apply to it.
+struct ModelSpec {
+  ModelKind kind = ModelKind::kMlp;       // mlp | command. Default: mlp
+  std::vector<std::string> argv;          // command: REQUIRED, program then arguments (no shell)
+  double timeout_s = 3600.0;              // command: > 0, per attempt. Default: 3600
+  std::vector<std::string> predict_argv;  // command: the prediction hook; empty = predict unsupported
+};
+
 // Everything needed to build and train one member. Pure data: the same spec, seed and
 // dataset generation give the same bits.
 struct MemberSpec {
@@ -56,6 +67,7 @@ struct MemberSpec {
   SplitKind split = SplitKind::kRandom;     // random | bootstrap. Default: random
   double validation_split = 0.2;            // (0, 1). Default: 0.2
   uint64_t seed_offset = 0;                 // added to the member index before seed mixing. Default: 0
+  ModelSpec model;                          // Default: {"kind": "mlp"}
 };
 
 // resources.slurm: workers as Slurm pilot jobs (orchestrator/slurm_executor.h).

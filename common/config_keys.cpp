@@ -12,6 +12,10 @@ constexpr K kLayer[] = {{"units", R::kResults, {}}, {"activation", R::kResults, 
 constexpr K kEarlyStopping[] = {{"enabled", R::kResults, {}},   {"monitor", R::kResults, {}},
                                 {"patience", R::kResults, {}},  {"min_delta", R::kResults, {}},
                                 {"restore_best", R::kResults, {}}};
+constexpr K kModel[] = {{"kind", R::kResults, {}},
+                        {"argv", R::kResults, {}},
+                        {"timeout_s", R::kResults, {}},
+                        {"predict_argv", R::kResults, {}}};
 constexpr K kMember[] = {
     {"name", R::kResults, {}},         {"layers", R::kResults, kLayer},  {"initializer", R::kResults, {}},
     {"l1", R::kResults, {}},           {"l2", R::kResults, {}},          {"loss", R::kResults, {}},
@@ -19,7 +23,7 @@ constexpr K kMember[] = {
     {"weight_decay", R::kResults, {}}, {"momentum", R::kResults, {}},    {"epochs", R::kResults, {}},
     {"batch_size", R::kResults, {}},   {"early_stopping", R::kResults, kEarlyStopping},
     {"split", R::kResults, {}},        {"validation_split", R::kResults, {}},
-    {"seed_offset", R::kResults, {}}};
+    {"seed_offset", R::kResults, {}},  {"model", R::kResults, kModel}};
 constexpr K kMembers[] = {{"defaults", R::kResults, kMember},
                           {"list", R::kResults, kMember},
                           {"count", R::kResults, {}},

@@ -57,6 +57,9 @@ StatusOr<std::unique_ptr<RowReader>> OpenCsv(const std::string& path, const std:
 // dtype <f4 or <f8, C order (numpy's default save format, versions 1.0–3.0).
 StatusOr<Table> LoadNpyPair(const std::string& x_path, const std::string& y_path);
 StatusOr<std::unique_ptr<RowReader>> OpenNpyPair(const std::string& x_path, const std::string& y_path);
+// One column of `rows` values: shape (rows,) or (rows, 1), <f4 or <f8, every value finite.
+// A wrong shape or a NaN is an error naming the file (and the row).
+StatusOr<std::vector<float>> LoadNpyColumn(const std::string& path, uint64_t rows);
 
 // Builds train/holdout/pool for a run from config.data:
 // synthetic: train = initial_rows, holdout = holdout_rows, pool = pool_rows, each from a

@@ -1,5 +1,5 @@
 // MemberOptions: the closed sets of choices a member spec makes (activation, initializer,
-// loss, optimizer, early-stopping monitor, split), as enums.
+// loss, optimizer, early-stopping monitor, split, model kind), as enums.
 //
 // The config reader turns each option string into its enum once, when the config is read;
 // an unknown string is a config error naming its JSON pointer. Past that point nothing
@@ -21,6 +21,7 @@ enum class LossKind { kMse, kMae, kHuber };
 enum class OptimizerKind { kAdam, kAdamW, kSgd };
 enum class Monitor { kValLoss, kValMae, kValMse };
 enum class SplitKind { kRandom, kBootstrap };
+enum class ModelKind { kMlp, kCommand };
 
 // Name tables, indexed by the enum's value; the order is the enum's order.
 inline constexpr std::array<std::string_view, 6> kActivationNames{"relu", "tanh", "sigmoid",
@@ -31,6 +32,7 @@ inline constexpr std::array<std::string_view, 3> kLossNames{"mse", "mae", "huber
 inline constexpr std::array<std::string_view, 3> kOptimizerNames{"adam", "adamw", "sgd"};
 inline constexpr std::array<std::string_view, 3> kMonitorNames{"val_loss", "val_mae", "val_mse"};
 inline constexpr std::array<std::string_view, 2> kSplitNames{"random", "bootstrap"};
+inline constexpr std::array<std::string_view, 2> kModelKindNames{"mlp", "command"};
 
 // NamesOf(E{}): the name table of enum E. The one overload set Name and Parse build on.
 constexpr std::span<const std::string_view> NamesOf(Activation) { return kActivationNames; }
@@ -39,6 +41,7 @@ constexpr std::span<const std::string_view> NamesOf(LossKind) { return kLossName
 constexpr std::span<const std::string_view> NamesOf(OptimizerKind) { return kOptimizerNames; }
 constexpr std::span<const std::string_view> NamesOf(Monitor) { return kMonitorNames; }
 constexpr std::span<const std::string_view> NamesOf(SplitKind) { return kSplitNames; }
+constexpr std::span<const std::string_view> NamesOf(ModelKind) { return kModelKindNames; }
 
 // The name of an option value.
 template <typename E>

@@ -377,4 +377,19 @@ StatusOr<Table> LoadNpyPair(const std::string& x_path, const std::string& y_path
   return ReadAllRows(**r);
 }
 
+StatusOr<std::vector<float>> LoadNpyColumn(const std::string& path, uint64_t rows) {
+  NpyFile f;
+  Status s = f.Open(path);
+  if (!s.ok()) return s;
+  const auto& shape = f.shape();
+  const bool fits = (shape.size() == 1 && shape[0] == rows) || (shape.size() == 2 && shape[0] == rows && shape[1] == 1);
+  if (!fits)
+    return Status::InvalidArgument(path + ": shape " + ShapeText(shape) + ", expected (" + std::to_string(rows) +
+                                   ",) or (" + std::to_string(rows) + ", 1)");
+  std::vector<float> out(static_cast<size_t>(rows));
+  if (rows > 0) s = f.ReadValues(0, rows, out.data());
+  if (!s.ok()) return s;
+  return out;
+}
+
 }  // namespace ens

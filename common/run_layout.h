@@ -9,6 +9,9 @@
 //     data/train.bin               dataset segment: training rows, grows by mutation
 //     data/holdout.bin             dataset segment: fixed holdout the ensemble is scored on
 //     data/pool.bin                dataset segment: candidate pool for mutation
+//     data/holdout_x.npy           the holdout's features as float32 [rows, features] (for
+//                                  command members and mutation commands; never the targets)
+//     data/pool_x.npy              the pool's features, the same way
 //     rounds/r0002/summary.json    ensemble summary of round 2 (after commit)
 //     rounds/r0002/packs/<task>-a<attempt>.json   one per trained pack of K > 1 (member.json's "pack")
 //     rounds/r0002/members/m005/   one member of round 2:
@@ -45,6 +48,8 @@ class RunLayout {
   static std::string TrainSegment(const std::string& data_dir) { return data_dir + "/train.bin"; }
   static std::string HoldoutSegment(const std::string& data_dir) { return data_dir + "/holdout.bin"; }
   static std::string PoolSegment(const std::string& data_dir) { return data_dir + "/pool.bin"; }
+  static std::string HoldoutFeatures(const std::string& data_dir) { return data_dir + "/holdout_x.npy"; }
+  static std::string PoolFeatures(const std::string& data_dir) { return data_dir + "/pool_x.npy"; }
 
  private:
   std::string root_;

@@ -13,8 +13,14 @@
 #include <boost/process/v2/posix/default_launcher.hpp>
 #include <boost/process/v2/process.hpp>
 #include <boost/process/v2/stdio.hpp>
+#include <dirent.h>
+
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <map>
 
 extern char** environ;
@@ -59,7 +65,8 @@ struct ChildSetup {
     return {};
   }
   bp::error_code on_exec_setup(bp::posix::default_launcher&, const bp::filesystem::path&, const char* const*) {
-    if (spec->own_process_group) ::setpgid(0, 0);
+    if (spec->new_session) ::setsid();
+    else if (spec->own_process_group) ::setpgid(0, 0);
     if (spec->die_with_parent) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(127);  // the parent died between fork and prctl
@@ -147,6 +154,13 @@ bool Subprocess::Exited() {
     impl_->process.detach();  // reaped here: Boost must not wait on or kill the pid again
   }
   return impl_->reaped;
+}
+
+bool Subprocess::HasEnded() {
+  if (!impl_ || impl_->reaped) return true;
+  siginfo_t info{};
+  if (::waitid(P_PID, static_cast<id_t>(impl_->pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) return Exited();
+  return info.si_pid == impl_->pid;
 }
 
 ExitInfo Subprocess::Wait() {
@@ -241,12 +255,40 @@ StatusOr<Subprocess> Subprocess::Start(const SubprocessSpec& spec) {
     return Status::IOError("cannot start '" + exe.string() + "': " + ec.message());
   }
   impl->pid = impl->process.id();
-  impl->group = spec.own_process_group;
-  if (impl->group) ::setpgid(impl->pid, impl->pid);  // both sides set it: no race with an early Signal
+  impl->group = spec.own_process_group || spec.new_session;
+  // Both sides set it: no race with an early Signal (a session leader refuses: it has its group).
+  if (impl->group) ::setpgid(impl->pid, impl->pid);
   Subprocess sp;
   sp.impl_ = std::move(impl);
   return sp;
 }
+
+namespace {
+// Every process whose /proc/<pid>/stat field `field` (4: ppid, 6: session) equals `value`.
+std::vector<pid_t> ProcessesWith(int field, long value) {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    std::ifstream in("/proc/" + std::string(e->d_name) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t paren = stat.rfind(')');  // the command name may hold spaces and parentheses
+    if (paren == std::string::npos) continue;
+    char state = 0;
+    long ppid = 0, pgrp = 0, session = 0;
+    if (std::sscanf(stat.c_str() + paren + 1, " %c %ld %ld %ld", &state, &ppid, &pgrp, &session) != 4) continue;
+    if ((field == 4 ? ppid : session) == value) out.push_back(static_cast<pid_t>(pid));
+  }
+  ::closedir(d);
+  return out;
+}
+}  // namespace
+
+std::vector<pid_t> ProcessChildren(pid_t ppid) { return ProcessesWith(4, ppid); }
+std::vector<pid_t> SessionProcesses(pid_t sid) { return ProcessesWith(6, sid); }
 
 StatusOr<CommandOutput> RunToEnd(SubprocessSpec spec, const std::string& input, double timeout_s,
                                  const std::function<bool()>& keep_waiting, size_t max_output) {

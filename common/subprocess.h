@@ -34,6 +34,9 @@ struct SubprocessSpec {
   std::vector<std::pair<std::string, std::string>> set_env;  // added or overridden
   std::vector<std::string> unset_env;                        // removed
   bool own_process_group = false;  // setpgid(0, 0): signals reach what it starts too
+  // setsid(): its own session (and group). What it starts stays in that session even in
+  // groups of its own, so SessionProcesses() finds it all. Implies own_process_group.
+  bool new_session = false;
   bool die_with_parent = false;    // PR_SET_PDEATHSIG=SIGKILL (and exit at once if the parent is gone)
   int pass_fd = -1;                // this descriptor is given to the child as fd `pass_fd_as`
   int pass_fd_as = 3;
@@ -72,6 +75,10 @@ class Subprocess {
   void CloseStdout();
   // True once the child has exited (and is reaped); exit() then says how.
   bool Exited();
+  // True once the child has exited, which it leaves unreaped (a zombie): its pid, and so its
+  // group id, cannot be reused yet, so Signal still reaches exactly what is left of its group.
+  // Exited() or Wait() reaps it after.
+  bool HasEnded();
   // Blocks until the child exits.
   ExitInfo Wait();
   const ExitInfo& exit() const;
@@ -82,6 +89,11 @@ class Subprocess {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Processes whose parent is `ppid`, and processes in session `sid`, from /proc (a snapshot:
+// zombies included, processes started meanwhile maybe not). Empty when /proc is unreadable.
+std::vector<pid_t> ProcessChildren(pid_t ppid);
+std::vector<pid_t> SessionProcesses(pid_t sid);
 
 // The result of running a program to its end with RunToEnd.
 struct CommandOutput {

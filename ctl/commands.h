@@ -43,7 +43,10 @@ struct CommittedRound {
 };
 // Round `round` (-1: the latest committed) of the run in `state_dir`, from its journal and
 // summary. Errors name the file at fault; kInvalidArgument only when `round` is not committed.
-StatusOr<CommittedRound> FindCommittedRound(const std::string& state_dir, int round);
+// `open_round`: the round in progress is accepted too, with the members it has finished (from
+// the journal's member_done records): what a mutation command scores candidates with, while
+// its round is being committed.
+StatusOr<CommittedRound> FindCommittedRound(const std::string& state_dir, int round, bool open_round = false);
 // The exit code for a FindCommittedRound error: kUsage for a round that is not committed,
 // else kPermanentFailure (no run there, or its state is unreadable: retrying cannot help).
 int RoundErrorExitCode(const Status& s);

@@ -20,6 +20,10 @@ StatusOr<std::vector<std::string>> Checkpoints(const CommittedRound& round) {
   std::vector<std::string> out;
   for (const auto& dir : round.member_dirs) {
     std::string path = dir + "/checkpoint.pt";
+    if (PathExists(dir + "/model") && !PathExists(path))  // a command member's output directory
+      return Status::InvalidArgument(dir + ": a command member (model kind \"command\"); its model is its "
+                                     "program's, which a TorchScript export cannot hold, so round " +
+                                     std::to_string(round.round) + " cannot be exported");
     // The usual cause: the run's config has "save_checkpoints": false (members keep only
     // their predictions and metrics), and nothing can rebuild the weights afterwards.
     if (!PathExists(path))

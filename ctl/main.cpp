@@ -1,5 +1,7 @@
 // ensemblectl: the operator's tool. It reads the run state directly and runs
 // ensemble-worker for anything that needs libtorch, so it never loads libtorch itself.
+#include <signal.h>
+
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -28,6 +30,7 @@ int ValidateConfig(const std::string& path) {
 }  // namespace ens::ctl
 
 int main(int argc, char** argv) {
+  ::signal(SIGPIPE, SIG_IGN);  // a program run with pipes (a command member's predict_argv) may close its end
   CLI::App app{"ensemblectl: inspect and use an ensembled run"};
   app.require_subcommand(1);
   std::string state_dir, input, output = "-", config;
@@ -52,9 +55,14 @@ int main(int argc, char** argv) {
 
   auto* predict = app.add_subcommand("predict", "ensemble mean and std per row of a CSV");
   predict->add_option("--state-dir,-s", state_dir, "the run's state directory")->required();
-  predict->add_option("--input,-i", input, "CSV with the run's feature columns (header line)")->required();
+  predict->add_option("--input,-i", input,
+                      "CSV with the run's feature columns (header line); '-': batches on stdin, the header once, "
+                      "a blank line after each batch, each answered at once")
+      ->required();
   predict->add_option("--output,-o", output, "output CSV (default: stdout)");
-  predict->add_option("--round,-r", round, "round whose members predict (default: latest committed)");
+  predict->add_option("--round,-r", round,
+                      "round whose members predict (default: latest committed; the round being committed, during "
+                      "its mutation command)");
 
   std::string member;
   int sample = 0;

@@ -1,16 +1,20 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "common/atomic_file.h"
 #include "common/data_source.h"
 #include "common/exit_codes.h"
+#include "common/fd_io.h"
 #include "common/journal.h"
 #include "common/logging.h"
 #include "common/member_result.h"
+#include "common/npy_writer.h"
 #include "common/run_layout.h"
 #include "common/subprocess.h"
 #include "ctl/commands.h"
@@ -38,7 +42,7 @@ std::string WorkerBinary() {
   return env ? env : SelfDir() + "/ensemble-worker";
 }
 
-StatusOr<CommittedRound> FindCommittedRound(const std::string& state_dir, int round) {
+StatusOr<CommittedRound> FindCommittedRound(const std::string& state_dir, int round, bool open_round) {
   RunLayout layout(state_dir);
   auto recs = ReadJournal(layout.JournalFile());
   if (!recs.ok()) {
@@ -47,6 +51,15 @@ StatusOr<CommittedRound> FindCommittedRound(const std::string& state_dir, int ro
     return Status::NotFound(s.message() + " (no run in " + state_dir + "?)");
   }
   RunProgress p = ReplayJournal(*recs);
+  if (open_round && round >= 0 && round == p.next_round && !p.done.empty()) {
+    CommittedRound out;
+    out.round = round;
+    for (const auto& [name, rec] : p.done) {
+      out.members.push_back(name);
+      out.member_dirs.push_back(layout.MemberDir(round, name));
+    }
+    return out;
+  }
   if (p.committed.empty()) return Status::NotFound("no round of " + state_dir + " is committed yet");
   const int last = p.committed.back().value("round", 0);
   if (round < 0) round = last;
@@ -75,6 +88,183 @@ int RoundErrorExitCode(const Status& s) {
   return s.code() == Status::Code::kInvalidArgument ? exit_code::kUsage : exit_code::kPermanentFailure;
 }
 
+namespace {
+
+// A command member's predictions of the rows in `input_npy` through its predict_argv.
+StatusOr<std::vector<float>> CommandMemberPredict(const std::string& member_dir, const MemberSpec& spec,
+                                                  const std::string& input_npy, uint64_t rows,
+                                                  const std::string& scratch) {
+  if (spec.model.predict_argv.empty())
+    return Status::InvalidArgument("member " + spec.name + " is a command member without model.predict_argv: it "
+                                   "cannot predict new rows (README \"Command members\")");
+  const std::string out = scratch + "/pred-" + spec.name + ".npy";
+  SubprocessSpec run;
+  run.argv = spec.model.predict_argv;
+  run.set_env = {{"ENSEMBLED_MEMBER", spec.name},
+                 {"ENSEMBLED_MEMBER_DIR", member_dir},
+                 {"ENSEMBLED_MODEL_DIR", member_dir + "/model"},
+                 {"ENSEMBLED_PREDICT_X", input_npy},
+                 {"ENSEMBLED_PREDICT_OUTPUT", out}};
+  run.stderr_to_stdout = true;
+  auto done = RunToEnd(run, "", spec.model.timeout_s, {}, size_t{1} << 20);
+  if (!done.ok()) return Status::Internal("member " + spec.name + ": predict_argv: " + done.status().message());
+  if (!done->exit.ok())
+    return Status::Internal("member " + spec.name + ": predict_argv " + done->exit.Describe() +
+                            (done->out.empty() ? "" : "; its output ends: " + done->out.substr(done->out.size() > 800 ? done->out.size() - 800 : 0)));
+  auto preds = LoadNpyColumn(out, rows);
+  if (!preds.ok()) return Status::InvalidArgument("member " + spec.name + ": " + preds.status().message());
+  return preds;
+}
+
+// A round's members ready to predict batch after batch: the built-in members through one
+// `ensemble-worker predict --stream` that loads their checkpoints once, command members each
+// through their predict_argv (one run per batch).
+class RoundPredictor {
+ public:
+  Status Open(const CommittedRound& committed, int features, const std::string& scratch) {
+    committed_ = &committed;
+    features_ = features;
+    scratch_ = scratch;
+    std::vector<std::string> argv = {WorkerBinary(), "predict", "--stream", "--features", std::to_string(features)};
+    for (size_t m = 0; m < committed.member_dirs.size(); ++m) {
+      const std::string& dir = committed.member_dirs[m];
+      auto text = ReadFile(dir + "/member.json");
+      if (!text.ok()) return text.status();
+      json record = json::parse(*text, nullptr, false);
+      MemberSpec spec;
+      if (!record.is_object() || !record.contains("spec") || !MemberFromJson(record["spec"], &spec).ok())
+        return Status::Corruption(dir + "/member.json: not a member record");
+      if (spec.model.kind == ModelKind::kCommand) {
+        if (spec.model.predict_argv.empty())  // said before any row is read
+          return Status::InvalidArgument("member " + spec.name + " is a command member without model.predict_argv: "
+                                         "it cannot predict new rows (README \"Command members\")");
+        commands_.push_back({m, spec});
+        continue;
+      }
+      builtin_.push_back(m);
+      argv.push_back(dir + "/checkpoint.pt");
+    }
+    if (builtin_.empty()) return Status::Ok();
+    SubprocessSpec spec;
+    spec.argv = argv;
+    spec.stdin_mode = SubprocessSpec::Stdio::kPipe;
+    spec.stdout_mode = SubprocessSpec::Stdio::kPipe;
+    auto worker = Subprocess::Start(spec);
+    if (!worker.ok()) return worker.status();
+    worker_ = std::move(*worker);
+    return Status::Ok();
+  }
+
+  // [members x rows] in the round's member order.
+  StatusOr<std::vector<float>> Predict(const Table& table) {
+    const size_t k = committed_->member_dirs.size(), rows = table.rows();
+    std::vector<float> out(k * rows);
+    if (!commands_.empty()) {
+      const std::string input = scratch_ + "/in.npy";
+      Status s = WriteNpyFloat32(input, table.x.data(), rows, table.features, table.features);
+      if (!s.ok()) return s;
+      for (const auto& [m, spec] : commands_) {
+        auto p = CommandMemberPredict(committed_->member_dirs[m], spec, input, rows, scratch_);
+        if (!p.ok()) return p.status();
+        std::copy(p->begin(), p->end(), out.begin() + static_cast<std::ptrdiff_t>(m * rows));
+      }
+    }
+    if (builtin_.empty() || rows == 0) return out;
+    const uint64_t n = rows;
+    std::vector<float> answer(builtin_.size() * rows);
+    Status s = WriteFull(worker_.stdin_fd(), &n, sizeof n, "to ensemble-worker predict");
+    if (s.ok()) s = WriteFull(worker_.stdin_fd(), table.x.data(), table.x.size() * sizeof(float), "to ensemble-worker predict");
+    if (s.ok()) s = ReadFull(worker_.stdout_fd(), answer.data(), answer.size() * sizeof(float), "from ensemble-worker predict");
+    if (!s.ok()) {
+      worker_.CloseStdin();
+      const ExitInfo e = worker_.Wait();
+      return Status::Internal("ensemble-worker predict " + e.Describe() + " (its message is above)");
+    }
+    for (size_t i = 0; i < builtin_.size(); ++i)
+      std::copy(answer.begin() + static_cast<std::ptrdiff_t>(i * rows),
+                answer.begin() + static_cast<std::ptrdiff_t>((i + 1) * rows),
+                out.begin() + static_cast<std::ptrdiff_t>(builtin_[i] * rows));
+    return out;
+  }
+
+  // Ends the worker's stream and waits for it.
+  void Close() {
+    if (!worker_.valid()) return;
+    worker_.CloseStdin();
+    (void)worker_.Wait();
+  }
+
+ private:
+  const CommittedRound* committed_ = nullptr;
+  int features_ = 0;
+  std::string scratch_;
+  std::vector<size_t> builtin_;
+  std::vector<std::pair<size_t, MemberSpec>> commands_;
+  Subprocess worker_;
+};
+
+// One CSV block: a header, then per row its ensemble mean and std over the members.
+void WriteBlock(std::ostream& out, const std::vector<float>& preds, size_t members, size_t rows) {
+  out << "row,mean,std\n";
+  for (size_t r = 0; r < rows; ++r) {
+    double sum = 0, sq = 0;
+    for (size_t m = 0; m < members; ++m) {
+      double v = preds[m * rows + r];
+      sum += v;
+      sq += v * v;
+    }
+    double mean = sum / static_cast<double>(members);
+    out << r << "," << mean << "," << std::sqrt(std::max(0.0, sq / static_cast<double>(members) - mean * mean)) << "\n";
+  }
+}
+
+int ExitCodeOfPredict(const Status& s) {
+  return s.code() == Status::Code::kInvalidArgument || s.code() == Status::Code::kCorruption
+             ? exit_code::kPermanentFailure
+             : exit_code::kTransientFailure;
+}
+
+// --input -: batches of CSV rows on stdin (the header line once, first; a blank line ends a
+// batch), each answered with its CSV block and a blank line, flushed, before the next is read.
+int PredictStdin(RoundPredictor& predictor, const std::vector<std::string>& names, const std::string& scratch,
+                 std::ostream& out) {
+  std::string header, line;
+  if (!std::getline(std::cin, header)) return exit_code::kOk;  // no input, no batches
+  int batch = 0;
+  bool more = true;
+  while (more) {
+    std::string text = header + "\n";
+    size_t lines = 0;
+    while ((more = static_cast<bool>(std::getline(std::cin, line))) && !line.empty() && line != "\r") {
+      text += line + "\n";
+      ++lines;
+    }
+    if (lines == 0) continue;
+    ++batch;
+    const std::string path = scratch + "/batch.csv";
+    Status s = WriteFileReplace(path, text);
+    auto table = s.ok() ? LoadCsv(path, names, "") : StatusOr<Table>(s);
+    if (!table.ok()) {
+      std::string msg = table.status().message();
+      if (msg.rfind(path, 0) == 0) msg = "stdin batch " + std::to_string(batch) + msg.substr(path.size());
+      std::cerr << "ensemblectl predict: " << msg << "\n";
+      return exit_code::kPermanentFailure;
+    }
+    auto preds = predictor.Predict(*table);
+    if (!preds.ok()) {
+      std::cerr << "ensemblectl predict: " << preds.status().message() << "\n";
+      return ExitCodeOfPredict(preds.status());
+    }
+    WriteBlock(out, *preds, preds->size() / std::max<size_t>(1, table->rows()), table->rows());
+    out << "\n";
+    out.flush();
+    if (!out) return exit_code::kTransientFailure;
+  }
+  return exit_code::kOk;
+}
+
+}  // namespace
+
 int Predict(const std::string& state_dir, int round, const std::string& input_csv, const std::string& output_csv) {
   RunLayout layout(state_dir);
   auto run_text = ReadFile(layout.RunFile());
@@ -83,54 +273,50 @@ int Predict(const std::string& state_dir, int round, const std::string& input_cs
     return exit_code::kPermanentFailure;
   }
   json run = json::parse(*run_text, nullptr, false);
-  auto committed = FindCommittedRound(state_dir, round);
+  auto committed = FindCommittedRound(state_dir, round, /*open_round=*/true);
   if (!committed.ok()) {
     std::cerr << "ensemblectl predict: " << committed.status().message() << "\n";
     return RoundErrorExitCode(committed.status());
   }
   std::vector<std::string> names = run.value("feature_names", std::vector<std::string>{});
-  auto table = LoadCsv(input_csv, names, "");
-  if (!table.ok()) {
-    std::cerr << "ensemblectl predict: " << table.status().message() << "\n";
-    return exit_code::kPermanentFailure;
+  std::optional<Table> table;
+  if (input_csv != "-") {
+    auto loaded = LoadCsv(input_csv, names, "");
+    if (!loaded.ok()) {
+      std::cerr << "ensemblectl predict: " << loaded.status().message() << "\n";
+      return exit_code::kPermanentFailure;
+    }
+    table = std::move(*loaded);
   }
   char tmpl[] = "/tmp/ensemblectl-predict-XXXXXX";
   if (!::mkdtemp(tmpl)) {
     std::perror("mkdtemp");
     return exit_code::kTransientFailure;
   }
-  std::string tmp = tmpl;
-  if (Status s = WriteFileAtomic(tmp + "/in.f32", FloatsToBytes(table->x)); !s.ok()) {
-    std::cerr << "ensemblectl predict: " << s.message() << "\n";
-    (void)RemoveTree(tmp);  // best effort: the write already failed
-    return ExitCodeFor(s);
-  }
-  std::vector<std::string> argv = {WorkerBinary(), "predict", "--input", tmp + "/in.f32", "--features",
-                                   std::to_string(table->features), "--output", tmp + "/out.f32"};
-  for (const auto& dir : committed->member_dirs) argv.push_back(dir + "/checkpoint.pt");
-  size_t k = committed->member_dirs.size();
-  int rc = RunAndWait(argv);
-  auto preds = rc == 0 ? ReadFloats(tmp + "/out.f32", k * table->rows()) : StatusOr<std::vector<float>>(
-                                                                          Status::Internal("worker exited with " + std::to_string(rc)));
-  (void)RemoveTree(tmp);  // best effort: a leftover dir in /tmp does not change the predictions
-  if (!preds.ok()) {
-    std::cerr << "ensemblectl predict: " << preds.status().message() << "\n";
-    return exit_code::kTransientFailure;
-  }
+  const std::string tmp = tmpl;
   std::ofstream file;
   if (output_csv != "-") file.open(output_csv);
   std::ostream& out = output_csv == "-" ? std::cout : file;
-  out << "row,mean,std\n";
-  for (size_t r = 0; r < table->rows(); ++r) {
-    double sum = 0, sq = 0;
-    for (size_t m = 0; m < k; ++m) {
-      double v = (*preds)[m * table->rows() + r];
-      sum += v;
-      sq += v * v;
+  RoundPredictor predictor;
+  Status opened = predictor.Open(*committed, static_cast<int>(names.size()), tmp);
+  int rc = exit_code::kOk;
+  if (!opened.ok()) {
+    std::cerr << "ensemblectl predict: " << opened.message() << "\n";
+    rc = ExitCodeOfPredict(opened);
+  } else if (input_csv == "-") {
+    rc = PredictStdin(predictor, names, tmp, out);
+  } else {
+    auto preds = predictor.Predict(*table);
+    if (!preds.ok()) {
+      std::cerr << "ensemblectl predict: " << preds.status().message() << "\n";
+      rc = ExitCodeOfPredict(preds.status());
+    } else {
+      WriteBlock(out, *preds, committed->member_dirs.size(), table->rows());
     }
-    double mean = sum / k;
-    out << r << "," << mean << "," << std::sqrt(std::max(0.0, sq / k - mean * mean)) << "\n";
   }
+  predictor.Close();
+  (void)RemoveTree(tmp);  // best effort: a leftover dir in /tmp does not change the predictions
+  if (rc != exit_code::kOk) return rc;
   if (!out) {
     std::cerr << "ensemblectl predict: cannot write " << output_csv << "\n";
     return exit_code::kTransientFailure;

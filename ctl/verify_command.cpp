@@ -1,6 +1,7 @@
 // ensemblectl verify: retrains recorded members alone, each in a fresh ensemble-worker
 // process, from the run's recorded dataset generation, and compares every checkpoint tensor
-// bit for bit (ensemble-worker compare) and the predictions byte for byte. A member trained
+// bit for bit (ensemble-worker compare) and the predictions byte for byte. A command member
+// reruns its program and has its predictions compared. A member trained
 // in a fused pack is retrained alone too: the worker's training is pack-invariant, so alone
 // it must give the same bits.
 #include <unistd.h>
@@ -113,8 +114,32 @@ std::string PackNote(const std::string& member_dir, const std::string& name, Ver
   return note + ")";
 }
 
-// Checkpoint tensors bit for bit, then the predictions byte for byte.
+// Whether the member's recorded spec is a command member (model kind "command").
+bool IsCommandMember(const std::string& member_dir) {
+  json m = ReadJson(member_dir + "/member.json");
+  MemberSpec spec;
+  return m.is_object() && m.contains("spec") && MemberFromJson(m["spec"], &spec).ok() &&
+         spec.model.kind == ModelKind::kCommand;
+}
+
+// The predictions byte for byte.
+Verdict ComparePredictions(const std::string& recorded, const std::string& fresh) {
+  for (const char* f : {"holdout_pred.f32", "pool_pred.f32"}) {
+    auto a = ReadFile(recorded + "/" + f), b = ReadFile(fresh + "/" + f);
+    if (!a.ok() || !b.ok() || *a != *b) return {Verdict::kDiffers, std::string(f) + " differs"};
+  }
+  return {Verdict::kEqual, "equal"};
+}
+
+// Checkpoint tensors bit for bit, then the predictions byte for byte. A command member has
+// no checkpoint of ours: its predictions are what is compared (whether the program gives the
+// same bits again is the program's business).
 Verdict CompareMember(const std::string& recorded, const std::string& fresh, const std::string& scratch) {
+  if (IsCommandMember(recorded)) {
+    Verdict v = ComparePredictions(recorded, fresh);
+    if (v.kind == Verdict::kEqual) v.text = "equal (command member: predictions compared)";
+    return v;
+  }
   std::string out_file = scratch + "/compare.json";
   (void)RunAndWait({WorkerBinary(), "compare", recorded + "/checkpoint.pt", fresh + "/checkpoint.pt"}, out_file);
   json r = ReadJson(out_file);
@@ -124,11 +149,7 @@ Verdict CompareMember(const std::string& recorded, const std::string& fresh, con
     std::string diff = r["max_abs_diff"].is_number() ? std::to_string(r["max_abs_diff"].get<double>()) : "shape";
     return {Verdict::kDiffers, "tensor " + r.value("tensor", "?") + " differs (max abs diff " + diff + ")"};
   }
-  for (const char* f : {"holdout_pred.f32", "pool_pred.f32"}) {
-    auto a = ReadFile(recorded + "/" + f), b = ReadFile(fresh + "/" + f);
-    if (!a.ok() || !b.ok() || *a != *b) return {Verdict::kDiffers, std::string(f) + " differs"};
-  }
-  return {Verdict::kEqual, "equal"};
+  return ComparePredictions(recorded, fresh);
 }
 
 // Retrains `name` alone (one train-one task) under `scratch` and compares it with the
@@ -136,7 +157,7 @@ Verdict CompareMember(const std::string& recorded, const std::string& fresh, con
 Verdict VerifyMember(const RunLayout& layout, int round, const std::string& name, const std::string& scratch) {
   const std::string recorded = layout.MemberDir(round, name), fresh = scratch + "/" + name;
   // Checked first: retraining is the slow part, and without a checkpoint nothing compares.
-  if (!PathExists(recorded + "/checkpoint.pt"))
+  if (!PathExists(recorded + "/checkpoint.pt") && !IsCommandMember(recorded))
     return {Verdict::kNotCompared,
             recorded + "/checkpoint.pt: missing (checkpoints are written only with save_checkpoints true)"};
   auto task = RecordedTask(layout, round, name, fresh);

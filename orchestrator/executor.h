@@ -75,9 +75,11 @@ class Executor {
   virtual std::string name() const = 0;  // "local", "slurm"
 };
 
-// Workers as local child processes: own process group (a terminal's Ctrl-C reaches only the
-// supervisor, which stops workers in order), PR_SET_PDEATHSIG=SIGKILL (a worker never outlives
-// a supervisor killed with SIGKILL), the channel at fd 3.
+// Workers as local child processes: own session and process group (a terminal's Ctrl-C reaches
+// only the supervisor, which stops workers in order), PR_SET_PDEATHSIG=SIGKILL (a worker never
+// outlives a supervisor killed with SIGKILL), the channel at fd 3. When a worker is gone (or
+// released), everything left in its session is killed: a command member's program and its
+// children do not outlive the worker that ran them.
 class LocalExecutor : public Executor {
  public:
   StatusOr<WorkerHandle> Start(const WorkerLaunch& launch) override;
@@ -87,6 +89,7 @@ class LocalExecutor : public Executor {
   std::string name() const override { return "local"; }
 
  private:
+  static void KillSession(Subprocess& worker);
   std::map<uint64_t, Subprocess> children_;
 };
 

@@ -1,5 +1,6 @@
 #include <signal.h>
 
+#include <algorithm>
 #include <random>
 
 #include "common/worker_channel.h"
@@ -24,7 +25,9 @@ StatusOr<WorkerHandle> LocalExecutor::Start(const WorkerLaunch& launch) {
   spec.argv = launch.argv;
   spec.set_env = launch.set_env;
   spec.unset_env = launch.unset_env;
-  spec.own_process_group = true;
+  // Its own session: whatever a worker starts (a command member's program in a group of its
+  // own, and that program's children) is found by session when the worker is gone.
+  spec.new_session = true;
   spec.die_with_parent = true;
   spec.pass_fd = launch.channel_fd;
   spec.pass_fd_as = kWorkerChannelFd;
@@ -49,18 +52,34 @@ void LocalExecutor::Signal(const WorkerHandle& worker, int sig) {
 std::vector<WorkerExit> LocalExecutor::PollExits() {
   std::vector<WorkerExit> out;
   for (auto it = children_.begin(); it != children_.end();) {
-    if (!it->second.Exited()) {
+    if (!it->second.HasEnded()) {
       ++it;
       continue;
     }
+    KillSession(it->second);
+    it->second.Wait();
     out.push_back({it->first, it->second.exit(), it->second.exit().Describe()});
     it = children_.erase(it);
   }
   return out;
 }
 
+// What a dead worker left in its session (a command member's program and its children): the
+// worker is unreaped here, so its pid, the session id, cannot have been reused.
+void LocalExecutor::KillSession(Subprocess& worker) {
+  for (int pass = 0; pass < 10; ++pass) {
+    std::vector<pid_t> left = SessionProcesses(worker.pid());
+    left.erase(std::remove(left.begin(), left.end(), worker.pid()), left.end());
+    if (left.empty()) return;
+    for (pid_t p : left) ::kill(p, SIGKILL);
+  }
+}
+
 void LocalExecutor::Release() {
-  for (auto& [token, child] : children_) child.Signal(SIGKILL);
+  for (auto& [token, child] : children_) {
+    child.Signal(SIGKILL);
+    KillSession(child);
+  }
   children_.clear();  // each Subprocess reaps its child
 }
 

@@ -50,10 +50,12 @@ Mutation QueryByCommittee(const MutationSpec& spec, const MutationContext& c) {
 // Runs argv with `input` on stdin; returns stdout. Enforces exit 0 and the timeout; the
 // command runs in its own process group, killed whole on timeout or when on_wait says stop.
 StatusOr<std::string> RunCommand(const std::vector<std::string>& argv, const std::string& input,
-                                 double timeout_s, const std::function<bool()>& on_wait) {
+                                 double timeout_s, const std::function<bool()>& on_wait,
+                                 const std::vector<std::pair<std::string, std::string>>& env) {
   const std::string name = argv[0];
   SubprocessSpec spec;
   spec.argv = argv;
+  spec.set_env = env;
   auto r = RunToEnd(spec, input, timeout_s, on_wait);
   if (!r.ok()) {
     const Status& s = r.status();
@@ -126,7 +128,7 @@ StatusOr<Mutation> DecideMutation(const MutationSpec& spec, const MutationContex
   if (spec.policy == "append_from_pool") return AppendFromPool(spec, c);
   if (spec.policy == "query_by_committee") return QueryByCommittee(spec, c);
   if (spec.policy == "command") {
-    auto out = RunCommand(spec.argv, c.round_summary.dump() + "\n", spec.timeout_s, c.on_wait);
+    auto out = RunCommand(spec.argv, c.round_summary.dump() + "\n", spec.timeout_s, c.on_wait, c.command_env);
     if (!out.ok()) return out.status();
     return ParseCommandOutput(*out, c.features, c.train_rows, "mutation command " + spec.argv[0]);
   }

@@ -6,7 +6,9 @@
 //   query_by_committee  the k unused pool rows where the members' predictions disagree most
 //                       (population std), ties broken by the lower row id
 //   command             an external program (argv, no shell) reads the round summary JSON on
-//                       stdin and writes {"add": [[x..., y], ...], "drop": [row ids]} on stdout;
+//                       stdin (with "run": where the run's data and predictions are,
+//                       mutation_view.h) and writes {"add": [[x..., y], ...], "drop": [row ids]}
+//                       on stdout;
 //                       exit code 0 and the timeout are enforced, the output validated like data
 // Decisions are pure functions of their inputs (except `command`, which is as pure as the
 // program). Thread-compatible.
@@ -14,6 +16,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -39,6 +43,8 @@ struct MutationContext {
   // abandons the program: it is killed with its process group and the decision fails with
   // kCancelled. May be empty.
   std::function<bool()> on_wait;
+  // `command` only: added to the program's environment (mutation_view.h).
+  std::vector<std::pair<std::string, std::string>> command_env;
 };
 
 struct Mutation {

@@ -49,12 +49,16 @@ std::vector<std::vector<int>> PlanPacks(const std::vector<MemberSpec>& members, 
                                         const PackShape& shape) {
   std::vector<std::vector<int>> groups;  // compatible members, in order of their first member
   std::map<std::string, size_t> group_of;
+  std::vector<std::vector<int>> packs;
   for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i].model.kind == ModelKind::kCommand) {  // a program of its own: never fused
+      packs.push_back({static_cast<int>(i)});
+      continue;
+    }
     auto [it, fresh] = group_of.emplace(PackKey(members[i]), groups.size());
     if (fresh) groups.emplace_back();
     groups[it->second].push_back(static_cast<int>(i));
   }
-  std::vector<std::vector<int>> packs;
   for (const auto& g : groups) {
     const size_t n = g.size();
     if (pack_size == 0) {

@@ -19,6 +19,8 @@
 #include "common/data_source.h"
 #include "common/exit_codes.h"
 #include "common/fault_injection.h"
+#include "common/logging.h"
+#include "common/npy_writer.h"
 #include "common/seed.h"
 #include "orchestrator/config_change.h"
 #include "orchestrator/legacy_queues.h"
@@ -153,6 +155,8 @@ Status Supervisor::PublishFreshData() {
   holdout_ = std::move(d.holdout);
   pool_ = std::move(d.pool);
   pool_used_.assign(pool_.rows(), false);
+  s = PublishFeatureFiles();
+  if (!s.ok()) return s;
   json run = {{"run_id", run_id_}, {"run_name", cfg_.run_name}, {"features", d.train.features},
               {"feature_names", d.train.feature_names}, {"target_name", d.train.target_name},
               {"holdout_rows", holdout_.rows()}, {"pool_rows", pool_.rows()}};
@@ -166,6 +170,20 @@ Status Supervisor::PublishFreshData() {
                            {"features", d.train.features},
                            {"train_rows", train_rows}, {"holdout_rows", holdout_.rows()},
                            {"pool_rows", pool_.rows()}});
+}
+
+Status Supervisor::PublishFeatureFiles() const {
+  for (auto [path, table] : {std::pair{RunLayout::HoldoutFeatures(layout_.DataDir()), &holdout_},
+                             std::pair{RunLayout::PoolFeatures(layout_.DataDir()), &pool_}}) {
+    if (std::filesystem::exists(path)) continue;  // written once; the tables never change
+    const uint64_t f = static_cast<uint64_t>(table->features);
+    Status s = WriteNpyFloat32(path + ".tmp", table->x.data(), table->rows(), f, f, /*durable=*/true);
+    if (s.ok() && ::rename((path + ".tmp").c_str(), path.c_str()) != 0)
+      s = Status::FromErrno("rename " + path + ".tmp", errno);
+    if (s.ok()) s = FsyncDir(layout_.DataDir());
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
 }
 
 Status Supervisor::ReopenData(const RunProgress& p) {
@@ -187,6 +205,8 @@ Status Supervisor::ReopenData(const RunProgress& p) {
     if (!t.ok()) return t.status();
     *table = std::move(*t);
   }
+  Status s = PublishFeatureFiles();  // a run started before they existed gets them now
+  if (!s.ok()) return s;
   pool_used_.assign(pool_.rows(), false);
   for (uint64_t id : p.pool_used)
     if (id < pool_used_.size()) pool_used_[id] = true;
@@ -488,8 +508,14 @@ Status Supervisor::DecideAndAppend(int round, const json& summary,
       return go_on;
     };
     MutationContext ctx{round, cfg_.run_seed, &pool_, &pool_used_, &results, summary,
-                        mut.add.features, train_->header().rows, on_wait};
+                        mut.add.features, train_->header().rows, on_wait, {}};
     const MutationSpec spec = cfg_.mutation;
+    if (spec.policy == "command") {  // the program sees the run: data, predictions, ensemblectl
+      auto view = CommandMutationView(round, summary.value("generation", uint64_t{0}), results);
+      if (!view.ok()) return view.status();
+      ctx.round_summary["run"] = std::move(view->run);
+      ctx.command_env = std::move(view->env);
+    }
     auto m = DecideMutation(spec, ctx);
     if (!m.ok()) return m.status();
     mut = std::move(*m);
@@ -522,6 +548,31 @@ Status Supervisor::DecideAndAppend(int round, const json& summary,
   out->added = rows.rows();
   out->dropped_rows = excluded_.size();
   return Status::Ok();
+}
+
+StatusOr<MutationView> Supervisor::CommandMutationView(int round, uint64_t generation,
+                                                      const std::vector<MemberResult>& results) const {
+  MutationViewInputs in;
+  in.state_dir = std::filesystem::absolute(layout_.root()).string();
+  in.round_dir = std::filesystem::absolute(layout_.RoundDir(round)).string();
+  in.data_dir = std::filesystem::absolute(layout_.DataDir()).string();
+  in.round = round;
+  in.generation = generation;
+  in.table_rows = train_->header().rows;
+  in.features = static_cast<int>(train_->header().features);
+  auto run = ReadFile(layout_.RunFile());
+  if (!run.ok()) return run.status();
+  json run_json = json::parse(*run, nullptr, false);
+  if (run_json.is_object() && run_json.contains("feature_names") && run_json["feature_names"].is_array())
+    for (const auto& n : run_json["feature_names"]) in.feature_names.push_back(n.is_string() ? n.get<std::string>() : "");
+  in.dropped = &excluded_;
+  in.pool_used = &pool_used_;
+  for (const auto& r : results) {
+    in.member_names.push_back(r.name);
+    in.member_dirs.push_back(std::filesystem::absolute(layout_.MemberDir(round, r.name)).string());
+  }
+  in.ctl_binary = SelfDir() + "/ensemblectl";
+  return WriteMutationView(in);
 }
 
 Status Supervisor::ApplyDeferredMutation() {

@@ -29,6 +29,7 @@
 #include "orchestrator/executor.h"
 #include "orchestrator/gpu_monitor.h"
 #include "orchestrator/http_endpoint.h"
+#include "orchestrator/mutation_view.h"
 #include "orchestrator/run_snapshot.h"
 #include "orchestrator/systemd_notifier.h"
 #include "orchestrator/worker_pool.h"
@@ -63,6 +64,8 @@ class Supervisor {
   Status PublishFreshData();
   // Compares the config with state_dir/config.json on resume (config_change.h).
   Status CheckConfigOnResume();
+  // data/holdout_x.npy and data/pool_x.npy (run_layout.h), when missing.
+  Status PublishFeatureFiles() const;
   Status ReopenData(const RunProgress& p);
   RoundEnd RunRound(int round, Status* error);
   Status CommitRound(int round, double wall_seconds, bool* stop_now);
@@ -79,6 +82,9 @@ class Supervisor {
   // generation.
   Status DecideAndAppend(int round, const nlohmann::json& summary,
                          const std::vector<MemberResult>& results, bool skip, AppliedMutation* out);
+  // A `command` mutation's view of the run (mutation_view.h) after round `round`.
+  StatusOr<MutationView> CommandMutationView(int round, uint64_t generation,
+                                             const std::vector<MemberResult>& results) const;
   // An extended run: the mutation its last committed round skipped, decided now.
   Status ApplyDeferredMutation();
   TaskSpec MakeTask(int round, int index, int attempt) const;

@@ -463,6 +463,52 @@ TEST_CASE("relative paths resolve against the base directory", "[config]") {
   CHECK(n.data.y_path == "/cfg/dir/arrays/train.y.npy");
 }
 
+void RequireSameMember(const MemberSpec& a, const MemberSpec& b);  // below, with the round-trip tests
+
+TEST_CASE("command members: argv required, layers not, paths resolved, mlp keys kept apart", "[config]") {
+  json doc = Minimal();
+  doc["members"] = {{"list",
+                     {{{"name", "mine"},
+                       {"model", {{"kind", "command"}, {"argv", {"./train.py", "--fast"}}, {"timeout_s", 30},
+                                  {"predict_argv", {"python3", "predict.py"}}}}},
+                      {{"name", "ours"}, {"layers", {{{"units", 4}}}}}}}};
+  Config c = MustParse(doc);
+  REQUIRE(c.members.size() == 2);
+  const ModelSpec& m = c.members[0].model;
+  CHECK(m.kind == ModelKind::kCommand);
+  CHECK(m.argv == std::vector<std::string>{"/cfg/dir/train.py", "--fast"});
+  CHECK(m.timeout_s == 30);
+  CHECK(m.predict_argv == std::vector<std::string>{"python3", "predict.py"});  // looked up in PATH
+  CHECK(c.members[1].model.kind == ModelKind::kMlp);
+  // The built-in kind is written as before "model" existed: earlier runs' configs compare equal.
+  CHECK_FALSE(MemberToJson(c.members[1]).contains("model"));
+  CHECK(MemberToJson(c.members[0])["model"]["kind"] == "command");
+
+  json no_argv = Minimal();
+  no_argv["members"] = {{"count", 1}, {"defaults", {{"model", {{"kind", "command"}}}}}};
+  RequireOnlyError(no_argv, "/members/defaults/model/argv", "non-empty array");
+  json empty_program = Minimal();
+  empty_program["members"] = {{"count", 1}, {"defaults", {{"model", {{"kind", "command"}, {"argv", {""}}}}}}};
+  RequireOnlyError(empty_program, "/members/defaults/model/argv/0", "non-empty string");
+  json argv_on_mlp = Minimal();
+  argv_on_mlp["members"]["defaults"]["model"] = {{"argv", {"x"}}};
+  RequireOnlyError(argv_on_mlp, "/members/defaults/model", "for kind \"command\" only");
+  json bad_kind = Minimal();
+  bad_kind["members"]["defaults"]["model"] = {{"kind", "transformer"}};
+  RequireOnlyError(bad_kind, "/members/defaults/model/kind", "must be one of");
+  json bad_timeout = Minimal();
+  bad_timeout["members"]["defaults"]["model"] = {{"kind", "command"}, {"argv", {"x"}}, {"timeout_s", 0}};
+  RequireOnlyError(bad_timeout, "/members/defaults/model/timeout_s", "");
+  json typo = Minimal();
+  typo["members"]["defaults"]["model"] = {{"kind", "command"}, {"argv", {"x"}}, {"timeout", 5}};
+  RequireOnlyError(typo, "/members/defaults/model/timeout", "unknown key");
+
+  // Through a task message and back.
+  MemberSpec back;
+  REQUIRE(MemberFromJson(json::parse(MemberToJson(c.members[0]).dump()), &back).ok());
+  RequireSameMember(c.members[0], back);
+}
+
 TEST_CASE("gpu lists accept indices and UUIDs", "[config]") {
   json doc = Minimal();
   doc["resources"] = {{"gpus", {0, "GPU-1234"}}, {"workers_per_gpu", 4}};
@@ -541,6 +587,10 @@ void RequireSameMember(const MemberSpec& a, const MemberSpec& b) {
   CHECK(a.split == b.split);
   CHECK(a.validation_split == b.validation_split);
   CHECK(a.seed_offset == b.seed_offset);
+  CHECK(a.model.kind == b.model.kind);
+  CHECK(a.model.argv == b.model.argv);
+  CHECK(a.model.timeout_s == b.model.timeout_s);
+  CHECK(a.model.predict_argv == b.model.predict_argv);
 }
 
 TEST_CASE("MemberToJson and MemberFromJson round-trip exactly", "[config]") {

@@ -112,5 +112,19 @@ TEST_CASE("pack_size caps packs and 1 turns packing off", "[pack]") {
   CHECK(five.size() == 14);
 }
 
+TEST_CASE("command members are never fused - each is a pack of one in index order", "[pack]") {
+  std::vector<MemberSpec> ms = {Member(8), Member(8), Member(8), Member(8)};
+  for (int i : {1, 2}) {
+    ms[i].model.kind = ModelKind::kCommand;
+    ms[i].model.argv = {"train"};  // the same program: still apart
+  }
+  auto packs = PlanPacks(ms, 0);
+  REQUIRE(packs.size() == 3);
+  CHECK(packs[0] == std::vector<int>{0, 3});
+  CHECK(packs[1] == std::vector<int>{1});
+  CHECK(packs[2] == std::vector<int>{2});
+  CHECK(PlanPacks(ms, 4).size() == 3);
+}
+
 }  // namespace
 }  // namespace ens

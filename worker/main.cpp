@@ -5,6 +5,7 @@
 //                                                descriptor 3, WorkerChannel) until shutdown
 //   ensemble-worker train-one --task FILE...     run tasks (JSON TaskSpec) in order, then exit
 //   ensemble-worker predict --input F32 --features N --output F32 CHECKPOINT...
+//   ensemble-worker predict --stream --features N CHECKPOINT...   batches on stdin/stdout (predictor.h)
 //   ensemble-worker compare A B                  bitwise checkpoint comparison, JSON on stdout
 //   ensemble-worker export --output F CHECKPOINT...   one TorchScript module: (mean, std) of members
 #include <signal.h>
@@ -284,9 +285,11 @@ int main(int argc, char** argv) {
   auto* one = app.add_subcommand("train-one", "run tasks from JSON files, in order, in this process");
   one->add_option("--task", task_files, "TaskSpec JSON file (repeatable)")->required();
   auto* predict = app.add_subcommand("predict", "predict raw float32 rows with checkpoints");
-  predict->add_option("--input", input, "raw float32 rows")->required();
+  bool stream = false;
+  auto* stream_flag = predict->add_flag("--stream", stream, "answer batches on stdin/stdout until end of input");
+  predict->add_option("--input", input, "raw float32 rows")->excludes(stream_flag);
   predict->add_option("--features", features, "features per row")->required();
-  predict->add_option("--output", output, "raw float32 [members x rows]")->required();
+  predict->add_option("--output", output, "raw float32 [members x rows]")->excludes(stream_flag);
   predict->add_option("checkpoints", checkpoints, "checkpoint files")->required();
   auto* compare = app.add_subcommand("compare", "compare two checkpoints bit for bit");
   compare->add_option("a", a)->required();
@@ -309,6 +312,15 @@ int main(int argc, char** argv) {
   if (*serve) return ens::Serve(channel_fd, connect, token, secret_file, slot, recycle, heartbeat_ms, gpu);
   if (*one) return ens::TrainSequence(task_files);
   if (*exp) return ens::Export(output, checkpoints);
+  if (*predict && stream) {
+    ens::Status s = ens::PredictStream(checkpoints, features, 0, 1);
+    if (!s.ok()) std::cerr << s.ToString() << "\n";
+    return s.ok() ? ens::exit_code::kOk : ens::exit_code::kPermanentFailure;
+  }
+  if (*predict && (input.empty() || output.empty())) {
+    std::cerr << "predict: --input and --output are required without --stream\n";
+    return ens::exit_code::kUsage;
+  }
   if (*predict) return ens::Predict(input, features, output, checkpoints);
   auto r = ens::CompareCheckpoints(a, b);
   if (!r.ok()) {

@@ -1,5 +1,6 @@
 #include "worker/predictor.h"
 
+#include "common/fd_io.h"
 #include "worker/checkpoint.h"
 
 namespace ens {
@@ -22,6 +23,44 @@ StatusOr<std::vector<std::vector<float>>> PredictWithCheckpoints(
     }
   }
   return out;
+}
+
+Status PredictStream(const std::vector<std::string>& checkpoints, int features, int in_fd, int out_fd) {
+  std::vector<torch::jit::Module> members;
+  for (const auto& path : checkpoints) {
+    auto m = LoadMember(path);
+    if (!m.ok()) return m.status();
+    if (MemberFeatures(*m) != features)
+      return Status::InvalidArgument(path + ": model expects " + std::to_string(MemberFeatures(*m)) +
+                                     " features, input has " + std::to_string(features));
+    members.push_back(std::move(*m));
+  }
+  constexpr uint64_t kMaxBatchFloats = uint64_t{1} << 30;  // 4 GiB of input: a corrupt count, not a batch
+  for (;;) {
+    uint64_t n = 0;
+    bool eof = false;
+    Status s = ReadFull(in_fd, &n, sizeof n, "predict stream", &eof);
+    if (!s.ok()) return s;
+    if (eof || n == 0) return Status::Ok();
+    if (features <= 0 || n > kMaxBatchFloats / static_cast<uint64_t>(features))
+      return Status::InvalidArgument("predict stream: a batch of " + std::to_string(n) + " rows is too large");
+    std::vector<float> rows(n * static_cast<uint64_t>(features));
+    s = ReadFull(in_fd, rows.data(), rows.size() * sizeof(float), "predict stream");
+    if (!s.ok()) return s;
+    torch::Tensor x = torch::from_blob(rows.data(), {static_cast<int64_t>(n), features});
+    std::vector<float> out;
+    out.reserve(n * members.size());
+    try {
+      for (auto& m : members) {
+        std::vector<float> p = PredictRows(m, x);
+        out.insert(out.end(), p.begin(), p.end());
+      }
+    } catch (const c10::Error& e) {
+      return Status::Internal(std::string("predict stream: ") + e.what_without_backtrace());
+    }
+    s = WriteFull(out_fd, out.data(), out.size() * sizeof(float), "predict stream");
+    if (!s.ok()) return s;
+  }
 }
 
 StatusOr<nlohmann::json> CompareCheckpoints(const std::string& a, const std::string& b) {

@@ -18,6 +18,13 @@ namespace ens {
 StatusOr<std::vector<std::vector<float>>> PredictWithCheckpoints(
     const std::vector<std::string>& checkpoints, const std::vector<float>& rows, int features);
 
+// `ensemble-worker predict --stream`: loads the checkpoints once, then answers batches on
+// in_fd/out_fd until end of input. A batch is a little-endian uint64 row count n followed by
+// n x features float32; the answer is n x members float32 ([member][row]). n = 0 or end of
+// input ends the stream. An error (a short batch, a checkpoint that does not load) is
+// returned; nothing is written for the batch at fault.
+Status PredictStream(const std::vector<std::string>& checkpoints, int features, int in_fd, int out_fd);
+
 // Compares every tensor of two checkpoints bit for bit. Result: {"equal": bool,
 // "tensor": first differing name, "max_abs_diff": value} (tensor absent when equal).
 StatusOr<nlohmann::json> CompareCheckpoints(const std::string& a, const std::string& b);

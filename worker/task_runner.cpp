@@ -15,6 +15,7 @@
 #include "common/member_result.h"
 #include "common/run_layout.h"
 #include "common/seed.h"
+#include "worker/command_member.h"
 #include "worker/trainer.h"
 
 namespace ens {
@@ -173,6 +174,34 @@ void TaskRunner::Publish(const std::vector<TaskSpec>& tasks, std::vector<TaskOut
   }
 }
 
+TrainOutputs TaskRunner::RunCommand(const TaskSpec& task, const TrainInputs& in, const Progress& on_progress) {
+  TrainOutputs o;
+  CommandMemberJob job;
+  job.task = &task;
+  job.train = train_.get();
+  job.holdout = holdout_.get();
+  job.split = &in.split;
+  job.data_dir = task.data_dir;
+  job.pool_rows = in.pool_rows;
+  job.dir = task.out_dir + ".tmp";
+  Status s = MakeDirs(job.dir);  // Prepare made it unless the task publishes nothing
+  if (!s.ok()) {
+    o.status = s;
+    return o;
+  }
+  job.on_wait = [&] {
+    if (on_progress) on_progress(TaskPhase::kTraining, 0);
+  };
+  CommandMemberResult r = RunCommandMember(job);
+  o.status = std::move(r.status);
+  o.permanent_failure = r.permanent;
+  o.metrics = std::move(r.metrics);
+  o.history = std::move(r.history);
+  o.holdout_pred = std::move(r.holdout_pred);
+  o.pool_pred = std::move(r.pool_pred);
+  return o;
+}
+
 TaskOutcome TaskRunner::Run(const TaskSpec& task, const Progress& on_progress) {
   std::vector<TaskOutcome> o = RunPack({task}, on_progress);
   return o[0];
@@ -219,7 +248,12 @@ std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks,
     }
   }
   std::vector<TrainOutputs> res;
-  TrainPack(ins, &res);
+  if (tasks[0].member.model.kind == ModelKind::kCommand) {  // always a pack of one (pack_plan.h)
+    res.push_back(RunCommand(tasks[0], ins[0], on_progress));
+    if (res[0].status.ok()) ins[0].on_outputs(res[0]);
+  } else {
+    TrainPack(ins, &res);
+  }
   // Model, optimizer and every tensor of the task died with the trainer's frame.
   ReleaseTorchCaches();
   malloc_trim(0);

@@ -2,7 +2,7 @@
 //
 // Maps the dataset segments the task names (kept mapped across tasks, re-mapped when the
 // task needs a newer generation), splits the rows with the member's split seed, trains,
-// and writes each member directory to <out_dir>.tmp as soon as the member's outputs are
+// (or runs a command member's program, command_member.h), and writes each member directory to <out_dir>.tmp as soon as the member's outputs are
 // made. Once the pack is done, one filesystem flush (syncfs) makes every file of it durable,
 // each directory is renamed into place and each parent directory fsynced once: a member
 // directory that exists is complete, at two flushes per pack whatever its size. A task with
@@ -49,6 +49,8 @@ class TaskRunner {
   Status EnsureMapped(const TaskSpec& task);
   Status Prepare(const TaskSpec& task, TrainInputs* in, bool* permanent);
   Status WriteOutputs(const TrainInputs& in, TrainOutputs& res, int64_t rss_before, const nlohmann::json& pack_ref);
+  // A command member (worker/command_member.h) in place of TrainPack.
+  TrainOutputs RunCommand(const TaskSpec& task, const TrainInputs& in, const Progress& on_progress);
   void Publish(const std::vector<TaskSpec>& tasks, std::vector<TaskOutcome>* outs, const Progress& on_progress);
   std::string data_dir_;
   DeviceDataCachePtr device_data_ = NewDeviceDataCache();  // the generation on the GPU, across tasks

@@ -1,0 +1,46 @@
+// MutationView: what a `command` mutation sees of the run besides the round's numbers.
+//
+// Before the program runs, the supervisor writes two files into rounds/rNNNN/mutation/:
+//   train_row_ids.npy    int64, the table rows the round trained on (every row less the dropped)
+//   pool_unused_ids.npy  int64, the pool rows no mutation has taken yet
+// and hands the program, as "run" in its stdin JSON and as ENSEMBLED_* variables (README
+// "Mutation commands"), where everything is: the state and round directories, round and
+// generation, the training table (path and layout: a kSegmentHeaderBytes header, then rows of
+// features + 1 float32, target last), the holdout and pool features (.npy), each finished
+// member's holdout and pool predictions (raw float32 files), and the ensemblectl binary, whose
+// `predict --round R` scores new candidate rows with this round's members.
+// Writes nothing else; O(table rows + pool rows) per round. Thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+
+namespace ens {
+
+struct MutationViewInputs {
+  std::string state_dir, round_dir, data_dir;   // absolute
+  int round = 0;
+  uint64_t generation = 0;                      // the generation the round trained on
+  uint64_t table_rows = 0;                      // rows of that generation's table
+  int features = 0;
+  std::vector<std::string> feature_names;
+  const std::vector<uint64_t>* dropped = nullptr;   // sorted, unique, each < table_rows
+  const std::vector<bool>* pool_used = nullptr;
+  std::vector<std::string> member_names, member_dirs;  // the round's finished members
+  std::string ctl_binary;                       // ensemblectl
+};
+
+struct MutationView {
+  nlohmann::json run;                                        // "run" in the stdin JSON
+  std::vector<std::pair<std::string, std::string>> env;      // ENSEMBLED_* for the program
+};
+
+StatusOr<MutationView> WriteMutationView(const MutationViewInputs& in);
+
+}  // namespace ens

@@ -1,0 +1,73 @@
+// MutationView: the row-id files a `command` mutation is handed, and where its "run" object
+// and ENSEMBLED_* variables point.
+#include "orchestrator/mutation_view.h"
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/atomic_file.h"
+#include "support/npy_ids.h"
+#include "support/temp_dir.h"
+
+namespace ens {
+namespace {
+
+using ens::testing::ReadInt64Npy;
+using ens::testing::TempDir;
+
+TEST_CASE("the view lists the rows trained on net of drops, the unused pool rows and every path") {
+  TempDir d;
+  const std::vector<uint64_t> dropped = {1, 3, 4};
+  const std::vector<bool> pool_used = {true, false, false, true, false};
+  MutationViewInputs in;
+  in.state_dir = d.path();
+  in.round_dir = d.path() + "/rounds/r0002";
+  in.data_dir = d.path() + "/data";
+  in.round = 2;
+  in.generation = 2;
+  in.table_rows = 7;
+  in.features = 3;
+  in.feature_names = {"a", "b", "c"};
+  in.dropped = &dropped;
+  in.pool_used = &pool_used;
+  in.member_names = {"m000", "m001"};
+  in.member_dirs = {in.round_dir + "/members/m000", in.round_dir + "/members/m001"};
+  in.ctl_binary = "/opt/ensembled/bin/ensemblectl";
+  auto v = WriteMutationView(in);
+  INFO(v.status().ToString());
+  REQUIRE(v.ok());
+  CHECK(ReadInt64Npy(in.round_dir + "/mutation/train_row_ids.npy") == std::vector<int64_t>{0, 2, 5, 6});
+  CHECK(ReadInt64Npy(in.round_dir + "/mutation/pool_unused_ids.npy") == std::vector<int64_t>{1, 2, 4});
+  const nlohmann::json& run = v->run;
+  CHECK(run["train_rows"] == 4);
+  CHECK(run["dropped_rows"] == 3);
+  CHECK(run["round"] == 2);
+  CHECK(run["train_table"]["path"] == in.data_dir + "/train.bin");
+  CHECK(run["train_table"]["header_bytes"] == 4096);
+  CHECK(run["train_table"]["columns"] == 4);
+  CHECK(run["members"][1]["pool_pred"] == in.round_dir + "/members/m001/pool_pred.f32");
+  CHECK(run["feature_names"] == nlohmann::json({"a", "b", "c"}));
+  std::map<std::string, std::string> env(v->env.begin(), v->env.end());
+  CHECK(env["ENSEMBLED_ROUND"] == "2");
+  CHECK(env["ENSEMBLED_TRAIN_ROW_IDS"] == in.round_dir + "/mutation/train_row_ids.npy");
+  CHECK(env["ENSEMBLED_POOL_X"] == in.data_dir + "/pool_x.npy");
+  CHECK(env["ENSEMBLED_CTL"] == in.ctl_binary);
+}
+
+TEST_CASE("a view that cannot be written is an error naming the place") {
+  const std::vector<uint64_t> none;
+  const std::vector<bool> pool;
+  MutationViewInputs in;
+  in.round_dir = "/proc/no-such-place/r0000";
+  in.dropped = &none;
+  in.pool_used = &pool;
+  auto v = WriteMutationView(in);
+  REQUIRE_FALSE(v.ok());
+  CHECK(v.status().message().find("/proc/no-such-place") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace ens
