@@ -193,6 +193,21 @@ def write_config(directory, cfg):
     return path
 
 
+def run_to_end(cfg, work, name, timeout_s=1800):
+    """Writes cfg to <work>/<name>.json and runs `ensembled run` on it to its end. Returns the
+    wall seconds and the run's journal records; exits the script when the run fails."""
+    path = os.path.join(work, name + ".json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    t0 = time.monotonic()
+    p = subprocess.run([ENSEMBLED, "run", "--config", path], capture_output=True, text=True, timeout=timeout_s)
+    wall = time.monotonic() - t0
+    if p.returncode != 0:
+        print(p.stderr[-4000:], file=sys.stderr)
+        sys.exit("%s run failed (exit %d)" % (name, p.returncode))
+    return wall, journal(cfg["state_dir"])
+
+
 class Daemon:
     """`ensembled run --config ...` with every stdout line timestamped on arrival."""
 

@@ -14,14 +14,11 @@ ratio command/builtin; writes bench/results/command_member-*.json.
 Usage: bench/command_member.py [--members 16] [--workers 2] [--rounds 2]
 """
 import argparse
-import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common as C  # noqa: E402
@@ -55,23 +52,9 @@ def config(state, members, workers, rounds, member):
 
 
 def run(cfg, work, name):
-    path = os.path.join(work, name + ".json")
-    with open(path, "w") as f:
-        json.dump(cfg, f)
-    t0 = time.monotonic()
-    p = subprocess.run([C.ENSEMBLED, "run", "--config", path], capture_output=True, text=True, timeout=1800)
-    wall = time.monotonic() - t0
-    if p.returncode != 0:
-        print(p.stderr[-4000:], file=sys.stderr)
-        sys.exit("%s run failed (exit %d)" % (name, p.returncode))
-    per_task, round_walls = [], []
-    with open(os.path.join(cfg["state_dir"], "journal.jsonl")) as f:
-        for line in f:
-            r = json.loads(line)
-            if r.get("event") == "member_done":
-                per_task.append(r["metrics"]["seconds"])
-            if r.get("event") == "round_committed":
-                round_walls.append(r.get("wall_seconds"))
+    wall, records = C.run_to_end(cfg, work, name)
+    per_task = [r["metrics"]["seconds"] for r in records if r.get("event") == "member_done"]
+    round_walls = [r.get("wall_seconds") for r in records if r.get("event") == "round_committed"]
     members = cfg["members"]["count"]
     return {"wall_s": round(wall, 3), "task_s_median": round(statistics.median(per_task), 4),
             "task_s_mean": round(statistics.mean(per_task), 4),

@@ -16,13 +16,11 @@ the same absolute cost over a much larger round.
 Usage: bench/slurm_round.py [--workers 2] [--members 8] [--rounds 3] [--epochs 5]
 """
 import argparse
-import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common as C  # noqa: E402
@@ -42,21 +40,9 @@ def config(state, resources, members, rounds, epochs):
 
 
 def run(cfg, work, name):
-    path = os.path.join(work, name + ".json")
-    with open(path, "w") as f:
-        json.dump(cfg, f)
-    t0 = time.monotonic()
-    p = subprocess.run([C.ENSEMBLED, "run", "--config", path], capture_output=True, text=True, timeout=1800)
-    wall = time.monotonic() - t0
-    if p.returncode != 0:
-        print(p.stderr[-4000:], file=sys.stderr)
-        sys.exit("%s run failed (exit %d)" % (name, p.returncode))
-    rounds = []
-    with open(os.path.join(cfg["state_dir"], "journal.jsonl")) as f:
-        for line in f:
-            r = json.loads(line)
-            if r.get("event") == "round_committed":
-                rounds.append(r.get("summary", {}).get("wall_seconds") or r.get("wall_seconds"))
+    wall, records = C.run_to_end(cfg, work, name)
+    rounds = [r.get("summary", {}).get("wall_seconds") or r.get("wall_seconds")
+              for r in records if r.get("event") == "round_committed"]
     return {"wall_s": round(wall, 3), "round_wall_s": rounds}
 
 

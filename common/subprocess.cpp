@@ -1,5 +1,6 @@
 #include "common/subprocess.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -13,8 +14,6 @@
 #include <boost/process/v2/posix/default_launcher.hpp>
 #include <boost/process/v2/process.hpp>
 #include <boost/process/v2/stdio.hpp>
-#include <dirent.h>
-
 #include <cerrno>
 #include <chrono>
 #include <cstdio>

@@ -44,6 +44,19 @@ pid_t WaitForPid(const std::string& pidfile) {
   return 0;
 }
 
+// A started stand-in worker and its grandchild's pid.
+struct Started {
+  WorkerHandle handle;
+  pid_t grandchild = 0;
+};
+Started StartGroupLeaving(LocalExecutor& ex, const std::string& pidfile) {
+  auto h = ex.Start(GroupLeavingWorker(pidfile));
+  REQUIRE(h.ok());
+  Started s{*h, WaitForPid(pidfile)};
+  REQUIRE(s.grandchild > 0);
+  return s;
+}
+
 bool GoneWithin(pid_t pid, int ms) {
   for (int i = 0; i < ms / 10 && Alive(pid); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   return !Alive(pid);  // a zombie until init reaps it counts as alive: allow the time
@@ -52,14 +65,11 @@ bool GoneWithin(pid_t pid, int ms) {
 TEST_CASE("a killed worker's session goes with it, groups of its own included") {
   TempDir dir;
   LocalExecutor ex;
-  auto h = ex.Start(GroupLeavingWorker(dir.path() + "/pid"));
-  REQUIRE(h.ok());
-  const pid_t grandchild = WaitForPid(dir.path() + "/pid");
-  REQUIRE(grandchild > 0);
-  CHECK(::getsid(h->pid) == h->pid);
-  CHECK(::getsid(grandchild) == h->pid);
-  CHECK(::getpgid(grandchild) != h->pid);  // out of the worker's group: a group kill misses it
-  ex.Signal(*h, SIGKILL);
+  const auto [h, grandchild] = StartGroupLeaving(ex, dir.path() + "/pid");
+  CHECK(::getsid(h.pid) == h.pid);
+  CHECK(::getsid(grandchild) == h.pid);
+  CHECK(::getpgid(grandchild) != h.pid);  // out of the worker's group: a group kill misses it
+  ex.Signal(h, SIGKILL);
   std::vector<WorkerExit> exits;
   for (int i = 0; i < 500 && exits.empty(); ++i) {
     exits = ex.PollExits();
@@ -73,12 +83,9 @@ TEST_CASE("a killed worker's session goes with it, groups of its own included") 
 TEST_CASE("releasing the executor kills its workers' sessions") {
   TempDir dir;
   LocalExecutor ex;
-  auto h = ex.Start(GroupLeavingWorker(dir.path() + "/pid"));
-  REQUIRE(h.ok());
-  const pid_t grandchild = WaitForPid(dir.path() + "/pid");
-  REQUIRE(grandchild > 0);
+  const auto [h, grandchild] = StartGroupLeaving(ex, dir.path() + "/pid");
   ex.Release();
-  CHECK_FALSE(Alive(h->pid));
+  CHECK_FALSE(Alive(h.pid));
   CHECK(GoneWithin(grandchild, 3000));
 }
 

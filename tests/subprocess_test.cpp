@@ -118,7 +118,9 @@ TEST_CASE("a child in its own group is killed with what it started") {
 TEST_CASE("destroying a running Subprocess kills and reaps it") {
   pid_t pid = 0;
   {
-    auto p = Subprocess::Start(Sh("sleep 60"));
+    SubprocessSpec s;
+    s.argv = {"/bin/sleep", "60"};  // not through sh: a shell may fork sleep, which would outlive it
+    auto p = Subprocess::Start(s);
     REQUIRE(p.ok());
     pid = p->pid();
     CHECK(Alive(pid));

@@ -5,27 +5,10 @@
 
 namespace ens {
 
-StatusOr<std::vector<std::vector<float>>> PredictWithCheckpoints(
-    const std::vector<std::string>& checkpoints, const std::vector<float>& rows, int features) {
-  int64_t n = features > 0 ? static_cast<int64_t>(rows.size()) / features : 0;
-  torch::Tensor x = torch::from_blob(const_cast<float*>(rows.data()), {n, features});
-  std::vector<std::vector<float>> out;
-  for (const auto& path : checkpoints) {
-    auto m = LoadMember(path);
-    if (!m.ok()) return m.status();
-    if (MemberFeatures(*m) != features)
-      return Status::InvalidArgument(path + ": model expects " + std::to_string(MemberFeatures(*m)) +
-                                     " features, input has " + std::to_string(features));
-    try {
-      out.push_back(PredictRows(*m, x));
-    } catch (const c10::Error& e) {
-      return Status::Internal(path + ": " + e.what_without_backtrace());
-    }
-  }
-  return out;
-}
+namespace {
 
-Status PredictStream(const std::vector<std::string>& checkpoints, int features, int in_fd, int out_fd) {
+// The member modules of `checkpoints`, each checked to take `features` columns.
+StatusOr<std::vector<torch::jit::Module>> LoadMembers(const std::vector<std::string>& checkpoints, int features) {
   std::vector<torch::jit::Module> members;
   for (const auto& path : checkpoints) {
     auto m = LoadMember(path);
@@ -35,6 +18,32 @@ Status PredictStream(const std::vector<std::string>& checkpoints, int features, 
                                      " features, input has " + std::to_string(features));
     members.push_back(std::move(*m));
   }
+  return members;
+}
+
+}  // namespace
+
+StatusOr<std::vector<std::vector<float>>> PredictWithCheckpoints(
+    const std::vector<std::string>& checkpoints, const std::vector<float>& rows, int features) {
+  int64_t n = features > 0 ? static_cast<int64_t>(rows.size()) / features : 0;
+  torch::Tensor x = torch::from_blob(const_cast<float*>(rows.data()), {n, features});
+  auto members = LoadMembers(checkpoints, features);
+  if (!members.ok()) return members.status();
+  std::vector<std::vector<float>> out;
+  for (size_t i = 0; i < members->size(); ++i) {
+    try {
+      out.push_back(PredictRows((*members)[i], x));
+    } catch (const c10::Error& e) {
+      return Status::Internal(checkpoints[i] + ": " + e.what_without_backtrace());
+    }
+  }
+  return out;
+}
+
+Status PredictStream(const std::vector<std::string>& checkpoints, int features, int in_fd, int out_fd) {
+  auto loaded = LoadMembers(checkpoints, features);
+  if (!loaded.ok()) return loaded.status();
+  std::vector<torch::jit::Module>& members = *loaded;
   constexpr uint64_t kMaxBatchFloats = uint64_t{1} << 30;  // 4 GiB of input: a corrupt count, not a batch
   for (;;) {
     uint64_t n = 0;

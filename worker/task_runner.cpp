@@ -212,6 +212,16 @@ std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks,
   auto t0 = std::chrono::steady_clock::now();
   int64_t rss_before = CurrentRssKb();
   std::vector<TaskOutcome> outs(tasks.size());
+  if (tasks.size() > 1)  // the supervisor never packs a command member (pack_plan.h); say so if one came
+    for (const auto& t : tasks)
+      if (t.member.model.kind == ModelKind::kCommand) {
+        for (auto& o : outs) {
+          o.status = Status::InvalidArgument("member " + t.member.name + ": a command member in a pack of " +
+                                             std::to_string(tasks.size()) + " (command members run alone)");
+          o.permanent = true;
+        }
+        return outs;
+      }
   std::vector<TrainInputs> ins(tasks.size());
   for (size_t k = 0; k < tasks.size(); ++k) {
     if (on_progress) on_progress(TaskPhase::kSetup, 0);
