@@ -106,7 +106,6 @@ class OutputSink {
                    static_cast<unsigned long long>(dropped_), static_cast<unsigned long long>(kCommandLogBytes));
     if (log_) std::fflush(log_);
   }
-  uint64_t dropped() const { return dropped_; }
 
  private:
   void Line() {
