@@ -123,7 +123,6 @@ class RoundPredictor {
  public:
   Status Open(const CommittedRound& committed, int features, const std::string& scratch) {
     committed_ = &committed;
-    features_ = features;
     scratch_ = scratch;
     std::vector<std::string> argv = {WorkerBinary(), "predict", "--stream", "--features", std::to_string(features)};
     for (size_t m = 0; m < committed.member_dirs.size(); ++m) {
@@ -196,7 +195,6 @@ class RoundPredictor {
 
  private:
   const CommittedRound* committed_ = nullptr;
-  int features_ = 0;
   std::string scratch_;
   std::vector<size_t> builtin_;
   std::vector<std::pair<size_t, MemberSpec>> commands_;

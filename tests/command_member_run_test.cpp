@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
