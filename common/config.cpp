@@ -47,6 +47,7 @@ const Keys kRoundsKeys = ConfigKeysOf("/rounds");
 
 constexpr std::array kSources{"synthetic"sv, "csv"sv, "npy"sv};
 constexpr std::array kPolicies{"none"sv, "append_from_pool"sv, "query_by_committee"sv, "command"sv};
+constexpr std::array kScores{"std"sv, "entropy"sv, "bald"sv};
 
 // A member count is a list size; a typo like 1e6 must not allocate a million specs.
 constexpr int kMaxMembers = 10000;
@@ -333,6 +334,7 @@ void ReadModel(Validator& v, const json& obj, const std::string& ptr, ModelSpec*
 struct PartialMember {
   MemberSpec spec;
   bool weight_decay_given = false;
+  bool loss_given = false;
   std::string origin;     // pointer of the object that produced it, for later errors
   std::string layers_at;  // pointer of the "layers" it inherited; empty when none was given
 };
@@ -347,8 +349,10 @@ void OverlayMember(Validator& v, const json& j, const std::string& ptr, PartialM
   v.Enum(j, ptr, "initializer", &m->initializer);
   v.Number(j, ptr, "l1", kNonNegative, &m->l1);
   v.Number(j, ptr, "l2", kNonNegative, &m->l2);
+  if (j.contains("loss")) pm->loss_given = true;
   v.Enum(j, ptr, "loss", &m->loss);
   v.Number(j, ptr, "huber_delta", kPositive, &m->huber_delta);
+  v.Number(j, ptr, "label_smoothing", kFraction, &m->label_smoothing);
   v.Enum(j, ptr, "optimizer", &m->optimizer);
   v.Number(j, ptr, "lr", kPositive, &m->lr);
   if (j.contains("weight_decay")) pm->weight_decay_given = true;
@@ -363,8 +367,31 @@ void OverlayMember(Validator& v, const json& j, const std::string& ptr, PartialM
   ReadModel(v, j, ptr, &m->model);
 }
 
+// The loss and its options against the run's task (the classification default included).
+void CheckTaskLoss(Validator& v, TaskKind task, PartialMember* pm) {
+  MemberSpec& m = pm->spec;
+  const std::string loss_at = Child(pm->origin, "loss");
+  if (task == TaskKind::kClassification) {
+    if (!pm->loss_given) m.loss = LossKind::kCrossEntropy;
+    else if (m.loss != LossKind::kCrossEntropy && !v.HasErrorAt(loss_at))
+      v.Error(loss_at, "\"" + std::string(Name(m.loss)) + "\" is a regression loss; task \"classification\" trains with \"cross_entropy\"");
+    if (m.early_stopping.monitor != Monitor::kValLoss)
+      v.Error(Child(Child(pm->origin, "early_stopping"), "monitor"),
+              "\"" + std::string(Name(m.early_stopping.monitor)) + "\" is a regression metric; a classifier monitors \"val_loss\"");
+    if (m.model.kind == ModelKind::kCommand)
+      v.Error(Child(Child(pm->origin, "model"), "kind"), "command members are regression only (task \"classification\")");
+    return;
+  }
+  if (m.loss == LossKind::kCrossEntropy)
+    v.Error(loss_at, "\"cross_entropy\" needs task \"classification\" (the top-level \"task\" key)");
+  if (m.label_smoothing != 0.0)
+    v.Error(Child(pm->origin, "label_smoothing"), "applies to task \"classification\" only");
+}
+
 // Checks that need the fully overlaid spec, and the defaults that depend on other keys.
-MemberSpec FinishMember(Validator& v, PartialMember pm) {
+// `task` is the run's (nullopt for a lone member spec, as a worker reads it).
+MemberSpec FinishMember(Validator& v, PartialMember pm, std::optional<TaskKind> task) {
+  if (task) CheckTaskLoss(v, *task, &pm);
   const ModelSpec& model = pm.spec.model;
   const std::string model_at = Child(pm.origin, "model");
   if (model.kind == ModelKind::kCommand) {
@@ -409,7 +436,8 @@ std::vector<PartialMember> OverlayEach(Validator& v, const json& members, const 
   return out;
 }
 
-void ReadMembers(Validator& v, const json& root, const std::string& base_dir, std::vector<MemberSpec>* out) {
+void ReadMembers(Validator& v, const json& root, const std::string& base_dir, TaskKind task,
+                 std::vector<MemberSpec>* out) {
   const std::string p = "/members";
   const json* j = Find(root, "members");
   if (j == nullptr) {
@@ -434,7 +462,7 @@ void ReadMembers(Validator& v, const json& root, const std::string& base_dir, st
   }
   std::vector<std::string> names;
   for (size_t i = 0; i < resolved.size(); ++i) {
-    MemberSpec m = FinishMember(v, resolved[i]);
+    MemberSpec m = FinishMember(v, resolved[i], task);
     if (m.name.empty()) {  // "m000", ...: the member's overall index, list first
       char name[24];
       std::snprintf(name, sizeof name, "m%03zu", i);
@@ -586,6 +614,7 @@ void ReadMutation(Validator& v, const json& root, const std::string& base_dir, M
   bool argv_usable =
       v.Strings(*j, p, "argv", /*allow_empty=*/true, &m->argv) || !j->contains("argv");
   v.Number(*j, p, "timeout_s", kPositive, &m->timeout_s);
+  v.Enum(*j, p, "score", kScores, &m->score);
   const std::string why = " when policy is \"" + m->policy + "\"";
   if ((m->policy == "append_from_pool" || m->policy == "query_by_committee") && m->k < 1 &&
       k_usable) {
@@ -602,6 +631,19 @@ void ReadMutation(Validator& v, const json& root, const std::string& base_dir, M
   if (!m->argv.empty() && m->argv[0].find('/') != std::string::npos) {
     m->argv[0] = ResolvePath(base_dir, m->argv[0]);
   }
+}
+
+// What the task asks of the data and of the mutation score; fills the score's default.
+void CheckTask(Validator& v, const json& root, Config* c) {
+  const bool classify = c->task == TaskKind::kClassification;
+  if (classify && c->data.source == "synthetic" && Find(root, "data") != nullptr)
+    v.Error("/data/source", "the synthetic data is a regression target; task \"classification\" needs \"csv\" or \"npy\"");
+  else if (classify && c->data.source == "synthetic")
+    v.Error("/data", "is required for task \"classification\" (the built-in synthetic data is a regression target)");
+  std::string& score = c->mutation.score;
+  if (!classify && (score == "entropy" || score == "bald"))
+    v.Error("/mutation/score", "\"" + score + "\" scores class probabilities; it needs task \"classification\"");
+  if (score.empty()) score = classify ? "bald" : "std";
 }
 
 void ReadRounds(Validator& v, const json& root, RoundsSpec* r) {
@@ -654,10 +696,12 @@ void ReadTop(Validator& v, const json& root, const std::string& base_dir, Config
   if (!root.contains("state_dir")) v.Error("/state_dir", "is required");
   v.Path(root, "", "state_dir", base_dir, &c->state_dir);
   v.Unsigned(root, "", "run_seed", &c->run_seed);
+  v.Enum(root, "", "task", &c->task);
   ReadResources(v, root, &c->resources);
   ReadData(v, root, base_dir, &c->data);
-  ReadMembers(v, root, base_dir, &c->members);
+  ReadMembers(v, root, base_dir, c->task, &c->members);
   ReadMutation(v, root, base_dir, &c->mutation);
+  CheckTask(v, root, c);
   ReadRounds(v, root, &c->rounds);
   v.Number(root, "", "heartbeat_timeout_s", kPositive, &c->heartbeat_timeout_s);
   v.Int(root, "", "max_task_attempts", 1, INT_MAX, &c->max_task_attempts);
@@ -816,6 +860,7 @@ nlohmann::json MemberToJson(const MemberSpec& m) {
               {"seed_offset", m.seed_offset}};
   // Unnamed (not yet resolved) specs omit the name, which stays empty on the way back.
   if (!m.name.empty()) out["name"] = m.name;
+  if (m.label_smoothing != 0.0) out["label_smoothing"] = m.label_smoothing;
   // A command member may have no layers of ours; an empty list is not valid config text.
   if (m.layers.empty()) out.erase("layers");
   // The built-in model is written as before "model" existed, so the normalised config of a
@@ -876,6 +921,10 @@ nlohmann::json ConfigToJson(const Config& c) {
           {"pack_size", c.pack_size == 0 ? json("auto") : json(c.pack_size)},
           {"save_checkpoints", c.save_checkpoints}};
   if (c.resources.executor == "slurm") out["resources"]["slurm"] = SlurmToJson(c.resources.slurm);
+  // Written only where they differ from what runs of earlier versions did, so their
+  // normalised configs compare equal.
+  if (c.task != TaskKind::kRegression) out["task"] = Name(c.task);
+  if (c.mutation.score != "std") out["mutation"]["score"] = c.mutation.score;
   return out;
 }
 
@@ -884,7 +933,7 @@ Status MemberFromJson(const nlohmann::json& j, MemberSpec* out) {
   PartialMember pm;
   pm.origin = "";
   OverlayMember(v, j, "", &pm);
-  MemberSpec spec = j.is_object() ? FinishMember(v, std::move(pm)) : MemberSpec{};
+  MemberSpec spec = j.is_object() ? FinishMember(v, std::move(pm), std::nullopt) : MemberSpec{};
   if (!v.ok()) {
     std::string msg;
     for (const ConfigError& e : v.Take()) msg += (msg.empty() ? "" : "\n") + FormatError(e);

@@ -54,8 +54,10 @@ struct MemberSpec {
   Initializer initializer = Initializer::kGlorotUniform;
   double l1 = 0.0;                          // L1 on kernels. Default: 0
   double l2 = 0.0;                          // L2 on kernels. Default: 0
-  LossKind loss = LossKind::kMse;           // mse | mae | huber. Default: mse
+  // regression: mse | mae | huber, default mse; classification: cross_entropy (its default)
+  LossKind loss = LossKind::kMse;
   double huber_delta = 1.0;                 // > 0. Default: 1.0
+  double label_smoothing = 0.0;             // classification, [0, 1). Default: 0
   // adam | adamw | sgd. Default: adam
   OptimizerKind optimizer = OptimizerKind::kAdam;
   double lr = 1e-3;                         // > 0. Default: 0.001
@@ -119,11 +121,17 @@ struct MutationSpec {
   int k = 0;                     // rows per round, >= 1 for pool policies. Default: 0
   std::vector<std::string> argv; // command: program and arguments, no shell
   double timeout_s = 60.0;       // command: > 0. Default: 60
+  // query_by_committee: how a pool row's disagreement is scored (orchestrator/committee_score.h):
+  // std (regression, and classification: mean over classes of the probabilities' std) |
+  // entropy | bald (classification). Default: std for regression, bald for classification
+  std::string score;
 };
 
 struct RoundsSpec {
   int count = 1;                              // >= 1. Default: 1
-  std::optional<double> stop_below_error;     // stop when ensemble holdout RMSE < this. Default: none
+  // stop when the ensemble's holdout error is below this: RMSE (regression), the fraction
+  // misclassified (classification). Default: none
+  std::optional<double> stop_below_error;
 };
 
 // When a worker process is replaced by a fresh one (a clean exit after it reported, then a
@@ -150,6 +158,9 @@ struct Config {
   std::string run_name = "ensembled";    // [A-Za-z0-9_.-]{1,64}. Default: "ensembled"
   std::string state_dir;                 // REQUIRED (relative paths: to the config file's folder)
   uint64_t run_seed = 0;                 // Default: 0
+  // regression | classification (the target column holds class labels: common/class_list.h).
+  // Default: regression
+  TaskKind task = TaskKind::kRegression;
   ResourcesSpec resources;
   DataSpec data;
   std::vector<MemberSpec> members;       // resolved: explicit list + count x variants

@@ -23,7 +23,7 @@ constexpr K kMember[] = {
     {"weight_decay", R::kResults, {}}, {"momentum", R::kResults, {}},    {"epochs", R::kResults, {}},
     {"batch_size", R::kResults, {}},   {"early_stopping", R::kResults, kEarlyStopping},
     {"split", R::kResults, {}},        {"validation_split", R::kResults, {}},
-    {"seed_offset", R::kResults, {}},  {"model", R::kResults, kModel}};
+    {"seed_offset", R::kResults, {}},  {"model", R::kResults, kModel}, {"label_smoothing", R::kResults, {}}};
 constexpr K kMembers[] = {{"defaults", R::kResults, kMember},
                           {"list", R::kResults, kMember},
                           {"count", R::kResults, {}},
@@ -53,7 +53,8 @@ constexpr K kResources[] = {{"gpus", R::kResults, {}},
                             {"executor", R::kRestart, {}},
                             {"slurm", R::kRestart, kSlurm}};
 constexpr K kMutation[] = {
-    {"policy", R::kResults, {}}, {"k", R::kLive, {}}, {"argv", R::kResults, {}}, {"timeout_s", R::kLive, {}}};
+    {"policy", R::kResults, {}}, {"k", R::kLive, {}}, {"argv", R::kResults, {}}, {"timeout_s", R::kLive, {}},
+    {"score", R::kLive, {}}};
 constexpr K kRounds[] = {{"count", R::kLive, {}}, {"stop_below_error", R::kLive, {}}};
 constexpr K kRecycle[] = {{"after_tasks", R::kLive, {}},
                           {"rss_mb", R::kLive, {}},
@@ -67,6 +68,7 @@ constexpr K kService[] = {{"control_socket", R::kRestart, {}},
 constexpr K kTop[] = {{"run_name", R::kRestart, {}},
                       {"state_dir", R::kRestart, {}},
                       {"run_seed", R::kResults, {}},
+                      {"task", R::kResults, {}},
                       {"resources", R::kResults, kResources},
                       {"data", R::kResults, kData},
                       {"members", R::kResults, kMembers},

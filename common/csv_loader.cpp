@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/class_list.h"
 #include "common/data_source.h"
 
 namespace ens {
@@ -176,7 +177,7 @@ StatusOr<Selection> SelectColumns(const std::string& path, int header_line,
 }
 
 Status ParseRow(const std::string& path, const Line& line, size_t field_count,
-                const Selection& sel, std::vector<float>* row, float* target) {
+                const Selection& sel, LabelMap* labels, std::vector<float>* row, float* target) {
   const std::vector<std::string_view> fields = SplitFields(line.text);
   if (fields.size() != field_count) {
     const int column = static_cast<int>(std::min(fields.size(), field_count)) + 1;
@@ -193,15 +194,20 @@ Status ParseRow(const std::string& path, const Line& line, size_t field_count,
     *target = 0.0f;
     return Status::Ok();
   }
-  return ParseValue(fields[sel.target], Where(path, line.number, sel.target + 1), target);
+  const std::string where = Where(path, line.number, sel.target + 1);
+  if (labels == nullptr) return ParseValue(fields[sel.target], where, target);
+  const std::string_view label = fields[sel.target];
+  if (!label.empty() && label.front() == '"') return Status::InvalidArgument(where + "quoted fields are not supported");
+  return labels->Map(CanonicalLabel(label), where, target);
 }
 
 // Opened in two passes: Open counts the data lines and parses the header; Next parses.
 class CsvReader : public RowReader {
  public:
   Status Open(const std::string& path, const std::vector<std::string>& feature_columns,
-              const std::string& target_column) {
+              const std::string& target_column, LabelMap* labels) {
     path_ = path;
+    labels_ = labels;
     LineSource count;
     Status s = count.Open(path);
     if (!s.ok()) return s;
@@ -242,7 +248,7 @@ class CsvReader : public RowReader {
         return s.ok() ? Status::IOError("read " + path_ + ": changed while being read") : s;
       }
       float target = 0.0f;
-      Status s = ParseRow(path_, line, names_.size(), sel_, &row_, &target);
+      Status s = ParseRow(path_, line, names_.size(), sel_, labels_, &row_, &target);
       if (!s.ok()) return s;
       chunk->AppendRow(row_.data(), target);
       ++read_;
@@ -252,6 +258,7 @@ class CsvReader : public RowReader {
 
  private:
   std::string path_;
+  LabelMap* labels_ = nullptr;
   LineSource source_;
   std::vector<std::string> names_;
   Selection sel_;
@@ -263,16 +270,16 @@ class CsvReader : public RowReader {
 }  // namespace
 
 StatusOr<std::unique_ptr<RowReader>> OpenCsv(const std::string& path, const std::vector<std::string>& feature_columns,
-                                             const std::string& target_column) {
+                                             const std::string& target_column, LabelMap* labels) {
   auto r = std::make_unique<CsvReader>();
-  Status s = r->Open(path, feature_columns, target_column);
+  Status s = r->Open(path, feature_columns, target_column, labels);
   if (!s.ok()) return s;
   return std::unique_ptr<RowReader>(std::move(r));
 }
 
 StatusOr<Table> LoadCsv(const std::string& path, const std::vector<std::string>& feature_columns,
-                        const std::string& target_column) {
-  auto r = OpenCsv(path, feature_columns, target_column);
+                        const std::string& target_column, LabelMap* labels) {
+  auto r = OpenCsv(path, feature_columns, target_column, labels);
   if (!r.ok()) return r.status();
   return ReadAllRows(**r);
 }

@@ -18,6 +18,8 @@
 
 namespace ens {
 
+class LabelMap;  // common/class_list.h
+
 // Friedman #1: y = 10 sin(pi x0 x1) + 20 (x2 - 0.5)^2 + 10 x3 + 5 x4 + noise * N(0,1),
 // x ~ U[0,1]^features (features >= 5; the rest are distractors). Deterministic in seed:
 // the same (rows, features, noise, seed) give the same bits on every machine
@@ -47,16 +49,20 @@ StatusOr<Table> ReadAllRows(RowReader& reader);
 // CSV with a header line. `feature_columns` empty = every column except `target_column`.
 // Separator ','; surrounding spaces are trimmed; empty lines are skipped.
 // `target_column` empty (with `feature_columns` given): rows without a target, y = 0
-// (prediction input).
+// (prediction input). `labels` (classification): the target is a label, stored as labels
+// maps it; else a number.
 StatusOr<Table> LoadCsv(const std::string& path, const std::vector<std::string>& feature_columns,
-                        const std::string& target_column);
+                        const std::string& target_column, LabelMap* labels = nullptr);
 StatusOr<std::unique_ptr<RowReader>> OpenCsv(const std::string& path, const std::vector<std::string>& feature_columns,
-                                             const std::string& target_column);
+                                             const std::string& target_column, LabelMap* labels = nullptr);
 
 // A pair of .npy files: X of shape (rows, features) and y of shape (rows,) or (rows, 1);
 // dtype <f4 or <f8, C order (numpy's default save format, versions 1.0–3.0).
-StatusOr<Table> LoadNpyPair(const std::string& x_path, const std::string& y_path);
-StatusOr<std::unique_ptr<RowReader>> OpenNpyPair(const std::string& x_path, const std::string& y_path);
+// `labels` (classification): y holds integer labels, of an integer dtype (i1..i8, u1..u8) or a
+// float dtype with whole values; a fractional value is an error naming the element.
+StatusOr<Table> LoadNpyPair(const std::string& x_path, const std::string& y_path, LabelMap* labels = nullptr);
+StatusOr<std::unique_ptr<RowReader>> OpenNpyPair(const std::string& x_path, const std::string& y_path,
+                                                 LabelMap* labels = nullptr);
 // One column of `rows` values: shape (rows,) or (rows, 1), <f4 or <f8, every value finite.
 // A wrong shape or a NaN is an error naming the file (and the row).
 StatusOr<std::vector<float>> LoadNpyColumn(const std::string& path, uint64_t rows);
@@ -67,13 +73,17 @@ StatusOr<std::vector<float>> LoadNpyColumn(const std::string& path, uint64_t row
 // csv/npy: train from the file(s); holdout from holdout_path or the last holdout_fraction of
 //   train after a seeded shuffle; pool from pool_path (may be empty). The pool must have the
 //   same feature columns as train, else an error naming both.
-StatusOr<RunData> LoadRunData(const DataSpec& spec, uint64_t run_seed);
+// Classification (task): the class list is every distinct label of the train, holdout and
+// pool files (a first pass over them: class_list.h), returned in RunData::classes; the
+// holdout taken from train is stratified: round(holdout_fraction * n_c) rows of each class c.
+StatusOr<RunData> LoadRunData(const DataSpec& spec, uint64_t run_seed, TaskKind task = TaskKind::kRegression);
 
 // LoadRunData with train's rows handed to train_chunk in chunks of about chunk_bytes, in file
 // order, never held whole (the supervisor writes them straight into the shared segment). The
 // RunData returned has train's columns and no train rows; *train_rows counts those handed
 // over. Peak memory: holdout + pool + two chunks (+ O(holdout rows) while choosing them).
 StatusOr<RunData> StreamRunData(const DataSpec& spec, uint64_t run_seed, size_t chunk_bytes,
-                                const std::function<Status(const Table&)>& train_chunk, uint64_t* train_rows);
+                                const std::function<Status(const Table&)>& train_chunk, uint64_t* train_rows,
+                                TaskKind task = TaskKind::kRegression);
 
 }  // namespace ens

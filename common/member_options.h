@@ -1,5 +1,5 @@
 // MemberOptions: the closed sets of choices a member spec makes (activation, initializer,
-// loss, optimizer, early-stopping monitor, split, model kind), as enums.
+// loss, optimizer, early-stopping monitor, split, model kind) and the run's task kind, as enums.
 //
 // The config reader turns each option string into its enum once, when the config is read;
 // an unknown string is a config error naming its JSON pointer. Past that point nothing
@@ -17,22 +17,25 @@ namespace ens {
 
 enum class Activation { kRelu, kTanh, kSigmoid, kSwish, kGelu, kLinear };
 enum class Initializer { kGlorotUniform, kHeUniform, kLecunNormal };
-enum class LossKind { kMse, kMae, kHuber };
+enum class LossKind { kMse, kMae, kHuber, kCrossEntropy };
 enum class OptimizerKind { kAdam, kAdamW, kSgd };
 enum class Monitor { kValLoss, kValMae, kValMse };
 enum class SplitKind { kRandom, kBootstrap };
 enum class ModelKind { kMlp, kCommand };
+// What a run's members learn: one regression target, or a class among a fixed list.
+enum class TaskKind { kRegression, kClassification };
 
 // Name tables, indexed by the enum's value; the order is the enum's order.
 inline constexpr std::array<std::string_view, 6> kActivationNames{"relu", "tanh", "sigmoid",
                                                                   "swish", "gelu", "linear"};
 inline constexpr std::array<std::string_view, 3> kInitializerNames{"glorot_uniform", "he_uniform",
                                                                    "lecun_normal"};
-inline constexpr std::array<std::string_view, 3> kLossNames{"mse", "mae", "huber"};
+inline constexpr std::array<std::string_view, 4> kLossNames{"mse", "mae", "huber", "cross_entropy"};
 inline constexpr std::array<std::string_view, 3> kOptimizerNames{"adam", "adamw", "sgd"};
 inline constexpr std::array<std::string_view, 3> kMonitorNames{"val_loss", "val_mae", "val_mse"};
 inline constexpr std::array<std::string_view, 2> kSplitNames{"random", "bootstrap"};
 inline constexpr std::array<std::string_view, 2> kModelKindNames{"mlp", "command"};
+inline constexpr std::array<std::string_view, 2> kTaskKindNames{"regression", "classification"};
 
 // NamesOf(E{}): the name table of enum E. The one overload set Name and Parse build on.
 constexpr std::span<const std::string_view> NamesOf(Activation) { return kActivationNames; }
@@ -42,6 +45,7 @@ constexpr std::span<const std::string_view> NamesOf(OptimizerKind) { return kOpt
 constexpr std::span<const std::string_view> NamesOf(Monitor) { return kMonitorNames; }
 constexpr std::span<const std::string_view> NamesOf(SplitKind) { return kSplitNames; }
 constexpr std::span<const std::string_view> NamesOf(ModelKind) { return kModelKindNames; }
+constexpr std::span<const std::string_view> NamesOf(TaskKind) { return kTaskKindNames; }
 
 // The name of an option value.
 template <typename E>

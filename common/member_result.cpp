@@ -31,8 +31,9 @@ StatusOr<MemberResult> LoadMemberResult(const std::string& member_dir, size_t ho
   auto text = ReadFile(member_dir + "/metrics.json");
   if (!text.ok()) return text.status();
   r.metrics = nlohmann::json::parse(*text, nullptr, false);
-  if (r.metrics.is_discarded() || !r.metrics.is_object() || !r.metrics.contains("holdout_rmse") ||
-      !r.metrics["holdout_rmse"].is_number())
+  // A regressor's score is holdout_rmse, a classifier's holdout_accuracy.
+  auto scored = [&](const char* key) { return r.metrics.contains(key) && r.metrics[key].is_number(); };
+  if (r.metrics.is_discarded() || !r.metrics.is_object() || !(scored("holdout_rmse") || scored("holdout_accuracy")))
     return Status::Corruption(member_dir + "/metrics.json: not a metrics object");
   r.name = r.metrics.value("member", "");
   auto h = ReadFloats(member_dir + "/holdout_pred.f32", holdout_rows);

@@ -4,8 +4,9 @@
 // place once every file is durable (one syncfs per pack), so a member directory that exists
 // is complete.
 // metrics.json keys (all numbers unless said): member (string), round, index, seed,
-// generation, train_rows, val_rows, epochs_run, best_epoch, best_val_loss, holdout_rmse,
-// holdout_mae, seconds, rss_kb_before, rss_kb_after, rss_kb_peak, threads, device (string).
+// generation, train_rows, val_rows, epochs_run, best_epoch, best_val_loss, holdout_rmse and
+// holdout_mae (regression) or holdout_accuracy, holdout_nll and holdout_brier (classification),
+// seconds, rss_kb_before, rss_kb_after, rss_kb_peak, threads, device (string).
 // Pure functions; thread-safe.
 #pragma once
 

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/class_list.h"
 #include "common/data_source.h"
 
 namespace ens {
@@ -230,7 +231,8 @@ class NpyFile {
     if (fd_ >= 0) ::close(fd_);
   }
 
-  Status Open(const std::string& path) {
+  // `labels`: integer dtypes are accepted too (ReadLabels only).
+  Status Open(const std::string& path, bool labels = false) {
     path_ = path;
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) return Status::FromErrno(path, errno);
@@ -258,10 +260,16 @@ class NpyFile {
     if (header.fortran_order) {
       return Status::InvalidArgument(path + ": fortran_order arrays are not supported (save in C order)");
     }
-    if (header.descr != "<f4" && header.descr != "<f8") {
-      return Status::InvalidArgument(path + ": unsupported dtype '" + header.descr + "' (want <f4 or <f8)");
+    const std::string& d = header.descr;
+    const bool is_float = d == "<f4" || d == "<f8";
+    const bool is_int = d.size() == 3 && (d[0] == '<' || d[0] == '|') && (d[1] == 'i' || d[1] == 'u') &&
+                        (d[2] == '1' || d[2] == '2' || d[2] == '4' || d[2] == '8') && (d[0] == '|') == (d[2] == '1');
+    if (!is_float && !(labels && is_int)) {
+      return Status::InvalidArgument(path + ": unsupported dtype '" + d + "' (want <f4 or <f8" +
+                                     (labels ? ", or an integer dtype for labels)" : ")"));
     }
-    item_ = header.descr == "<f4" ? 4 : 8;
+    item_ = static_cast<size_t>(d[2] - '0');
+    kind_ = d[1];
     uint64_t count = 0;
     if (!ElementCount(header.shape, &count)) {
       return Status::Corruption(path + ": shape " + ShapeText(header.shape) + " is too large");
@@ -279,7 +287,45 @@ class NpyFile {
 
   const std::vector<uint64_t>& shape() const { return shape_; }
 
-  // Elements [first, first + count) as float32 into out.
+  // Elements [first, first + count) as labels (whole numbers) stored through `labels`.
+  Status ReadLabels(uint64_t first, uint64_t count, LabelMap* labels, float* out) {
+    buf_.resize(static_cast<size_t>(count * item_));
+    Status s = Read(buf_.data(), buf_.size(), data_offset_ + first * item_);
+    for (uint64_t i = 0; s.ok() && i < count; ++i) {
+      const char* p = buf_.data() + i * item_;
+      const std::string where = path_ + ": " + ElementPlace(shape_, first + i) + ": ";
+      std::string label;
+      if (kind_ == 'f') {
+        double v = 0;
+        if (item_ == 4) {
+          float f;
+          std::memcpy(&f, p, 4);
+          v = f;
+        } else {
+          std::memcpy(&v, p, 8);
+        }
+        if (!std::isfinite(v) || v != std::floor(v) || std::abs(v) > 9.0e15) {
+          char text[32];
+          std::snprintf(text, sizeof text, "%.9g", v);
+          return Status::InvalidArgument(where + "label " + text + " is not an integer (class labels in npy are integers)");
+        }
+        label = std::to_string(static_cast<int64_t>(v));
+      } else if (kind_ == 'u') {
+        uint64_t v = 0;
+        std::memcpy(&v, p, item_);  // little-endian: the low bytes
+        label = std::to_string(v);
+      } else {
+        uint64_t raw = 0;
+        std::memcpy(&raw, p, item_);
+        const int shift = static_cast<int>(64 - 8 * item_);
+        label = std::to_string(static_cast<int64_t>(raw << shift) >> shift);  // sign-extended
+      }
+      s = labels->Map(label, where, &out[i]);
+    }
+    return s;
+  }
+
+  // Elements [first, first + count) as float32 into out. REQUIRES: a float dtype.
   Status ReadValues(uint64_t first, uint64_t count, float* out) {
     buf_.resize(static_cast<size_t>(count * item_));
     Status s = Read(buf_.data(), buf_.size(), data_offset_ + first * item_);
@@ -305,6 +351,7 @@ class NpyFile {
   std::string path_;
   int fd_ = -1;
   size_t item_ = 4;
+  char kind_ = 'f';  // f, i or u
   uint64_t data_offset_ = 0;
   std::vector<uint64_t> shape_;
   std::vector<char> buf_;
@@ -313,7 +360,8 @@ class NpyFile {
 // X (rows, features) and y (rows,) or (rows, 1), a chunk of rows at a time.
 class NpyPairReader : public RowReader {
  public:
-  Status Open(const std::string& x_path, const std::string& y_path) {
+  Status Open(const std::string& x_path, const std::string& y_path, LabelMap* labels) {
+    labels_ = labels;
     Status s = x_.Open(x_path);
     if (!s.ok()) return s;
     const auto& xs = x_.shape();
@@ -324,7 +372,7 @@ class NpyPairReader : public RowReader {
     if (xs[1] > static_cast<uint64_t>(std::numeric_limits<int>::max())) {
       return Status::InvalidArgument(x_path + ": too many features " + ShapeText(xs));
     }
-    s = y_.Open(y_path);
+    s = y_.Open(y_path, labels != nullptr);
     if (!s.ok()) return s;
     const auto& ys = y_.shape();
     rows_ = xs[0];
@@ -350,7 +398,7 @@ class NpyPairReader : public RowReader {
     chunk->x.resize(static_cast<size_t>(n * f));
     chunk->y.resize(static_cast<size_t>(n));
     Status s = x_.ReadValues(next_ * f, n * f, chunk->x.data());
-    if (s.ok()) s = y_.ReadValues(next_, n, chunk->y.data());
+    if (s.ok()) s = labels_ ? y_.ReadLabels(next_, n, labels_, chunk->y.data()) : y_.ReadValues(next_, n, chunk->y.data());
     if (!s.ok()) return s;
     next_ += n;
     return Status::Ok();
@@ -358,21 +406,23 @@ class NpyPairReader : public RowReader {
 
  private:
   NpyFile x_, y_;
+  LabelMap* labels_ = nullptr;
   Table columns_;
   uint64_t rows_ = 0, next_ = 0;
 };
 
 }  // namespace
 
-StatusOr<std::unique_ptr<RowReader>> OpenNpyPair(const std::string& x_path, const std::string& y_path) {
+StatusOr<std::unique_ptr<RowReader>> OpenNpyPair(const std::string& x_path, const std::string& y_path,
+                                                 LabelMap* labels) {
   auto r = std::make_unique<NpyPairReader>();
-  Status s = r->Open(x_path, y_path);
+  Status s = r->Open(x_path, y_path, labels);
   if (!s.ok()) return s;
   return std::unique_ptr<RowReader>(std::move(r));
 }
 
-StatusOr<Table> LoadNpyPair(const std::string& x_path, const std::string& y_path) {
-  auto r = OpenNpyPair(x_path, y_path);
+StatusOr<Table> LoadNpyPair(const std::string& x_path, const std::string& y_path, LabelMap* labels) {
+  auto r = OpenNpyPair(x_path, y_path, labels);
   if (!r.ok()) return r.status();
   return ReadAllRows(**r);
 }

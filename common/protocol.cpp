@@ -1,5 +1,7 @@
 #include "common/protocol.h"
 
+#include "common/class_list.h"
+
 namespace ens {
 namespace {
 
@@ -65,7 +67,7 @@ json TaskToJson(const TaskSpec& t) {
               {"seed", t.seed},       {"generation", t.generation}, {"rows", t.rows},
               {"data_dir", t.data_dir}, {"out_dir", t.out_dir}, {"excluded_file", t.excluded_file},   {"attempt", t.attempt},
               {"threads", t.threads}, {"save_checkpoint", t.save_checkpoint},
-              {"publish", t.publish}, {"member", MemberToJson(t.member)}};
+              {"publish", t.publish}, {"classes", t.classes}, {"member", MemberToJson(t.member)}};
 }
 
 Status TaskFromJson(const json& j, TaskSpec* out) {
@@ -94,6 +96,11 @@ Status TaskFromJson(const json& j, TaskSpec* out) {
   if (publish != j.end() && !publish->is_boolean())
     return Status::InvalidArgument("task: field 'publish' is not a boolean");
   out->publish = publish == j.end() || publish->get<bool>();
+  int64_t classes = 0;
+  if (j.contains("classes") && !GetInt(j, "classes", 0, static_cast<int64_t>(kMaxClasses), &classes, &err))
+    return Status::InvalidArgument("task: " + err);
+  if (classes == 1) return Status::InvalidArgument("task: field 'classes' is 1 (0 for regression, else >= 2)");
+  out->classes = static_cast<int>(classes);
   auto it = j.find("member");
   if (it == j.end()) return Status::InvalidArgument("task: field 'member' missing");
   Status s = MemberFromJson(*it, &out->member);

@@ -57,6 +57,9 @@ struct TaskSpec {
   // (a packed member's bits depend on the whole pack); the worker writes nothing for it and
   // leaves its member directory untouched. Optional on the wire, default true.
   bool publish = true;
+  // 0: regression (one output); else classification into this many classes (class_list.h).
+  // Optional on the wire, default 0.
+  int classes = 0;
   MemberSpec member;
 };
 

@@ -1,4 +1,5 @@
 // Table: rows of float32 features and one float32 target, held in process memory.
+// Classification: the target is the row's class index (class_list.h).
 //
 // The supervisor loads data sources into Tables and publishes them to shared memory
 // (dataset_segment.h). Row-major: x[r * features + c]. Every value is finite (loaders
@@ -37,6 +38,7 @@ struct RunData {
   Table train;
   Table holdout;
   Table pool;
+  std::vector<std::string> classes;  // classification: the run's class labels (class_list.h); else empty
 };
 
 }  // namespace ens

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "common/atomic_file.h"
+#include "common/class_list.h"
 #include "common/data_source.h"
 #include "common/exit_codes.h"
 #include "common/fd_io.h"
@@ -18,6 +19,7 @@
 #include "common/run_layout.h"
 #include "common/subprocess.h"
 #include "ctl/commands.h"
+#include "orchestrator/committee_score.h"
 
 namespace ens::ctl {
 
@@ -121,9 +123,11 @@ StatusOr<std::vector<float>> CommandMemberPredict(const std::string& member_dir,
 // through their predict_argv (one run per batch).
 class RoundPredictor {
  public:
-  Status Open(const CommittedRound& committed, int features, const std::string& scratch) {
+  // width: values per row of a member's prediction (1, or the run's class count).
+  Status Open(const CommittedRound& committed, int features, size_t width, const std::string& scratch) {
     committed_ = &committed;
     scratch_ = scratch;
+    width_ = width;
     std::vector<std::string> argv = {WorkerBinary(), "predict", "--stream", "--features", std::to_string(features)};
     for (size_t m = 0; m < committed.member_dirs.size(); ++m) {
       const std::string& dir = committed.member_dirs[m];
@@ -154,9 +158,9 @@ class RoundPredictor {
     return Status::Ok();
   }
 
-  // [members x rows] in the round's member order.
+  // [members x rows x width] in the round's member order.
   StatusOr<std::vector<float>> Predict(const Table& table) {
-    const size_t k = committed_->member_dirs.size(), rows = table.rows();
+    const size_t k = committed_->member_dirs.size(), rows = table.rows() * width_;
     std::vector<float> out(k * rows);
     if (!commands_.empty()) {
       const std::string input = scratch_ + "/in.npy";
@@ -169,7 +173,7 @@ class RoundPredictor {
       }
     }
     if (builtin_.empty() || rows == 0) return out;
-    const uint64_t n = rows;
+    const uint64_t n = table.rows();
     std::vector<float> answer(builtin_.size() * rows);
     Status s = WriteFull(worker_.stdin_fd(), &n, sizeof n, "to ensemble-worker predict");
     if (s.ok()) s = WriteFull(worker_.stdin_fd(), table.x.data(), table.x.size() * sizeof(float), "to ensemble-worker predict");
@@ -198,11 +202,37 @@ class RoundPredictor {
   std::string scratch_;
   std::vector<size_t> builtin_;
   std::vector<std::pair<size_t, MemberSpec>> commands_;
+  size_t width_ = 1;
   Subprocess worker_;
 };
 
-// One CSV block: a header, then per row its ensemble mean and std over the members.
-void WriteBlock(std::ostream& out, const std::vector<float>& preds, size_t members, size_t rows) {
+// One CSV block: a header, then per row its ensemble mean and std over the members; for a
+// classifier (classes non-empty), the class of highest mean probability, each class's mean
+// probability (p_<label>), and the members' disagreement (BALD, committee_score.h).
+void WriteBlock(std::ostream& out, const std::vector<float>& preds, size_t members, size_t rows,
+                const std::vector<std::string>& classes) {
+  if (!classes.empty()) {
+    const size_t w = classes.size();
+    std::vector<std::vector<float>> per(members);
+    std::vector<const std::vector<float>*> ptrs;
+    for (size_t m = 0; m < members; ++m) {
+      per[m].assign(preds.begin() + static_cast<std::ptrdiff_t>(m * rows * w),
+                    preds.begin() + static_cast<std::ptrdiff_t>((m + 1) * rows * w));
+      ptrs.push_back(&per[m]);
+    }
+    const std::vector<double> mean = MeanPrediction(ptrs);
+    const std::vector<double> bald = CommitteeScores("bald", ptrs, static_cast<int>(w));
+    out << "row,class";
+    for (const auto& c : classes) out << ",p_" << c;
+    out << ",disagreement\n";
+    for (size_t r = 0; r < rows; ++r) {
+      const double* p = &mean[r * w];
+      out << r << "," << classes[static_cast<size_t>(std::max_element(p, p + w) - p)];
+      for (size_t c = 0; c < w; ++c) out << "," << p[c];
+      out << "," << bald[r] << "\n";
+    }
+    return;
+  }
   out << "row,mean,std\n";
   for (size_t r = 0; r < rows; ++r) {
     double sum = 0, sq = 0;
@@ -224,8 +254,8 @@ int ExitCodeOfPredict(const Status& s) {
 
 // --input -: batches of CSV rows on stdin (the header line once, first; a blank line ends a
 // batch), each answered with its CSV block and a blank line, flushed, before the next is read.
-int PredictStdin(RoundPredictor& predictor, const std::vector<std::string>& names, const std::string& scratch,
-                 std::ostream& out) {
+int PredictStdin(RoundPredictor& predictor, const std::vector<std::string>& names,
+                 const std::vector<std::string>& classes, const std::string& scratch, std::ostream& out) {
   std::string header, line;
   if (!std::getline(std::cin, header)) return exit_code::kOk;  // no input, no batches
   int batch = 0;
@@ -253,7 +283,8 @@ int PredictStdin(RoundPredictor& predictor, const std::vector<std::string>& name
       std::cerr << "ensemblectl predict: " << preds.status().message() << "\n";
       return ExitCodeOfPredict(preds.status());
     }
-    WriteBlock(out, *preds, preds->size() / std::max<size_t>(1, table->rows()), table->rows());
+    WriteBlock(out, *preds, preds->size() / std::max<size_t>(1, table->rows() * std::max<size_t>(1, classes.size())),
+               table->rows(), classes);
     out << "\n";
     out.flush();
     if (!out) return exit_code::kTransientFailure;
@@ -277,6 +308,15 @@ int Predict(const std::string& state_dir, int round, const std::string& input_cs
     return RoundErrorExitCode(committed.status());
   }
   std::vector<std::string> names = run.value("feature_names", std::vector<std::string>{});
+  std::vector<std::string> classes;
+  if (run.contains("classes")) {
+    auto list = ClassList::FromJson(run["classes"], layout.RunFile());
+    if (!list.ok()) {
+      std::cerr << "ensemblectl predict: " << list.status().message() << "\n";
+      return exit_code::kPermanentFailure;
+    }
+    classes = list->names();
+  }
   std::optional<Table> table;
   if (input_csv != "-") {
     auto loaded = LoadCsv(input_csv, names, "");
@@ -296,20 +336,20 @@ int Predict(const std::string& state_dir, int round, const std::string& input_cs
   if (output_csv != "-") file.open(output_csv);
   std::ostream& out = output_csv == "-" ? std::cout : file;
   RoundPredictor predictor;
-  Status opened = predictor.Open(*committed, static_cast<int>(names.size()), tmp);
+  Status opened = predictor.Open(*committed, static_cast<int>(names.size()), std::max<size_t>(1, classes.size()), tmp);
   int rc = exit_code::kOk;
   if (!opened.ok()) {
     std::cerr << "ensemblectl predict: " << opened.message() << "\n";
     rc = ExitCodeOfPredict(opened);
   } else if (input_csv == "-") {
-    rc = PredictStdin(predictor, names, tmp, out);
+    rc = PredictStdin(predictor, names, classes, tmp, out);
   } else {
     auto preds = predictor.Predict(*table);
     if (!preds.ok()) {
       std::cerr << "ensemblectl predict: " << preds.status().message() << "\n";
       rc = ExitCodeOfPredict(preds.status());
     } else {
-      WriteBlock(out, *preds, committed->member_dirs.size(), table->rows());
+      WriteBlock(out, *preds, committed->member_dirs.size(), table->rows(), classes);
     }
   }
   predictor.Close();

@@ -10,6 +10,7 @@
 #include "common/journal.h"
 #include "common/run_layout.h"
 #include "ctl/commands.h"
+#include "orchestrator/run_snapshot.h"
 #include "orchestrator/control_socket.h"
 #include "orchestrator/run_snapshot.h"
 
@@ -109,12 +110,15 @@ int ShowStatus(const std::string& state_dir, const std::string& socket, bool as_
   std::printf("rounds committed: %zu; current round %d: %zu members done, %zu failed; generation %llu, %llu train rows\n",
               p.committed.size(), p.next_round, p.done.size(), p.failed.size(),
               static_cast<unsigned long long>(p.generation), static_cast<unsigned long long>(p.training_rows()));
-  std::printf("%-6s %12s %28s %14s\n", "round", "train rows", "member holdout RMSE (mean±std)", "ensemble RMSE");
+  const bool classify = !p.committed.empty() && p.committed.back()["summary"].contains("ensemble_accuracy");
+  const char* metric = classify ? "accuracy" : "RMSE";
+  std::printf("%-6s %12s %28s %18s\n", "round", "train rows",
+              (std::string("member holdout ") + metric + " (mean±std)").c_str(), (std::string("ensemble ") + metric).c_str());
   for (const auto& c : p.committed) {
-    const json& s = c["summary"];
-    std::printf("%-6d %12llu %19.4f ± %-7.4f %14.4f\n", c.value("round", 0),
-                static_cast<unsigned long long>(c.value("trained_rows", uint64_t{0})), s.value("member_rmse_mean", 0.0),
-                s.value("member_rmse_std", 0.0), s.value("ensemble_rmse", 0.0));
+    const RoundView r = RoundView::FromSummary(c.value("round", 0), c.value("trained_rows", uint64_t{0}),
+                                               c["summary"], 0);
+    std::printf("%-6d %12llu %19.4f ± %-7.4f %18.4f\n", r.round, static_cast<unsigned long long>(r.trained_rows),
+                r.member_mean, r.member_std, r.ensemble);
   }
   for (const auto& [name, f] : p.failed)
     std::printf("failed: %s: %s\n", name.c_str(), f.value("error", "").c_str());

@@ -1,8 +1,14 @@
 // EnsembleSummary: what a round's members say together, scored on the fixed holdout.
 //
+// Regression (classes == 0):
 //   member_rmse_mean / member_rmse_std  holdout RMSE over members (std: sample, n-1; 0 for one)
 //   ensemble_rmse                       RMSE of the members' mean prediction
 //   mean_disagreement                   mean over holdout rows of the members' prediction std
+// Classification (the ensemble predicts the members' mean probabilities):
+//   member_accuracy_mean / _std         holdout accuracy over members
+//   ensemble_accuracy, ensemble_nll, ensemble_brier   of the mean probabilities
+//   mean_disagreement                   mean over holdout rows of BALD (committee_score.h)
+// Both: ensemble_error, what rounds.stop_below_error compares: the RMSE, or 1 - accuracy.
 // Pure function. Thread-safe.
 #pragma once
 
@@ -16,17 +22,22 @@ namespace ens {
 
 struct EnsembleSummary {
   int members = 0;
+  int classes = 0;  // 0: regression
   double member_rmse_mean = 0, member_rmse_std = 0;
   double ensemble_rmse = 0;
+  double member_accuracy_mean = 0, member_accuracy_std = 0;
+  double ensemble_accuracy = 0, ensemble_nll = 0, ensemble_brier = 0;
+  double ensemble_error = 0;
   double mean_disagreement = 0;
   nlohmann::json ToJson() const;
 };
 
-// REQUIRES: every result's holdout_pred has holdout_y.size() values.
-EnsembleSummary SummariseEnsemble(const std::vector<MemberResult>& results,
-                                  const std::vector<float>& holdout_y);
+// REQUIRES: every result's holdout_pred has holdout_y.size() values (x classes).
+EnsembleSummary SummariseEnsemble(const std::vector<MemberResult>& results, const std::vector<float>& holdout_y,
+                                  int classes = 0);
 
-// Population std of the members' predictions for each row of `column` (holdout or pool).
-std::vector<double> PredictionStd(const std::vector<const std::vector<float>*>& preds);
+// The error stop_below_error compares in a summary's JSON (of any version): ensemble_error,
+// else ensemble_rmse; INFINITY when neither is there.
+double SummaryError(const nlohmann::json& summary);
 
 }  // namespace ens

@@ -9,7 +9,7 @@
 
 #include "common/seed.h"
 #include "common/subprocess.h"
-#include "orchestrator/ensemble_summary.h"
+#include "orchestrator/committee_score.h"
 
 namespace ens {
 namespace {
@@ -35,7 +35,10 @@ Mutation AppendFromPool(const MutationSpec& spec, const MutationContext& c) {
 Mutation QueryByCommittee(const MutationSpec& spec, const MutationContext& c) {
   std::vector<const std::vector<float>*> preds;
   for (const auto& r : *c.members) preds.push_back(&r.pool_pred);
-  std::vector<double> spread = PredictionStd(preds);
+  const int width = c.classes ? c.classes->size() : 1;
+  // No members to ask: every row scores 0, so the lowest unused ids are taken.
+  std::vector<double> spread = preds.empty() ? std::vector<double>(c.pool->rows(), 0.0)
+                                             : CommitteeScores(spec.score.empty() ? "std" : spec.score, preds, width);
   std::vector<uint64_t> ids = UnusedPoolRows(c);
   size_t k = std::min<size_t>(static_cast<size_t>(spec.k), ids.size());
   std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](uint64_t a, uint64_t b) {
@@ -82,7 +85,7 @@ StatusOr<std::string> RunCommand(const std::vector<std::string>& argv, const std
 }  // namespace
 
 StatusOr<Mutation> ParseCommandOutput(const std::string& text, int features, uint64_t train_rows,
-                                      const std::string& origin) {
+                                      const std::string& origin, const ClassList* classes) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     return Status::InvalidArgument(origin + ": output is not a JSON object");
@@ -99,14 +102,24 @@ StatusOr<Mutation> ParseCommandOutput(const std::string& text, int features, uin
       std::string where = origin + ": /add/" + std::to_string(r);
       if (!a.is_array() || a.size() != static_cast<size_t>(features) + 1)
         return Status::InvalidArgument(where + ": must be an array of " + std::to_string(features + 1) +
-                                       " numbers (features then target)");
-      for (size_t c = 0; c < a.size(); ++c) {
+                                       (classes ? " values (feature numbers then a class label)"
+                                                : " numbers (features then target)"));
+      float target = 0;
+      if (classes) {
+        const auto& y = a[features];
+        const std::string at = where + "/" + std::to_string(features) + ": ";
+        if (!y.is_string() && !y.is_number_integer())
+          return Status::InvalidArgument(at + "a class label must be a string or an integer");
+        const std::string label = y.is_string() ? CanonicalLabel(y.get<std::string>()) : y.dump();
+        if (Status s = classes->Lookup(label, at, &target); !s.ok()) return s;
+      }
+      for (size_t c = 0; c < (classes ? a.size() - 1 : a.size()); ++c) {
         double v = a[c].is_number() ? a[c].get<double>() : NAN;
         if (!std::isfinite(v) || std::fabs(v) > std::numeric_limits<float>::max())
           return Status::InvalidArgument(where + "/" + std::to_string(c) + ": not a finite float32 number");
       }
       for (int c = 0; c < features; ++c) row[c] = a[c].get<float>();
-      m.add.AppendRow(row.data(), a[features].get<float>());
+      m.add.AppendRow(row.data(), classes ? target : a[features].get<float>());
     }
   }
   if (j.contains("drop")) {
@@ -130,7 +143,7 @@ StatusOr<Mutation> DecideMutation(const MutationSpec& spec, const MutationContex
   if (spec.policy == "command") {
     auto out = RunCommand(spec.argv, c.round_summary.dump() + "\n", spec.timeout_s, c.on_wait, c.command_env);
     if (!out.ok()) return out.status();
-    return ParseCommandOutput(*out, c.features, c.train_rows, "mutation command " + spec.argv[0]);
+    return ParseCommandOutput(*out, c.features, c.train_rows, "mutation command " + spec.argv[0], c.classes);
   }
   Mutation none;
   none.add.features = c.features;

@@ -3,12 +3,13 @@
 //   none                nothing changes
 //   append_from_pool    k pool rows not used yet, drawn with a generator seeded from
 //                       (run seed, round): the same run makes the same draw after a restart
-//   query_by_committee  the k unused pool rows where the members' predictions disagree most
-//                       (population std), ties broken by the lower row id
+//   query_by_committee  the k unused pool rows the members disagree on most, scored by
+//                       spec.score (committee_score.h), ties broken by the lower row id
 //   command             an external program (argv, no shell) reads the round summary JSON on
 //                       stdin (with "run": where the run's data and predictions are,
 //                       mutation_view.h) and writes {"add": [[x..., y], ...], "drop": [row ids]}
-//                       on stdout;
+//                       on stdout (classification: y is a class label, a string or an
+//                       integer, one of the run's classes);
 //                       exit code 0 and the timeout are enforced, the output validated like data
 // Decisions are pure functions of their inputs (except `command`, which is as pure as the
 // program). Thread-compatible.
@@ -22,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/class_list.h"
 #include "common/config.h"
 #include "common/member_result.h"
 #include "common/status.h"
@@ -45,6 +47,9 @@ struct MutationContext {
   std::function<bool()> on_wait;
   // `command` only: added to the program's environment (mutation_view.h).
   std::vector<std::pair<std::string, std::string>> command_env;
+  // Classification: the run's classes (predictions are rows x classes, a command's targets
+  // are labels); null for regression.
+  const ClassList* classes = nullptr;
 };
 
 struct Mutation {
@@ -56,8 +61,9 @@ struct Mutation {
 
 StatusOr<Mutation> DecideMutation(const MutationSpec& spec, const MutationContext& ctx);
 
-// Parses and validates a command's output. `origin` names the command in errors.
+// Parses and validates a command's output. `origin` names the command in errors. `classes`
+// (classification): each row's target is a label, stored as its class index.
 StatusOr<Mutation> ParseCommandOutput(const std::string& text, int features, uint64_t train_rows,
-                                      const std::string& origin);
+                                      const std::string& origin, const ClassList* classes = nullptr);
 
 }  // namespace ens

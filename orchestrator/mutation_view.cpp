@@ -59,6 +59,11 @@ StatusOr<MutationView> WriteMutationView(const MutationViewInputs& in) {
            {"members", members},
            {"predictions_dtype", "<f4"},
            {"ensemblectl", in.ctl_binary}};
+  if (!in.classes.empty()) {
+    v.run["task"] = "classification";
+    v.run["classes"] = in.classes;
+    v.run["train_table"]["layout"] = "rows of features then the class index, row-major, after the header";
+  }
   v.env = {{"ENSEMBLED_STATE_DIR", in.state_dir},
            {"ENSEMBLED_ROUND_DIR", in.round_dir},
            {"ENSEMBLED_ROUND", std::to_string(in.round)},

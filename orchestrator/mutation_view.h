@@ -7,7 +7,9 @@
 // "Mutation commands"), where everything is: the state and round directories, round and
 // generation, the training table (path and layout: a kSegmentHeaderBytes header, then rows of
 // features + 1 float32, target last), the holdout and pool features (.npy), each finished
-// member's holdout and pool predictions (raw float32 files), and the ensemblectl binary, whose
+// member's holdout and pool predictions (raw float32 files: a value per row, or for a
+// classification run a probability per class and row, row-major, "classes" naming them; the
+// table's target is then the class index), and the ensemblectl binary, whose
 // `predict --round R` scores new candidate rows with this round's members.
 // Writes nothing else; O(table rows + pool rows) per round. Thread-compatible.
 #pragma once
@@ -30,6 +32,7 @@ struct MutationViewInputs {
   uint64_t table_rows = 0;                      // rows of that generation's table
   int features = 0;
   std::vector<std::string> feature_names;
+  std::vector<std::string> classes;             // classification: the run's classes; else empty
   const std::vector<uint64_t>* dropped = nullptr;   // sorted, unique, each < table_rows
   const std::vector<bool>* pool_used = nullptr;
   std::vector<std::string> member_names, member_dirs;  // the round's finished members

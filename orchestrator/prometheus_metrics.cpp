@@ -120,9 +120,25 @@ std::string RenderPrometheus(const RunSnapshot& s) {
   w.Family("ensembled_round_duration_seconds", "gauge", "Wall time of each committed round.");
   for (const auto& r : s.rounds_done)
     w.Sample("ensembled_round_duration_seconds", r.wall_seconds, run + ",round=\"" + std::to_string(r.round) + "\"");
-  w.Family("ensembled_ensemble_rmse", "gauge", "Ensemble holdout RMSE of each committed round.");
+  // Regression rounds: RMSE; classification rounds: accuracy; both: the error stop_below_error reads.
+  struct Score {
+    const char *metric, *family, *help;
+  };
+  for (const Score& m : {Score{"RMSE", "ensembled_ensemble_rmse", "Ensemble holdout RMSE of each committed round."},
+                         Score{"accuracy", "ensembled_ensemble_accuracy",
+                               "Ensemble holdout accuracy of each committed classification round."}}) {
+    const std::string metric = m.metric, family = m.family;
+    bool any = false;
+    for (const auto& r : s.rounds_done) any = any || r.metric == metric;
+    if (!any) continue;
+    w.Family(family, "gauge", m.help);
+    for (const auto& r : s.rounds_done)
+      if (r.metric == metric) w.Sample(family, r.ensemble, run + ",round=\"" + std::to_string(r.round) + "\"");
+  }
+  w.Family("ensembled_ensemble_error", "gauge",
+           "Ensemble holdout error of each committed round: RMSE, or the fraction misclassified.");
   for (const auto& r : s.rounds_done)
-    w.Sample("ensembled_ensemble_rmse", r.ensemble_rmse, run + ",round=\"" + std::to_string(r.round) + "\"");
+    w.Sample("ensembled_ensemble_error", r.ensemble_error, run + ",round=\"" + std::to_string(r.round) + "\"");
   return w.str();
 }
 

@@ -1,6 +1,27 @@
 #include "orchestrator/run_snapshot.h"
 
+#include "orchestrator/ensemble_summary.h"
+
 namespace ens {
+
+RoundView RoundView::FromSummary(int round, uint64_t trained_rows, const nlohmann::json& e, double wall_seconds) {
+  RoundView r;
+  r.round = round;
+  r.trained_rows = trained_rows;
+  r.wall_seconds = wall_seconds;
+  r.ensemble_error = SummaryError(e);
+  if (e.contains("ensemble_accuracy")) {
+    r.metric = "accuracy";
+    r.member_mean = e.value("member_accuracy_mean", 0.0);
+    r.member_std = e.value("member_accuracy_std", 0.0);
+    r.ensemble = e.value("ensemble_accuracy", 0.0);
+  } else {
+    r.member_mean = e.value("member_rmse_mean", 0.0);
+    r.member_std = e.value("member_rmse_std", 0.0);
+    r.ensemble = e.value("ensemble_rmse", 0.0);
+  }
+  return r;
+}
 
 std::string RoundPosition(int round, int rounds) {
   return "round " + std::to_string(round) + " (" + std::to_string(round + 1) + " of " + std::to_string(rounds) + ")";
@@ -20,9 +41,9 @@ nlohmann::json SnapshotToJson(const RunSnapshot& s) {
                     {"temperature_c", g.temperature_c}, {"power_w", g.power_w}});
   nlohmann::json rounds = nlohmann::json::array();
   for (const auto& r : s.rounds_done)
-    rounds.push_back({{"round", r.round}, {"trained_rows", r.trained_rows}, {"member_rmse_mean", r.member_rmse_mean},
-                      {"member_rmse_std", r.member_rmse_std}, {"ensemble_rmse", r.ensemble_rmse},
-                      {"wall_seconds", r.wall_seconds}});
+    rounds.push_back({{"round", r.round}, {"trained_rows", r.trained_rows}, {"metric", r.metric},
+                      {"member_mean", r.member_mean}, {"member_std", r.member_std}, {"ensemble", r.ensemble},
+                      {"ensemble_error", r.ensemble_error}, {"wall_seconds", r.wall_seconds}});
   return {{"run_name", s.run_name}, {"pid", s.pid}, {"control_socket", s.control_socket},
           {"paused", s.paused}, {"stopping", s.stopping}, {"round", s.round}, {"rounds", s.rounds},
           {"members_total", s.members_total}, {"members_done", s.members_done},

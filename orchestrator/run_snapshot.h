@@ -38,11 +38,16 @@ struct GpuView {
   double power_w = -1;
 };
 
+// A committed round's scores: holdout RMSE (regression) or accuracy (classification).
 struct RoundView {
   int round = 0;
   uint64_t trained_rows = 0;
-  double member_rmse_mean = 0, member_rmse_std = 0, ensemble_rmse = 0;
+  std::string metric = "RMSE";  // what member_mean/_std and ensemble hold: "RMSE" | "accuracy"
+  double member_mean = 0, member_std = 0, ensemble = 0;
+  double ensemble_error = 0;    // RMSE, or the fraction misclassified (stop_below_error's)
   double wall_seconds = 0;
+  // From a round summary's "ensemble" object (ensemble_summary.h) of either kind.
+  static RoundView FromSummary(int round, uint64_t trained_rows, const nlohmann::json& ensemble, double wall_seconds);
 };
 
 struct MemberCurve {

@@ -98,10 +98,11 @@ std::string RenderStatusPage(const RunSnapshot& s) {
     << (s.stopping ? " &middot; <b>stopping</b>" : "") << "</p>";
 
   std::vector<Series> ens, curves;
-  Series e{"ensemble RMSE", kPalette[0], {}}, m{"member RMSE (mean)", kPalette[1], {}, true};
+  const std::string metric = s.rounds_done.empty() ? "RMSE" : s.rounds_done.back().metric;
+  Series e{"ensemble " + metric, kPalette[0], {}}, m{"member " + metric + " (mean)", kPalette[1], {}, true};
   for (const auto& r : s.rounds_done) {
-    e.y.push_back(r.ensemble_rmse);
-    m.y.push_back(r.member_rmse_mean);
+    e.y.push_back(r.ensemble);
+    m.y.push_back(r.member_mean);
   }
   ens = {e, m};
   size_t k = 0;
@@ -111,7 +112,7 @@ std::string RenderStatusPage(const RunSnapshot& s) {
     curves.push_back({name + " val_loss", color, c.val_loss, true});
   }
   o << "<div class=\"plots\">"
-    << LineChart("ensemble-error", "Ensemble holdout error per round", "round", ens)
+    << LineChart("ensemble-error", "Ensemble holdout " + metric + " per round", "round", ens)
     << LineChart("member-curves", "Round " + std::to_string(s.curves_round) + ": loss (solid) / val_loss (dashed)",
                  "epoch", curves)
     << "</div>";
@@ -138,13 +139,13 @@ std::string RenderStatusPage(const RunSnapshot& s) {
       << "</div>";
   }
 
-  o << "<h2>Rounds</h2><table id=\"rounds\"><tr><th>round</th><th>train rows</th><th>member RMSE</th>"
-    << "<th>ensemble RMSE</th><th>wall s</th></tr>";
+  o << "<h2>Rounds</h2><table id=\"rounds\"><tr><th>round</th><th>train rows</th><th>member " << metric << "</th>"
+    << "<th>ensemble " << metric << "</th><th>wall s</th></tr>";
   for (const auto& r : s.rounds_done) {
     char row[256];
     std::snprintf(row, sizeof(row), "<tr><td>%d</td><td>%llu</td><td>%.4f &plusmn; %.4f</td><td>%.4f</td><td>%.1f</td></tr>",
-                  r.round, static_cast<unsigned long long>(r.trained_rows), r.member_rmse_mean, r.member_rmse_std,
-                  r.ensemble_rmse, r.wall_seconds);
+                  r.round, static_cast<unsigned long long>(r.trained_rows), r.member_mean, r.member_std,
+                  r.ensemble, r.wall_seconds);
     o << row;
   }
   o << "</table><h2>Workers</h2><table id=\"workers\"><tr><th>slot</th><th>gpu</th><th>pid</th><th>state</th>"

@@ -140,9 +140,14 @@ Status Supervisor::PublishFreshData() {
     return writer->AddRows(chunk);
   };
   uint64_t train_rows = 0;
-  auto data = StreamRunData(cfg_.data, cfg_.run_seed, kLoadChunkBytes, add, &train_rows);
+  auto data = StreamRunData(cfg_.data, cfg_.run_seed, kLoadChunkBytes, add, &train_rows, cfg_.task);
   if (!data.ok()) return data.status();
   RunData& d = *data;
+  if (!d.classes.empty()) {
+    auto classes = ClassList::FromLabels(d.classes, "data");
+    if (!classes.ok()) return classes.status();
+    classes_ = std::move(*classes);
+  }
   if (!writer) return Status::InvalidArgument("data: no training rows");
   s = writer->Commit();
   if (!s.ok()) return s;
@@ -160,6 +165,7 @@ Status Supervisor::PublishFreshData() {
   json run = {{"run_id", run_id_}, {"run_name", cfg_.run_name}, {"features", d.train.features},
               {"feature_names", d.train.feature_names}, {"target_name", d.train.target_name},
               {"holdout_rows", holdout_.rows()}, {"pool_rows", pool_.rows()}};
+  if (!classes_.empty()) run.update({{"task", Name(cfg_.task)}, {"classes", classes_.ToJson()}});
   s = WriteFileAtomic(layout_.RunFile(), run.dump(2) + "\n");
   if (!s.ok()) return s;
   progress_.train_rows = train_rows;
@@ -207,6 +213,16 @@ Status Supervisor::ReopenData(const RunProgress& p) {
   }
   Status s = PublishFeatureFiles();  // a run started before they existed gets them now
   if (!s.ok()) return s;
+  if (cfg_.task == TaskKind::kClassification) {  // the class list is the run's, fixed at its start
+    auto text = ReadFile(layout_.RunFile());
+    if (!text.ok()) return text.status();
+    json run = json::parse(*text, nullptr, false);
+    if (!run.is_object() || !run.contains("classes"))
+      return Status::InvalidArgument(layout_.RunFile() + ": no \"classes\": this run was not started as a classification run");
+    auto classes = ClassList::FromJson(run["classes"], layout_.RunFile());
+    if (!classes.ok()) return classes.status();
+    classes_ = std::move(*classes);
+  }
   pool_used_.assign(pool_.rows(), false);
   for (uint64_t id : p.pool_used)
     if (id < pool_used_.size()) pool_used_[id] = true;
@@ -238,6 +254,7 @@ TaskSpec Supervisor::MakeTask(int round, int index, int attempt) const {
   t.excluded_file = excluded_file_;
   t.attempt = attempt;
   t.threads = cfg_.resources.threads_per_worker;
+  t.classes = classes_.size();
   t.save_checkpoint = cfg_.save_checkpoints;
   t.member = m;
   return t;
@@ -289,9 +306,11 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
       progress_.done[name] = d.rec;
       CrashPoint("after_member_done");
       RecordFinished(name, d.out_dir, m.value("seconds", 0.0));
-      std::printf("  round %d  %-8s done   holdout_rmse %7.4f  epochs %3d  %5.1fs  slot %d pid %d\n", round,
-                  name.c_str(), m.value("holdout_rmse", 0.0), m.value("epochs_run", 0), m.value("seconds", 0.0),
-                  d.rec.value("slot", 0), d.rec.value("pid", 0));
+      const bool classifier = m.contains("holdout_accuracy");
+      std::printf("  round %d  %-8s done   %s %7.4f  epochs %3d  %5.1fs  slot %d pid %d\n", round, name.c_str(),
+                  classifier ? "holdout_accuracy" : "holdout_rmse",
+                  m.value(classifier ? "holdout_accuracy" : "holdout_rmse", 0.0), m.value("epochs_run", 0),
+                  m.value("seconds", 0.0), d.rec.value("slot", 0), d.rec.value("pid", 0));
     }
     std::fflush(stdout);
     done_batch.clear();
@@ -343,7 +362,7 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
       const int index = e.task.member_index;
       json metrics;
       if (e.kind == PoolEvent::kDone && !sched.decided(index)) {
-        auto r = LoadMemberResult(e.task.out_dir, holdout_.rows(), pool_.rows());
+        auto r = LoadMemberResult(e.task.out_dir, holdout_.rows() * PredictionWidth(), pool_.rows() * PredictionWidth());
         if (r.ok()) {
           metrics = r->metrics;
         } else {
@@ -450,14 +469,14 @@ Status Supervisor::CommitRound(int round, double wall_seconds, bool* stop_now) {
   json members = json::array();
   for (const auto& m : cfg_.members) {
     if (!progress_.done.count(m.name)) continue;  // failed, and min_members allowed it
-    auto r = LoadMemberResult(layout_.MemberDir(round, m.name), holdout_.rows(), pool_.rows());
+    auto r = LoadMemberResult(layout_.MemberDir(round, m.name), holdout_.rows() * PredictionWidth(), pool_.rows() * PredictionWidth());
     if (!r.ok()) return r.status();
     members.push_back(r->metrics);
     results.push_back(std::move(*r));
   }
-  EnsembleSummary ens = SummariseEnsemble(results, holdout_.y);
+  EnsembleSummary ens = SummariseEnsemble(results, holdout_.y, classes_.size());
   bool last = round + 1 >= cfg_.rounds.count;
-  bool converged = cfg_.rounds.stop_below_error && ens.ensemble_rmse < *cfg_.rounds.stop_below_error;
+  bool converged = cfg_.rounds.stop_below_error && ens.ensemble_error < *cfg_.rounds.stop_below_error;
   *stop_now = last || converged;
   const uint64_t trained_rows = progress_.training_rows();
   json summary = {{"round", round}, {"generation", progress_.generation}, {"train_rows", trained_rows},
@@ -484,12 +503,19 @@ Status Supervisor::CommitRound(int round, double wall_seconds, bool* stop_now) {
   progress_ = ReplayJournal(journal_->records());
   for (uint64_t id : mut.pool_ids) pool_used_[id] = true;
   excluded_file_ = mut.excluded_file;
-  std::printf("round %d committed: trained on %llu rows | member holdout RMSE %.4f ± %.4f | ensemble RMSE %.4f | "
-              "+%zu rows | %.1fs\n",
-              round, static_cast<unsigned long long>(rec["trained_rows"].get<uint64_t>()), ens.member_rmse_mean,
-              ens.member_rmse_std, ens.ensemble_rmse, static_cast<size_t>(mut.added), wall_seconds);
+  const auto rows_trained = static_cast<unsigned long long>(rec["trained_rows"].get<uint64_t>());
+  if (classes_.empty())
+    std::printf("round %d committed: trained on %llu rows | member holdout RMSE %.4f ± %.4f | ensemble RMSE %.4f | "
+                "+%zu rows | %.1fs\n",
+                round, rows_trained, ens.member_rmse_mean, ens.member_rmse_std, ens.ensemble_rmse,
+                static_cast<size_t>(mut.added), wall_seconds);
+  else
+    std::printf("round %d committed: trained on %llu rows | member holdout accuracy %.4f ± %.4f | ensemble accuracy "
+                "%.4f, NLL %.4f | +%zu rows | %.1fs\n",
+                round, rows_trained, ens.member_accuracy_mean, ens.member_accuracy_std, ens.ensemble_accuracy,
+                ens.ensemble_nll, static_cast<size_t>(mut.added), wall_seconds);
   std::fflush(stdout);
-  if (converged) spdlog::info("ensemble RMSE {:.4f} below stop_below_error: stopping", ens.ensemble_rmse);
+  if (converged) spdlog::info("ensemble error {:.4f} below stop_below_error: stopping", ens.ensemble_error);
   return Status::Ok();
 }
 
@@ -508,7 +534,7 @@ Status Supervisor::DecideAndAppend(int round, const json& summary,
       return go_on;
     };
     MutationContext ctx{round, cfg_.run_seed, &pool_, &pool_used_, &results, summary,
-                        mut.add.features, train_->header().rows, on_wait, {}};
+                        mut.add.features, train_->header().rows, on_wait, {}, classes_.empty() ? nullptr : &classes_};
     const MutationSpec spec = cfg_.mutation;
     if (spec.policy == "command") {  // the program sees the run: data, predictions, ensemblectl
       auto view = CommandMutationView(round, summary.value("generation", uint64_t{0}), results);
@@ -565,6 +591,7 @@ StatusOr<MutationView> Supervisor::CommandMutationView(int round, uint64_t gener
   json run_json = json::parse(*run, nullptr, false);
   if (run_json.is_object() && run_json.contains("feature_names") && run_json["feature_names"].is_array())
     for (const auto& n : run_json["feature_names"]) in.feature_names.push_back(n.is_string() ? n.get<std::string>() : "");
+  in.classes = classes_.names();
   in.dropped = &excluded_;
   in.pool_used = &pool_used_;
   for (const auto& r : results) {
@@ -582,11 +609,11 @@ Status Supervisor::ApplyDeferredMutation() {
   for (const auto& m : cfg_.members) {
     const std::string dir = layout_.MemberDir(round, m.name);
     if (!std::filesystem::exists(dir)) continue;  // failed, and min_members allowed it
-    auto r = LoadMemberResult(dir, holdout_.rows(), pool_.rows());
+    auto r = LoadMemberResult(dir, holdout_.rows() * PredictionWidth(), pool_.rows() * PredictionWidth());
     if (!r.ok()) return r.status();
     results.push_back(std::move(*r));
   }
-  EnsembleSummary ens = SummariseEnsemble(results, holdout_.y);
+  EnsembleSummary ens = SummariseEnsemble(results, holdout_.y, classes_.size());
   // What round `round` would have handed its mutation had it not been the last round.
   json summary = {{"round", round}, {"generation", last.value("generation", uint64_t{1}) - 1},
                   {"train_rows", last.value("trained_rows", uint64_t{0})}, {"ensemble", ens.ToJson()},
@@ -609,6 +636,19 @@ Status Supervisor::ApplyDeferredMutation() {
 }
 
 void Supervisor::PrintFinalTable() const {
+  if (!classes_.empty()) {
+    std::printf("\n%-6s %12s %32s %18s %12s %10s\n", "round", "train rows", "member holdout accuracy (mean±std)",
+                "ensemble accuracy", "ensemble NLL", "wall (s)");
+    for (const json& c : progress_.committed) {
+      const json& s = c["summary"];
+      std::printf("%-6d %12llu %23.4f ± %-7.4f %18.4f %12.4f %10.1f\n", c.value("round", 0),
+                  static_cast<unsigned long long>(c.value("trained_rows", uint64_t{0})),
+                  s.value("member_accuracy_mean", 0.0), s.value("member_accuracy_std", 0.0),
+                  s.value("ensemble_accuracy", 0.0), s.value("ensemble_nll", 0.0), c.value("wall_seconds", 0.0));
+    }
+    std::fflush(stdout);
+    return;
+  }
   std::printf("\n%-6s %12s %28s %14s %10s\n", "round", "train rows", "member holdout RMSE (mean±std)",
               "ensemble RMSE", "wall (s)");
   for (const json& c : progress_.committed) {
@@ -650,8 +690,7 @@ int Supervisor::Run() {
   }
   // A crash between the last round's commit and run_finished: the run is in fact complete.
   bool converged_last = !progress_.committed.empty() && cfg_.rounds.stop_below_error &&
-                        progress_.committed.back()["summary"].value("ensemble_rmse", INFINITY) <
-                            *cfg_.rounds.stop_below_error;
+                        SummaryError(progress_.committed.back()["summary"]) < *cfg_.rounds.stop_below_error;
   if (progress_.started && (progress_.next_round >= cfg_.rounds.count || converged_last)) {
     if (progress_.next_round > cfg_.rounds.count)
       std::printf("rounds.count is %d but %d rounds are committed: the run finishes here; nothing committed is "

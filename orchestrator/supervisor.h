@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/class_list.h"
 #include "common/config.h"
 #include "common/dataset_segment.h"
 #include "common/journal.h"
@@ -110,6 +111,9 @@ class Supervisor {
   RunProgress progress_;
   std::unique_ptr<DatasetWriter> train_;
   Table holdout_, pool_;
+  ClassList classes_;  // classification: the run's classes (run.json); empty for regression
+  // Values per row in a member's prediction files: 1, or the class count.
+  size_t PredictionWidth() const { return classes_.empty() ? 1 : static_cast<size_t>(classes_.size()); }
   std::vector<bool> pool_used_;
   std::vector<uint64_t> excluded_;
   std::string excluded_file_;

@@ -94,9 +94,8 @@ RunSnapshot Supervisor::BuildSnapshot() const {
   if (gpus_) gpus_->Fill(&s);
   for (const json& c : progress_.committed) {
     const json& sum = c["summary"];
-    s.rounds_done.push_back({c.value("round", 0), c.value("trained_rows", uint64_t{0}),
-                             sum.value("member_rmse_mean", 0.0), sum.value("member_rmse_std", 0.0),
-                             sum.value("ensemble_rmse", 0.0), c.value("wall_seconds", 0.0)});
+    s.rounds_done.push_back(RoundView::FromSummary(c.value("round", 0), c.value("trained_rows", uint64_t{0}), sum,
+                                                   c.value("wall_seconds", 0.0)));
   }
   s.curves = curves_;
   s.curves_round = curves_round_;

@@ -289,7 +289,7 @@ TEST_CASE("an unknown member option is an error at its pointer, never a default"
       {"/members/list/0/layers/0/activation", "got \"relux\" (did you mean 'relu'?)"},
       {"/members/list/0/initializer", "must be one of glorot_uniform, he_uniform, lecun_normal"},
       {"/members/list/1/optimizer", "got \"adamx\" (did you mean 'adam'?)"},
-      {"/members/list/1/loss", "must be one of mse, mae, huber, got \"Huber\""},
+      {"/members/list/1/loss", "must be one of mse, mae, huber, cross_entropy, got \"Huber\""},
       {"/members/list/2/early_stopping/monitor", "must be one of val_loss, val_mae, val_mse"},
       {"/members/list/2/split", "must be one of random, bootstrap, got \"\""}};
   for (const auto& [pointer, fragment] : kExpected) {
@@ -696,6 +696,67 @@ namespace {
 
 // Found by scripts/fuzz (config target): a number too large for a double made the parser
 // throw out_of_range, which escaped and aborted `ensemblectl validate-config`.
+// A classification config over a csv file; tests change one thing in it.
+json Classifying() {
+  json doc = Minimal();
+  doc["task"] = "classification";
+  doc["data"] = {{"source", "csv"}, {"train_path", "t.csv"}, {"target_column", "label"}};
+  return doc;
+}
+
+TEST_CASE("task classification: cross_entropy by default, bald scoring, written back", "[config][classification]") {
+  json doc = Classifying();
+  doc["members"]["defaults"]["label_smoothing"] = 0.1;
+  doc["mutation"] = {{"policy", "query_by_committee"}, {"k", 5}};
+  Config c = MustParse(doc);
+  CHECK(c.task == TaskKind::kClassification);
+  CHECK(c.members[0].loss == LossKind::kCrossEntropy);
+  CHECK(c.members[0].label_smoothing == 0.1);
+  CHECK(c.mutation.score == "bald");
+  json normal = ConfigToJson(c);
+  CHECK(normal["task"] == "classification");
+  CHECK(normal["mutation"]["score"] == "bald");
+  CHECK(normal["members"]["list"][0]["loss"] == "cross_entropy");
+  // A regression config's normalised form is what earlier versions wrote: no task, no score.
+  json plain = ConfigToJson(MustParse(Minimal()));
+  CHECK_FALSE(plain.contains("task"));
+  CHECK_FALSE(plain["mutation"].contains("score"));
+  CHECK_FALSE(plain["members"]["list"][0].contains("label_smoothing"));
+}
+
+TEST_CASE("task and loss, score and data that do not fit are errors at their pointers", "[config][classification]") {
+  json mse = Classifying();
+  mse["members"]["defaults"]["loss"] = "mse";
+  RequireOnlyError(mse, "/members/defaults/loss", "regression loss");
+  json ce = Minimal();
+  ce["members"]["defaults"]["loss"] = "cross_entropy";
+  RequireOnlyError(ce, "/members/defaults/loss", "needs task \"classification\"");
+  json smoothing = Minimal();
+  smoothing["members"]["defaults"]["label_smoothing"] = 0.1;
+  RequireOnlyError(smoothing, "/members/defaults/label_smoothing", "applies to task \"classification\" only");
+  json range = Classifying();
+  range["members"]["defaults"]["label_smoothing"] = 1.0;
+  RequireOnlyError(range, "/members/defaults/label_smoothing", "[0, 1)");
+  json bald = Minimal();
+  bald["mutation"] = {{"policy", "query_by_committee"}, {"k", 5}, {"score", "bald"}};
+  RequireOnlyError(bald, "/mutation/score", "needs task \"classification\"");
+  json unknown = Classifying();
+  unknown["mutation"] = {{"policy", "query_by_committee"}, {"k", 5}, {"score", "entropie"}};
+  RequireOnlyError(unknown, "/mutation/score", "entropy");
+  json synthetic = Classifying();
+  synthetic["data"] = {{"source", "synthetic"}};
+  RequireOnlyError(synthetic, "/data/source", "regression target");
+  json none = Classifying();
+  none.erase("data");
+  RequireOnlyError(none, "/data", "required for task");
+  json monitor = Classifying();
+  monitor["members"]["defaults"]["early_stopping"] = {{"enabled", true}, {"monitor", "val_mae"}};
+  RequireOnlyError(monitor, "/members/defaults/early_stopping/monitor", "val_loss");
+  json task = Minimal();
+  task["task"] = "clasification";
+  RequireOnlyError(task, "/task", "classification");
+}
+
 TEST_CASE("a number too large for a double is a config error, not a crash", "[config]") {
   Config cfg;
   std::vector<ConfigError> errors = ValidateConfigText(" " + std::string(400, '9'), "/tmp", &cfg);

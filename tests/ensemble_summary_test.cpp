@@ -1,5 +1,5 @@
 // Tests of orchestrator/ensemble_summary: a 3-member example computed by hand, the edge
-// cases of one and no member, and PredictionStd (population std per row).
+// cases of one and no member, and a classification summary.
 #include "orchestrator/ensemble_summary.h"
 
 #include <catch2/catch.hpp>
@@ -44,7 +44,8 @@ TEST_CASE("A 3-member ensemble summarises as computed by hand", "[summary]") {
   CHECK(j["member_rmse_std"].get<double>() == Approx(0.5));
   CHECK(j["ensemble_rmse"].get<double>() == Approx(std::sqrt(0.5)));
   CHECK(j["mean_disagreement"].get<double>() == Approx(s.mean_disagreement));
-  CHECK(j.size() == 5);
+  CHECK(j["ensemble_error"].get<double>() == Approx(std::sqrt(0.5)));  // a regression's error is its RMSE
+  CHECK(j.size() == 6);
 }
 
 TEST_CASE("An ensemble beats its members when their errors cancel", "[summary]") {
@@ -72,33 +73,27 @@ TEST_CASE("One member has zero spread - no member gives an empty summary", "[sum
   CHECK(none.mean_disagreement == 0.0);
 }
 
-TEST_CASE("PredictionStd is the population std of each row", "[summary]") {
-  std::vector<float> a = {1, 0, 0, 2, 10, 1};
-  std::vector<float> b = {1, 3, 0, 2, 0, 2};
-  std::vector<float> c = {1, 0, 6, 5, 5, 3};
-  std::vector<double> s = PredictionStd({&a, &b, &c});
-  REQUIRE(s.size() == 6);
-  CHECK(s[0] == 0.0);
-  CHECK(s[1] == Approx(std::sqrt(2.0)));
-  CHECK(s[2] == Approx(std::sqrt(8.0)));
-  CHECK(s[3] == Approx(std::sqrt(2.0)));
-  CHECK(s[4] == Approx(std::sqrt(50.0 / 3.0)));
-  CHECK(s[5] == Approx(std::sqrt(2.0 / 3.0)));
-
-  // A single member, or identical members, disagree by exactly nothing.
-  std::vector<double> single = PredictionStd({&a});
-  CHECK(single == std::vector<double>(6, 0.0));
-  CHECK(PredictionStd({&c, &c, &c, &c}) == std::vector<double>(6, 0.0));
-  CHECK(PredictionStd({}).empty());
-}
-
-TEST_CASE("PredictionStd stays accurate for predictions far from zero", "[summary]") {
-  // Spread 0.5 around 1000: std of {999.5, 1000.5} is 0.5 whatever the offset.
-  std::vector<float> lo = {999.5f, -1000.5f, 100000.5f};
-  std::vector<float> hi = {1000.5f, -999.5f, 100001.5f};
-  std::vector<double> s = PredictionStd({&lo, &hi});
-  REQUIRE(s.size() == 3);
-  for (double v : s) CHECK(v == Approx(0.5).epsilon(1e-6));
+TEST_CASE("A classification summary scores the members' mean probabilities", "[summary]") {
+  // Two rows, two classes; labels {0, 1}. Member a: {0.9, 0.1}, {0.4, 0.6}; b: {0.7, 0.3}, {0.8, 0.2}.
+  MemberResult a = Member("a", 0, {0.9f, 0.1f, 0.4f, 0.6f});
+  MemberResult b = Member("b", 0, {0.7f, 0.3f, 0.8f, 0.2f});
+  a.metrics["holdout_accuracy"] = 1.0;
+  b.metrics["holdout_accuracy"] = 0.5;
+  EnsembleSummary s = SummariseEnsemble({a, b}, {0.0f, 1.0f}, 2);
+  CHECK(s.classes == 2);
+  CHECK(s.member_accuracy_mean == Approx(0.75));
+  CHECK(s.member_accuracy_std == Approx(std::sqrt(0.125)));
+  // Mean: {0.8, 0.2} (right), {0.6, 0.4} (wrong: class 0 wins row 2).
+  CHECK(s.ensemble_accuracy == Approx(0.5));
+  CHECK(s.ensemble_error == Approx(0.5));
+  CHECK(s.ensemble_nll == Approx((-std::log(0.8) - std::log(0.4)) / 2));
+  CHECK(s.ensemble_brier == Approx((0.04 + 0.04 + 0.36 + 0.36) / 2));
+  CHECK(s.mean_disagreement > 0.0);
+  nlohmann::json j = s.ToJson();
+  CHECK(j.contains("ensemble_accuracy"));
+  CHECK_FALSE(j.contains("ensemble_rmse"));
+  CHECK(SummaryError(j) == Approx(0.5));
+  CHECK(SummaryError({{"ensemble_rmse", 2.5}}) == 2.5);  // a summary written before ensemble_error
 }
 
 }  // namespace

@@ -226,6 +226,11 @@ TEST_CASE("GET /metrics: Prometheus text format, values that match the journal, 
     double want = commits[static_cast<size_t>(r)]["summary"]["ensemble_rmse"].get<double>();
     CHECK(std::abs(rmse[static_cast<size_t>(r)].value - want) <= 1e-4 * want);
   }
+  // A regression round's error is its RMSE.
+  auto error = Find(e, "ensembled_ensemble_error");
+  REQUIRE(error.size() == rmse.size());
+  for (size_t r = 0; r < error.size(); ++r) CHECK(error[r].value == Approx(rmse[r].value).epsilon(1e-6));
+  CHECK(Find(e, "ensembled_ensemble_accuracy").empty());
   auto rss = Find(e, "ensembled_worker_rss_bytes");
   CHECK(rss.size() == kWorkers);
   for (const auto& s : rss) {

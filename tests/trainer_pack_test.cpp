@@ -8,6 +8,7 @@
 #undef CHECK
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -36,6 +37,30 @@ std::vector<float> Table(int rows, uint64_t seed) {
     t.push_back(static_cast<float>(y + 0.1 * rng.Normal()));
   }
   return t;
+}
+
+// The same table's features with a class per row: the largest of three linear scores of the
+// features (about a third each), a class index for classifiers.
+std::vector<float> Classes(std::vector<float> t) {
+  for (size_t i = 0; i < t.size(); i += kFeatures + 1) {
+    const float* x = &t[i];
+    const float score[3] = {x[0] + x[1], x[2] - x[0], x[3] + 0.5f * x[4] - x[1]};
+    t[i + kFeatures] = static_cast<float>(std::max_element(score, score + 3) - score);
+  }
+  return t;
+}
+
+// A classifier: 9 -> 12 tanh -> 3 logits, cross-entropy with label smoothing that differs
+// per member, dropout on some.
+MemberSpec Classifier(int index) {
+  MemberSpec m;
+  m.name = "c" + std::to_string(1000 + index).substr(1);
+  m.layers = {{12, Activation::kTanh, index % 3 == 1 ? 0.2 : 0.0}};
+  m.loss = LossKind::kCrossEntropy;
+  m.label_smoothing = index % 2 == 0 ? 0.0 : 0.1;
+  m.lr = 3e-3;
+  m.epochs = 4;
+  return m;
 }
 
 // The seed-000 model: 9 -> 6 sigmoid -> 1, Huber 0.35, L1 1e-5, L2 1e-4, Adam.
@@ -91,6 +116,12 @@ struct Fixture {
   ScratchDir dir;
   std::vector<float> train, holdout = Table(200, 2), pool = Table(100, 3);
   std::map<int, TaskSpec> tasks;
+  int classes = 0;  // 3 after Classify()
+
+  void Classify() {
+    for (auto* t : {&train, &holdout, &pool}) *t = Classes(*t);
+    classes = 3;
+  }
 
   TaskSpec& Task(const MemberSpec& spec, int index) {
     TaskSpec& t = tasks[index];
@@ -99,6 +130,7 @@ struct Fixture {
     t.seed = MemberSeed(7, index, 0);
     t.rows = train.size() / (kFeatures + 1);
     t.data_dir = dir.path();
+    t.classes = classes;
     t.member = spec;
     return t;
   }
@@ -179,6 +211,37 @@ TEST_CASE("a seed-000 member has the same bits alone and in packs of 3, 8 and 64
   }
   // Different members really differ (the comparison above is not vacuous).
   CHECK(p64[0].holdout_pred != p64[1].holdout_pred);
+}
+
+TEST_CASE("classifiers have the same bits alone and packed, and learn the classes", "[trainer][pack][classification]") {
+  Fixture f;
+  f.Classify();
+  auto packed = f.Train({0, 1, 2, 3, 4, 5, 6, 7}, Classifier, "p8");
+  for (int i : {0, 1, 4}) {
+    INFO("member " << i);
+    auto alone = f.Train({i}, Classifier, "alone");
+    std::string name = Classifier(i).name;
+    RequireSameBits(f, alone[i], packed[i], "alone-" + name + ".pt", "p8-" + name + ".pt");
+  }
+  const TrainOutputs& o = packed[0];
+  REQUIRE(o.holdout_pred.size() == 200 * 3);  // a probability per class and row
+  for (size_t r = 0; r < 200; ++r) {
+    const float sum = o.holdout_pred[3 * r] + o.holdout_pred[3 * r + 1] + o.holdout_pred[3 * r + 2];
+    CHECK(sum == Approx(1.0f).epsilon(1e-5));
+  }
+  for (const char* key : {"accuracy", "nll", "brier", "val_accuracy", "val_nll", "val_brier"})
+    CHECK(o.history.back().contains(key));
+  // Each class is about a third of the rows: a model that learned nothing scores that.
+  auto trained = f.Train({9}, [](int i) {
+    MemberSpec m = Classifier(i);
+    m.epochs = 40;
+    return m;
+  }, "long");
+  INFO(trained[9].metrics.dump());
+  CHECK(trained[9].metrics["holdout_accuracy"].get<double>() > 0.85);
+  CHECK(trained[9].metrics["holdout_nll"].get<double>() < 0.5 * std::log(3.0));  // a uniform guess: ln 3
+  CHECK(trained[9].metrics["holdout_brier"].get<double>() < 0.3);                 // a uniform guess: 2/3
+  CHECK_FALSE(trained[9].metrics.contains("holdout_rmse"));
 }
 
 TEST_CASE("on a table too big for row lists (keyed rows) a member has the same bits alone and packed",

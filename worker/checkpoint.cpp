@@ -11,22 +11,29 @@ namespace {
 
 constexpr const char* kNormNames[] = {"x_mean", "x_std", "y_mean", "y_std"};
 
+// The whole forward: standardise, the model's statements, then the head.
+std::string ForwardSource(const MemberParts& parts) {
+  return "def forward(self, x):\n"
+         "    h = (x - self.x_mean) / self.x_std\n" +
+         parts.forward_source +
+         (parts.classes > 0 ? "    return torch.softmax(h, 1)\n" : "    return h.squeeze(1) * self.y_std + self.y_mean\n");
+}
+
 }  // namespace
 
 StatusOr<torch::jit::Module> BuildMemberModule(const MemberParts& parts) {
   try {
     // The class is named after the architecture (its forward source): members of one pack
     // share it, and an export's serializer tells different architectures apart.
-    const auto arch = std::hash<std::string>{}(parts.forward_source);
+    const std::string source = ForwardSource(parts);
+    const auto arch = std::hash<std::string>{}(source);
     torch::jit::Module m(c10::QualifiedName("ensembled.Member_" + std::to_string(arch)),
                          std::make_shared<torch::jit::CompilationUnit>());
     m.register_attribute("spec", c10::StringType::get(), MemberToJson(parts.spec).dump());
     for (const auto& [name, t] : parts.tensors) m.register_buffer(name, t.detach().to(torch::kCPU).contiguous());
     const torch::Tensor norm[] = {parts.x_mean, parts.x_std, parts.y_mean, parts.y_std};
     for (int i = 0; i < 4; ++i) m.register_buffer(kNormNames[i], norm[i].detach().to(torch::kCPU).contiguous());
-    m.define("def forward(self, x):\n"
-             "    h = (x - self.x_mean) / self.x_std\n" +
-             parts.forward_source + "    return h * self.y_std + self.y_mean\n");
+    m.define(source);
     m.eval();
     return m;
   } catch (const std::exception& e) {  // c10::Error, or a TorchScript compile error
@@ -35,11 +42,11 @@ StatusOr<torch::jit::Module> BuildMemberModule(const MemberParts& parts) {
 }
 
 StatusOr<torch::jit::Module> MemberModuleBuilder::Build(const MemberParts& parts) {
-  if (!prototype_ || prototype_source_ != parts.forward_source) {
+  if (!prototype_ || prototype_source_ != ForwardSource(parts)) {
     auto built = BuildMemberModule(parts);
     if (built.ok()) {
       prototype_ = *built;
-      prototype_source_ = parts.forward_source;
+      prototype_source_ = ForwardSource(parts);
     }
     return built;
   }
@@ -90,11 +97,12 @@ int64_t MemberFeatures(const torch::jit::Module& member) { return member.attr("x
 std::vector<float> PredictRows(torch::jit::Module& member, const torch::Tensor& x) {
   torch::NoGradGuard no_grad;
   const int64_t n = x.size(0);
-  std::vector<float> out(n);
+  std::vector<float> out;
   for (int64_t b = 0; b < n; b += kPredictChunkRows) {
     int64_t len = std::min(kPredictChunkRows, n - b);
     torch::Tensor p = member.forward({x.narrow(0, b, len)}).toTensor().to(torch::kCPU).contiguous();
-    std::memcpy(out.data() + b, p.data_ptr<float>(), len * sizeof(float));
+    if (out.empty()) out.reserve(static_cast<size_t>(n * (p.numel() / std::max<int64_t>(len, 1))));
+    out.insert(out.end(), p.data_ptr<float>(), p.data_ptr<float>() + p.numel());
   }
   return out;
 }

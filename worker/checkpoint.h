@@ -5,11 +5,12 @@
 //   buffers            the model's named tensors (MLP: layer<i>_weight [out, in], layer<i>_bias [out])
 //                      then x_mean, x_std [features], y_mean, y_std [1] (float32)
 //   forward(x)         raw feature rows [n, features] -> predictions [n] in target units
+//                      (regression), or class probabilities [n, classes] (classification)
 // so `torch.jit.load(path)(x)` works from Python and C++ alike. The worker computes a
 // member's holdout and pool predictions with this same module, one forward call for up to
 // kPredictChunkRows rows, so a caller that passes the same rows gets the same bits.
-// An ensemble export holds the members as submodules m<i> and forward(x) returns
-// (mean, std) over them (RegressionObjective::Combine).
+// An ensemble export holds the members as submodules m<i> and forward(x) returns the mean and
+// the (population) std over them: of predictions [n], or of class probabilities [n, classes].
 // Includes libtorch: include only from worker/*.cpp files that already pay for it.
 #pragma once
 
@@ -30,6 +31,7 @@ inline constexpr int64_t kPredictChunkRows = 65536;
 
 struct MemberParts {
   MemberSpec spec;
+  int classes = 0;                        // 0: regression; else the softmax head's width
   NamedTensors tensors;                   // Model::MemberTensors
   std::string forward_source;             // Model::MemberForwardSource
   torch::Tensor x_mean, x_std, y_mean, y_std;
@@ -58,7 +60,8 @@ StatusOr<torch::jit::Module> LoadMember(const std::string& path);
 // Every buffer of a member module, in checkpoint order (verify compares them bit for bit).
 NamedTensors MemberBuffers(const torch::jit::Module& member);
 int64_t MemberFeatures(const torch::jit::Module& member);
-// Predictions for rows [n, features] (any strides), chunked by kPredictChunkRows.
+// Predictions for rows [n, features] (any strides), chunked by kPredictChunkRows: n values,
+// or n x classes probabilities (row-major) for a classifier.
 std::vector<float> PredictRows(torch::jit::Module& member, const torch::Tensor& x);
 
 // One module over the given member checkpoints; forward(x) -> (mean, std).

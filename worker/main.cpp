@@ -171,11 +171,11 @@ int Serve(int channel_fd, const std::string& connect, const std::string& token_h
       rep.task_id = tasks[k].task_id;
       if (outcome.status.ok()) {
         rep.type = MessageType::kDone;
-        rep.metrics = {{"holdout_rmse", outcome.metrics["holdout_rmse"]},
-                       {"epochs_run", outcome.metrics["epochs_run"]},
-                       {"seconds", outcome.metrics["seconds"]},
-                       {"rss_kb_after", outcome.metrics["rss_kb_after"]},
-                       {"gpu_reserved_mb", static_cast<double>(CudaReservedKb()) / 1024.0}};
+        // The member's headline numbers (the rest are in its metrics.json): only keys it has,
+        // so the report never carries a value the metrics lack.
+        rep.metrics = {{"gpu_reserved_mb", static_cast<double>(CudaReservedKb()) / 1024.0}};
+        for (const char* key : {"holdout_rmse", "holdout_accuracy", "epochs_run", "seconds", "rss_kb_after"})
+          if (outcome.metrics.contains(key)) rep.metrics[key] = outcome.metrics.at(key);
       } else {
         rep.type = MessageType::kFailed;
         rep.error = outcome.status.message().substr(0, 3000);

@@ -84,7 +84,7 @@ at::Generator DeviceGenerator(torch::Device device, uint64_t seed) {
 
 class PackedMlp : public Model {
  public:
-  PackedMlp(const std::vector<ModelMember>& members, int features, torch::Device device) {
+  PackedMlp(const std::vector<ModelMember>& members, int features, int outputs, torch::Device device) {
     const MemberSpec& s0 = *members[0].spec;
     for (const auto& l : s0.layers) activations_.push_back(l.activation);
     std::vector<std::vector<torch::Tensor>> w(s0.layers.size() + 1);
@@ -92,7 +92,7 @@ class PackedMlp : public Model {
       at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(m.init_seed);
       int64_t in = features;
       for (size_t l = 0; l <= s0.layers.size(); ++l) {
-        int64_t out = l < s0.layers.size() ? m.spec->layers[l].units : 1;
+        int64_t out = l < s0.layers.size() ? m.spec->layers[l].units : outputs;
         w[l].push_back(InitKernel(m.spec->initializer, in, out, gen));
         in = out;
       }
@@ -130,7 +130,7 @@ class PackedMlp : public Model {
       h = Activate(h, activations_[l]);
       if (training) h = Dropout(h, l);
     }
-    return h.squeeze(-1);
+    return h;
   }
 
   NamedTensors MemberTensors(const std::vector<torch::Tensor>& slices) const override {
@@ -150,7 +150,7 @@ class PackedMlp : public Model {
       src += "    h = torch.addmm(" + name + "_bias, h, " + name + "_weight.t())\n";
       if (l + 1 < weights_.size()) src += ActivateSource(activations_[l]);
     }
-    return src + "    h = h.squeeze(1)\n";
+    return src;
   }
 
  private:
@@ -190,8 +190,9 @@ torch::Tensor AlignedSlices(int64_t k, int64_t rows, int64_t cols, const torch::
   return buf.as_strided({k, rows, cols}, {stride, cols, 1});
 }
 
-std::unique_ptr<Model> BuildMlp(const std::vector<ModelMember>& members, int features, torch::Device device) {
-  return std::make_unique<PackedMlp>(members, features, device);
+std::unique_ptr<Model> BuildMlp(const std::vector<ModelMember>& members, int features, int outputs,
+                                torch::Device device) {
+  return std::make_unique<PackedMlp>(members, features, outputs, device);
 }
 
 }  // namespace ens

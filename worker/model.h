@@ -33,14 +33,15 @@ class Model {
   virtual std::vector<torch::Tensor> Parameters() const = 0;
   // The tensors L1/L2 apply to (kernels, not biases); a subset of Parameters().
   virtual std::vector<torch::Tensor> Kernels() const = 0;
-  // x [K, B, features] in standardised units -> predictions [K, B] in standardised units.
+  // x [K, B, features] in standardised units -> outputs [K, B, outputs] (the objective's:
+  // a standardised prediction, or class logits).
   // `training` draws dropout masks (each member from its own generator).
   virtual torch::Tensor Forward(const torch::Tensor& x, bool training) = 0;
   // One member's trainable tensors as they stand alone (CPU copies), named for the
   // checkpoint. `slices` are that member's slices of Parameters(), in the same order.
   virtual NamedTensors MemberTensors(const std::vector<torch::Tensor>& slices) const = 0;
   // TorchScript statements that map `h` (standardised features, [n, features]) to `h`
-  // (standardised predictions, [n]), reading the MemberTensors() names as attributes of self.
+  // (outputs, [n, outputs]), reading the MemberTensors() names as attributes of self.
   // Every member of a pack has the same architecture, so one source serves them all.
   virtual std::string MemberForwardSource() const = 0;
 };
@@ -52,10 +53,12 @@ struct ModelMember {
   uint64_t dropout_seed = 0;  // this member's dropout mask generator
 };
 
-// The MLP kind: hidden layers from the spec, a one-unit linear output.
+// The MLP kind: hidden layers from the spec, a linear output layer of `outputs` units (1 for
+// regression, one per class for classification).
 // REQUIRES: every member has the same layer units and activations and the same initializer
 // (PackKey equal); dropout rates may differ per member.
-std::unique_ptr<Model> BuildMlp(const std::vector<ModelMember>& members, int features, torch::Device device);
+std::unique_ptr<Model> BuildMlp(const std::vector<ModelMember>& members, int features, int outputs,
+                                torch::Device device);
 
 // A tensor [K, rows, cols] whose member slices each start on a 64-byte boundary. Batched
 // matrix products on the CPU pick their kernel by the output's alignment: with every slice

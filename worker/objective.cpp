@@ -3,36 +3,95 @@
 #include "worker/pack_optimizer.h"
 
 namespace ens {
+namespace {
 
-RegressionObjective::RegressionObjective(const std::vector<const MemberSpec*>& specs, torch::Device device)
-    : kind_(specs[0]->loss), delta_(PerMember(specs, &MemberSpec::huber_delta, device).view({-1, 1})) {}
+class RegressionObjective : public Objective {
+ public:
+  RegressionObjective(const std::vector<const MemberSpec*>& specs, const torch::Tensor& ym, const torch::Tensor& ys,
+                      torch::Device device)
+      : kind_(specs[0]->loss),
+        delta_(PerMember(specs, &MemberSpec::huber_delta, device).view({-1, 1})),
+        ym_(ym),
+        ys_(ys) {}
 
-torch::Tensor RegressionObjective::ElementLoss(const torch::Tensor& pred, const torch::Tensor& target) const {
-  torch::Tensor e = pred - target;
-  switch (kind_) {
-    case LossKind::kMae:
-      return e.abs();
-    case LossKind::kHuber: {
-      torch::Tensor a = e.abs();
-      return torch::where(a <= delta_, 0.5 * e * e, delta_ * (a - 0.5 * delta_));
+  torch::Tensor ElementLoss(const torch::Tensor& out, const torch::Tensor& y) const override {
+    torch::Tensor e = out.squeeze(-1) - (y - ym_) / ys_;
+    switch (kind_) {
+      case LossKind::kMae:
+        return e.abs();
+      case LossKind::kHuber: {
+        torch::Tensor a = e.abs();
+        return torch::where(a <= delta_, 0.5 * e * e, delta_ * (a - 0.5 * delta_));
+      }
+      case LossKind::kMse:
+      case LossKind::kCrossEntropy:  // not a regression loss (config refuses it)
+        break;
     }
-    case LossKind::kMse:
-      break;
+    return e * e;
   }
-  return e * e;
+
+  const std::vector<std::string>& MetricNames() const override {
+    static const std::vector<std::string> names{"mae", "mse"};
+    return names;
+  }
+
+  std::vector<torch::Tensor> MetricSums(const torch::Tensor& out, const torch::Tensor& y) const override {
+    torch::Tensor err = out.squeeze(-1) * ys_ + ym_ - y;
+    return {RowSums(err.abs()), RowSums(err * err)};
+  }
+
+ private:
+  LossKind kind_;
+  torch::Tensor delta_;  // [K, 1] huber_delta per member
+  torch::Tensor ym_, ys_;  // [K, 1]
+};
+
+class ClassificationObjective : public Objective {
+ public:
+  ClassificationObjective(const std::vector<const MemberSpec*>& specs, torch::Device device)
+      : eps_(PerMember(specs, &MemberSpec::label_smoothing, device).view({-1, 1})) {}
+
+  torch::Tensor ElementLoss(const torch::Tensor& out, const torch::Tensor& y) const override {
+    torch::Tensor logp = torch::log_softmax(out, -1);
+    torch::Tensor nll = -logp.gather(-1, Labels(y)).squeeze(-1);
+    // Both terms always (a member with eps 0 then does what it does in any pack).
+    return nll + eps_ * (-logp.mean(-1) - nll);
+  }
+
+  const std::vector<std::string>& MetricNames() const override {
+    static const std::vector<std::string> names{"accuracy", "nll", "brier"};
+    return names;
+  }
+
+  std::vector<torch::Tensor> MetricSums(const torch::Tensor& out, const torch::Tensor& y) const override {
+    torch::Tensor labels = Labels(y);
+    torch::Tensor logp = torch::log_softmax(out, -1);
+    torch::Tensor hit = (out.argmax(-1, /*keepdim=*/true) == labels).squeeze(-1).to(out.scalar_type());
+    torch::Tensor nll = -logp.gather(-1, labels).squeeze(-1);
+    torch::Tensor p = logp.exp();
+    torch::Tensor onehot = torch::zeros_like(p).scatter_(-1, labels, 1.0);
+    torch::Tensor d = p - onehot;
+    torch::Tensor brier = (d * d).cumsum(-1).select(-1, -1);  // sequential over classes
+    return {RowSums(hit), RowSums(nll), RowSums(brier)};
+  }
+
+ private:
+  static torch::Tensor Labels(const torch::Tensor& y) { return y.to(torch::kLong).unsqueeze(-1); }
+  torch::Tensor eps_;  // [K, 1]
+};
+
+}  // namespace
+
+torch::Tensor Objective::RowSums(const torch::Tensor& x) { return x.cumsum(-1, torch::kDouble).select(-1, -1); }
+
+std::unique_ptr<Objective> MakeRegressionObjective(const std::vector<const MemberSpec*>& specs,
+                                                   const torch::Tensor& ym, const torch::Tensor& ys,
+                                                   torch::Device device) {
+  return std::make_unique<RegressionObjective>(specs, ym, ys, device);
 }
 
-torch::Tensor RegressionObjective::RowSums(const torch::Tensor& x) {
-  return x.cumsum(-1, torch::kDouble).select(-1, -1);
-}
-
-RegressionObjective::ErrorSums RegressionObjective::Errors(const torch::Tensor& pred_units, const torch::Tensor& y) {
-  torch::Tensor err = pred_units - y;
-  return {RowSums(err.abs()), RowSums(err * err)};
-}
-
-std::pair<torch::Tensor, torch::Tensor> RegressionObjective::Combine(const torch::Tensor& member_preds) {
-  return {member_preds.mean(0), member_preds.std(0, /*unbiased=*/false)};
+std::unique_ptr<Objective> MakeClassificationObjective(const std::vector<const MemberSpec*>& specs, torch::Device device) {
+  return std::make_unique<ClassificationObjective>(specs, device);
 }
 
 }  // namespace ens

@@ -105,12 +105,18 @@ struct PackNorm {
   torch::Tensor Member(const torch::Tensor& t, int64_t k) const { return t[k].reshape({-1}); }
 };
 
+// A classifier's target is a class index: its "standardisation" is the identity (0, 1).
 PackNorm StandardiseAll(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* out, torch::Device dev) {
+  const bool classify = in[0].task->classes > 0;
   const int f = in[0].features;
   std::vector<torch::Tensor> xm, xs, ym, ys;
   for (size_t k = 0; k < in.size(); ++k) {
     std::vector<float> mean, stdv;
     Standardise(in[k], &mean, &stdv, &(*out)[k].norm);
+    if (classify) {
+      mean[f] = 0.0f, stdv[f] = 1.0f;
+      (*out)[k].norm["y_mean"] = 0.0f, (*out)[k].norm["y_std"] = 1.0f;
+    }
     xm.push_back(torch::tensor(std::vector<float>(mean.begin(), mean.begin() + f)));
     xs.push_back(torch::tensor(std::vector<float>(stdv.begin(), stdv.begin() + f)));
     ym.push_back(torch::tensor(std::vector<float>{mean[f]}));
@@ -150,10 +156,12 @@ torch::Tensor Penalty(const Model& model, const torch::Tensor& l1, const torch::
   return p;
 }
 
-double Monitored(Monitor monitor, double loss, double mae, double mse) {
+// The value early stopping watches; val_mae and val_mse are regression metrics 0 and 1 (a
+// classifier monitors val_loss: config.h).
+double Monitored(Monitor monitor, double loss, const std::vector<double>& metrics) {
   switch (monitor) {
-    case Monitor::kValMae: return mae;
-    case Monitor::kValMse: return mse;
+    case Monitor::kValMae: return metrics[0];
+    case Monitor::kValMse: return metrics[1];
     case Monitor::kValLoss: break;
   }
   return loss;
@@ -184,8 +192,10 @@ class PackLoop {
       mm.push_back({&t.member, StreamSeed(t.seed, SeedStream::kInit), StreamSeed(t.seed, SeedStream::kDropout)});
     }
     norm_ = StandardiseAll(in, out, dev);
-    model_ = BuildMlp(mm, in[0].features, dev);
-    objective_ = std::make_unique<RegressionObjective>(specs, dev);
+    const int classes = in[0].task->classes;
+    model_ = BuildMlp(mm, in[0].features, classes > 0 ? classes : 1, dev);
+    objective_ = classes > 0 ? MakeClassificationObjective(specs, dev)
+                             : MakeRegressionObjective(specs, norm_.ym, norm_.ys, dev);
     optimizer_ = std::make_unique<PackOptimizer>(specs, model_->Parameters());
     l1_ = PerMember(specs, &MemberSpec::l1, dev);
     l2_ = PerMember(specs, &MemberSpec::l2, dev);
@@ -206,7 +216,7 @@ class PackLoop {
   // After Run: each member's stand-alone parts (its kept parameters and standardisation).
   MemberParts Parts(size_t k) const {
     const MemberRun& r = runs_[k];
-    return {*r.spec, model_->MemberTensors(r.kept), model_->MemberForwardSource(),
+    return {*r.spec, r.in->task->classes, model_->MemberTensors(r.kept), model_->MemberForwardSource(),
             norm_.Member(norm_.xm, k), norm_.Member(norm_.xs, k), norm_.Member(norm_.ym, k),
             norm_.Member(norm_.ys, k)};
   }
@@ -214,8 +224,19 @@ class PackLoop {
 
  private:
   struct EpochSums {  // [K] doubles on the CPU
-    torch::Tensor loss, abs, sq;
+    torch::Tensor loss;
+    std::vector<torch::Tensor> metrics;  // objective_->MetricNames() order
   };
+
+  // Sums that accumulate on the device, one [K] double tensor per metric.
+  std::vector<torch::Tensor> ZeroSums(const torch::Tensor& like) const {
+    std::vector<torch::Tensor> v;
+    for (size_t i = 0; i < objective_->MetricNames().size(); ++i) v.push_back(like.clone());
+    return v;
+  }
+  static void AddSums(std::vector<torch::Tensor>& acc, const std::vector<torch::Tensor>& add) {
+    for (size_t i = 0; i < acc.size(); ++i) acc[i].add_(add[i]);
+  }
 
   EpochSums TrainEpoch(const torch::Tensor& all, int epoch, const torch::Tensor& poison) {
     const int f = in_[0].features;
@@ -224,14 +245,15 @@ class PackLoop {
     const int64_t members = static_cast<int64_t>(runs_.size());
     const int64_t n = static_cast<int64_t>(in_[0].split.train_size()), batch = runs_[0].spec->batch_size;
     auto acc = torch::TensorOptions().device(dev_).dtype(torch::kDouble);
-    torch::Tensor loss_sum = torch::zeros({members}, acc), abs_sum = loss_sum.clone(), sq_sum = loss_sum.clone();
+    torch::Tensor loss_sum = torch::zeros({members}, acc);
+    std::vector<torch::Tensor> sums = ZeroSums(loss_sum);
     auto fill = [&](int64_t k, int64_t pos, int64_t len, int64_t* out) { runs_[k].order->Rows(pos, len, out); };
     ForEachBatch(members, n, batch, dev_, fill, [&](const torch::Tensor& ix) {
       torch::Tensor rows = all.index({ix});  // [K, len, F+1]
       torch::Tensor x = (rows.narrow(2, 0, f) - norm_.xm) / norm_.xs;
       torch::Tensor y = rows.select(2, f);
       torch::Tensor pred = model_->Forward(x, true);
-      torch::Tensor elem = objective_->ElementLoss(pred, (y - norm_.ym) / norm_.ys);
+      torch::Tensor elem = objective_->ElementLoss(pred, y);
       if (poison.defined()) elem = elem * poison.unsqueeze(1);
       torch::Tensor total = elem.mean(-1).sum() + Penalty(*model_, l1_, l2_);
       optimizer_->ZeroGrad();
@@ -239,16 +261,15 @@ class PackLoop {
       optimizer_->Step();
       ++steps_;
       torch::NoGradGuard ng;
-      auto err = RegressionObjective::Errors(pred.detach() * norm_.ys + norm_.ym, y);
-      loss_sum.add_(RegressionObjective::RowSums(elem.detach()));
-      abs_sum.add_(err.abs);
-      sq_sum.add_(err.sq);
+      loss_sum.add_(Objective::RowSums(elem.detach()));
+      AddSums(sums, objective_->MetricSums(pred.detach(), y));
       if (in_[0].on_progress) in_[0].on_progress(TaskPhase::kTraining, epoch + 1);
     });
-    return {loss_sum.to(torch::kCPU), abs_sum.to(torch::kCPU), sq_sum.to(torch::kCPU)};
+    for (auto& t : sums) t = t.to(torch::kCPU);
+    return {loss_sum.to(torch::kCPU), std::move(sums)};
   }
 
-  // Validation loss (standardised) and mae/mse (target units) per member. In chunks of the
+  // Validation loss and metrics per member (means over the rows). In chunks of the
   // batch size: the matrix products then have the training steps' shapes, and BLAS picks a
   // kernel by shape, so a shape that trains pack-invariant also validates pack-invariant.
   EpochSums Evaluate(const torch::Tensor& all, int epoch) {
@@ -257,20 +278,20 @@ class PackLoop {
     const int64_t members = static_cast<int64_t>(runs_.size());
     const int64_t n = static_cast<int64_t>(in_[0].split.val_size()), batch = runs_[0].spec->batch_size;
     auto acc = torch::TensorOptions().device(dev_).dtype(torch::kDouble);
-    torch::Tensor loss = torch::zeros({members}, acc), abs = loss.clone(), sq = loss.clone();
+    torch::Tensor loss = torch::zeros({members}, acc);
+    std::vector<torch::Tensor> sums = ZeroSums(loss);
     auto fill = [&](int64_t k, int64_t pos, int64_t len, int64_t* out) { in_[k].split.Val(pos, len, out); };
     ForEachBatch(members, n, batch, dev_, fill, [&](const torch::Tensor& ix) {
       torch::Tensor rows = all.index({ix});
       torch::Tensor y = rows.select(2, f);
       torch::Tensor pred = model_->Forward((rows.narrow(2, 0, f) - norm_.xm) / norm_.xs, false);
-      loss.add_(RegressionObjective::RowSums(objective_->ElementLoss(pred, (y - norm_.ym) / norm_.ys)));
-      auto err = RegressionObjective::Errors(pred * norm_.ys + norm_.ym, y);
-      abs.add_(err.abs);
-      sq.add_(err.sq);
+      loss.add_(Objective::RowSums(objective_->ElementLoss(pred, y)));
+      AddSums(sums, objective_->MetricSums(pred, y));
       if (in_[0].on_progress) in_[0].on_progress(TaskPhase::kEvaluating, epoch + 1);
     });
     auto cpu = [n](const torch::Tensor& t) { return (t / static_cast<double>(n)).to(torch::kCPU); };
-    return {cpu(loss), cpu(abs), cpu(sq)};
+    for (auto& t : sums) t = cpu(t);
+    return {cpu(loss), std::move(sums)};
   }
 
   // One epoch's bookkeeping for every running member; true when all have stopped.
@@ -291,12 +312,16 @@ class PackLoop {
         r.stopped = true;
         continue;
       }
-      double vmae = v.abs[ki].item<double>(), vmse = v.sq[ki].item<double>();
-      out_[k].history.push_back({{"epoch", epoch + 1}, {"loss", loss}, {"val_loss", vl},
-                                 {"mae", s.abs[ki].item<double>() / n}, {"mse", s.sq[ki].item<double>() / n},
-                                 {"val_mae", vmae}, {"val_mse", vmse}, {"lr", r.spec->lr}, {"seconds", secs}});
+      const auto& names = objective_->MetricNames();
+      nlohmann::json h = {{"epoch", epoch + 1}, {"loss", loss}, {"val_loss", vl}};
+      std::vector<double> val(names.size());
+      for (size_t i = 0; i < names.size(); ++i) h[names[i]] = s.metrics[i][ki].item<double>() / n;
+      for (size_t i = 0; i < names.size(); ++i) h["val_" + names[i]] = val[i] = v.metrics[i][ki].item<double>();
+      h["lr"] = r.spec->lr;
+      h["seconds"] = secs;
+      out_[k].history.push_back(std::move(h));
       r.epochs_run = epoch + 1;
-      UpdateStopping(k, Monitored(r.spec->early_stopping.monitor, vl, vmae, vmse));
+      UpdateStopping(k, Monitored(r.spec->early_stopping.monitor, vl, val));
       all_stopped = all_stopped && r.stopped;
     }
     return all_stopped;
@@ -333,12 +358,35 @@ class PackLoop {
   std::vector<MemberRun> runs_;
   PackNorm norm_;
   std::unique_ptr<Model> model_;
-  std::unique_ptr<RegressionObjective> objective_;
+  std::unique_ptr<Objective> objective_;
   std::unique_ptr<PackOptimizer> optimizer_;
   torch::Tensor l1_, l2_;
   int max_epochs_ = 0;
   int64_t steps_ = 0;
 };
+
+// A member's scores on the holdout from its predictions (rows x outputs): holdout_rmse and
+// holdout_mae, or holdout_accuracy, holdout_nll and holdout_brier (member_result.h).
+nlohmann::json HoldoutMetrics(const TrainInputs& in, const std::vector<float>& pred) {
+  const int f = in.features, classes = in.task->classes;
+  const double hn = std::max<double>(1.0, static_cast<double>(in.holdout_rows));
+  double a = 0, b = 0, c = 0;
+  for (uint64_t i = 0; i < in.holdout_rows; ++i) {
+    const float y = in.holdout[i * (f + 1) + f];
+    if (classes == 0) {
+      const double d = pred[i] - y;
+      a += d * d, b += std::abs(d);
+      continue;
+    }
+    const float* p = &pred[i * classes];
+    const int label = static_cast<int>(y);
+    a += std::max_element(p, p + classes) - p == label ? 1.0 : 0.0;
+    b -= std::log(std::max(static_cast<double>(p[label]), 1e-12));
+    for (int k = 0; k < classes; ++k) c += (p[k] - (k == label)) * (p[k] - (k == label));
+  }
+  if (classes == 0) return {{"holdout_rmse", std::sqrt(a / hn)}, {"holdout_mae", b / hn}};
+  return {{"holdout_accuracy", a / hn}, {"holdout_nll", b / hn}, {"holdout_brier", c / hn}};
+}
 
 // Member k's outputs: its module (saved when asked), predictions and final metrics.
 void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train_seconds,
@@ -364,18 +412,11 @@ void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train
   };
   o->holdout_pred = PredictRows(*module, rows(in.holdout, in.holdout_rows));
   o->pool_pred = PredictRows(*module, rows(in.pool, in.pool_rows));
-  double se = 0, ae = 0;
-  for (uint64_t i = 0; i < in.holdout_rows; ++i) {
-    double d = o->holdout_pred[i] - in.holdout[i * (f + 1) + f];
-    se += d * d;
-    ae += std::abs(d);
-  }
-  double hn = std::max<double>(1.0, static_cast<double>(in.holdout_rows));
-  o->metrics = {{"epochs_run", r.epochs_run},       {"best_epoch", r.best_epoch},
+  o->metrics = HoldoutMetrics(in, o->holdout_pred);
+  o->metrics.update({{"epochs_run", r.epochs_run},       {"best_epoch", r.best_epoch},
                 {"best_val_loss", r.best_value},    {"stop_step", r.stop_step},
-                {"holdout_rmse", std::sqrt(se / hn)}, {"holdout_mae", ae / hn},
                 {"device", TorchDeviceDescription()},
-                {"train_seconds", train_seconds / static_cast<double>(pack_size)}};
+                {"train_seconds", train_seconds / static_cast<double>(pack_size)}});
   if (pack_size > 1)
     o->metrics.update({{"pack_size", pack_size}, {"pack_position", k}, {"pack_train_seconds", train_seconds}});
 }
