@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Idempotent: creates the baseline venv for the benchmarks (Keras on tensorflow-cpu, and
-# PyTorch in Python) outside the clone, separate from ensembled's own venv.
+# Idempotent: creates the baseline venv for the benchmarks (Keras on tensorflow-cpu, PyTorch
+# in Python, scikit-learn for bench/real_data.py) outside the clone, separate from ensembled's
+# own venv.
 #   BENCH_VENV  Default: ~/.cache/ensembled/bench-venv
 set -euo pipefail
 VENV="${BENCH_VENV:-$HOME/.cache/ensembled/bench-venv}"
@@ -15,6 +16,7 @@ PY="$VENV/bin/python"
 need=()
 "$PY" -c 'import numpy' 2>/dev/null || need+=(numpy)
 "$PY" -c 'import tensorflow' 2>/dev/null || need+=(tensorflow-cpu)
+"$PY" -c 'import sklearn' 2>/dev/null || need+=(scikit-learn)
 have_torch=$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null || true)
 [[ "$have_torch" == "$TORCH_VERSION"* ]] || need+=("torch==$TORCH_VERSION")
 if ((${#need[@]})); then
@@ -24,7 +26,8 @@ else
   say "all present"
 fi
 TF_CPP_MIN_LOG_LEVEL=3 "$PY" - <<'PY'
-import numpy, torch, tensorflow as tf
+import numpy, torch, sklearn, tensorflow as tf
 print("[setup_baselines] numpy", numpy.__version__, "| torch", torch.__version__,
-      "| tensorflow", tf.__version__, "| keras", tf.keras.__version__ if hasattr(tf.keras, "__version__") else "?")
+      "| tensorflow", tf.__version__, "| keras", tf.keras.__version__ if hasattr(tf.keras, "__version__") else "?",
+      "| scikit-learn", sklearn.__version__)
 PY
