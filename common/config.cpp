@@ -47,7 +47,7 @@ const Keys kRoundsKeys = ConfigKeysOf("/rounds");
 
 constexpr std::array kSources{"synthetic"sv, "csv"sv, "npy"sv};
 constexpr std::array kPolicies{"none"sv, "append_from_pool"sv, "query_by_committee"sv, "command"sv};
-constexpr std::array kScores{"std"sv, "entropy"sv, "bald"sv};
+constexpr std::array kScores{"std"sv, "entropy"sv, "bald"sv, "epistemic"sv};
 
 // A member count is a list size; a typo like 1e6 must not allocate a million specs.
 constexpr int kMaxMembers = 10000;
@@ -461,8 +461,12 @@ void ReadMembers(Validator& v, const json& root, const std::string& base_dir, Ta
     return;
   }
   std::vector<std::string> names;
+  std::optional<size_t> gaussian, other;  // a member with a Gaussian head, one without
   for (size_t i = 0; i < resolved.size(); ++i) {
     MemberSpec m = FinishMember(v, resolved[i], task);
+    const bool head = m.loss == LossKind::kGaussianNll && m.model.kind == ModelKind::kMlp;
+    if (head && !gaussian) gaussian = i;
+    if (!head && !other) other = i;
     if (m.name.empty()) {  // "m000", ...: the member's overall index, list first
       char name[24];
       std::snprintf(name, sizeof name, "m%03zu", i);
@@ -479,6 +483,13 @@ void ReadMembers(Validator& v, const json& root, const std::string& base_dir, Ta
     for (auto* argv : {&m.model.argv, &m.model.predict_argv})
       if (!argv->empty() && (*argv)[0].find('/') != std::string::npos) (*argv)[0] = ResolvePath(base_dir, (*argv)[0]);
     out->push_back(std::move(m));
+  }
+  // The ensemble of Gaussian heads is a mixture of all of them: all members have one, or none.
+  if (gaussian && other) {
+    const PartialMember& at = resolved[std::max(*gaussian, *other)];
+    v.Error(Child(at.origin, at.spec.model.kind == ModelKind::kMlp ? "loss" : "model"),
+            "\"gaussian_nll\" must be the loss of every member of a run or of none (member " +
+                std::to_string(*gaussian) + " has it, member " + std::to_string(*other) + " has not)");
   }
 }
 
@@ -641,9 +652,12 @@ void CheckTask(Validator& v, const json& root, Config* c) {
   else if (classify && c->data.source == "synthetic")
     v.Error("/data", "is required for task \"classification\" (the built-in synthetic data is a regression target)");
   std::string& score = c->mutation.score;
+  const bool gaussian = !c->members.empty() && c->members[0].loss == LossKind::kGaussianNll;
   if (!classify && (score == "entropy" || score == "bald"))
     v.Error("/mutation/score", "\"" + score + "\" scores class probabilities; it needs task \"classification\"");
-  if (score.empty()) score = classify ? "bald" : "std";
+  if (!gaussian && score == "epistemic")
+    v.Error("/mutation/score", "\"epistemic\" scores Gaussian heads; it needs members with loss \"gaussian_nll\"");
+  if (score.empty()) score = classify ? "bald" : gaussian ? "epistemic" : "std";
 }
 
 void ReadRounds(Validator& v, const json& root, RoundsSpec* r) {

@@ -54,7 +54,8 @@ struct MemberSpec {
   Initializer initializer = Initializer::kGlorotUniform;
   double l1 = 0.0;                          // L1 on kernels. Default: 0
   double l2 = 0.0;                          // L2 on kernels. Default: 0
-  // regression: mse | mae | huber, default mse; classification: cross_entropy (its default)
+  // regression: mse | mae | huber | gaussian_nll (a mean and a variance per row: every member
+  // of the run, or none), default mse; classification: cross_entropy (its default)
   LossKind loss = LossKind::kMse;
   double huber_delta = 1.0;                 // > 0. Default: 1.0
   double label_smoothing = 0.0;             // classification, [0, 1). Default: 0
@@ -123,7 +124,8 @@ struct MutationSpec {
   double timeout_s = 60.0;       // command: > 0. Default: 60
   // query_by_committee: how a pool row's disagreement is scored (orchestrator/committee_score.h):
   // std (regression, and classification: mean over classes of the probabilities' std) |
-  // entropy | bald (classification). Default: std for regression, bald for classification
+  // entropy | bald (classification) | epistemic (gaussian_nll members: the std of their means).
+  // Default: std for regression, bald for classification, epistemic for gaussian_nll
   std::string score;
 };
 

@@ -17,7 +17,7 @@ namespace ens {
 
 enum class Activation { kRelu, kTanh, kSigmoid, kSwish, kGelu, kLinear };
 enum class Initializer { kGlorotUniform, kHeUniform, kLecunNormal };
-enum class LossKind { kMse, kMae, kHuber, kCrossEntropy };
+enum class LossKind { kMse, kMae, kHuber, kCrossEntropy, kGaussianNll };
 enum class OptimizerKind { kAdam, kAdamW, kSgd };
 enum class Monitor { kValLoss, kValMae, kValMse };
 enum class SplitKind { kRandom, kBootstrap };
@@ -30,7 +30,7 @@ inline constexpr std::array<std::string_view, 6> kActivationNames{"relu", "tanh"
                                                                   "swish", "gelu", "linear"};
 inline constexpr std::array<std::string_view, 3> kInitializerNames{"glorot_uniform", "he_uniform",
                                                                    "lecun_normal"};
-inline constexpr std::array<std::string_view, 4> kLossNames{"mse", "mae", "huber", "cross_entropy"};
+inline constexpr std::array<std::string_view, 5> kLossNames{"mse", "mae", "huber", "cross_entropy", "gaussian_nll"};
 inline constexpr std::array<std::string_view, 3> kOptimizerNames{"adam", "adamw", "sgd"};
 inline constexpr std::array<std::string_view, 3> kMonitorNames{"val_loss", "val_mae", "val_mse"};
 inline constexpr std::array<std::string_view, 2> kSplitNames{"random", "bootstrap"};

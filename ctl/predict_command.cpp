@@ -123,11 +123,11 @@ StatusOr<std::vector<float>> CommandMemberPredict(const std::string& member_dir,
 // through their predict_argv (one run per batch).
 class RoundPredictor {
  public:
-  // width: values per row of a member's prediction (1, or the run's class count).
-  Status Open(const CommittedRound& committed, int features, size_t width, const std::string& scratch) {
+  // classes: the run's class count (0: regression).
+  Status Open(const CommittedRound& committed, int features, size_t classes, const std::string& scratch) {
     committed_ = &committed;
     scratch_ = scratch;
-    width_ = width;
+    width_ = std::max<size_t>(classes, 1);
     std::vector<std::string> argv = {WorkerBinary(), "predict", "--stream", "--features", std::to_string(features)};
     for (size_t m = 0; m < committed.member_dirs.size(); ++m) {
       const std::string& dir = committed.member_dirs[m];
@@ -144,6 +144,8 @@ class RoundPredictor {
         commands_.push_back({m, spec});
         continue;
       }
+      // Gaussian heads predict [mean, variance] per row (every member of the run or none).
+      if (spec.loss == LossKind::kGaussianNll) gaussian_ = true, width_ = 2;
       builtin_.push_back(m);
       argv.push_back(dir + "/checkpoint.pt");
     }
@@ -203,14 +205,35 @@ class RoundPredictor {
   std::vector<size_t> builtin_;
   std::vector<std::pair<size_t, MemberSpec>> commands_;
   size_t width_ = 1;
+  bool gaussian_ = false;
   Subprocess worker_;
+
+ public:
+  bool gaussian() const { return gaussian_; }
+  size_t members() const { return committed_->member_dirs.size(); }
 };
 
 // One CSV block: a header, then per row its ensemble mean and std over the members; for a
 // classifier (classes non-empty), the class of highest mean probability, each class's mean
 // probability (p_<label>), and the members' disagreement (BALD, committee_score.h).
+// Gaussian heads: the mixture's mean, aleatoric std (sqrt of the mean variance), epistemic
+// std (of the means) and total std.
 void WriteBlock(std::ostream& out, const std::vector<float>& preds, size_t members, size_t rows,
-                const std::vector<std::string>& classes) {
+                const std::vector<std::string>& classes, bool gaussian) {
+  if (gaussian) {
+    out << "row,mean,aleatoric_std,epistemic_std,total_std\n";
+    for (size_t r = 0; r < rows; ++r) {
+      double sum = 0, sq = 0, var = 0;
+      for (size_t m = 0; m < members; ++m) {
+        const double mu = preds[(m * rows + r) * 2];
+        sum += mu, sq += mu * mu, var += preds[(m * rows + r) * 2 + 1];
+      }
+      const double k = static_cast<double>(members), mean = sum / k;
+      const double alea = var / k, epi = std::max(0.0, sq / k - mean * mean);
+      out << r << "," << mean << "," << std::sqrt(alea) << "," << std::sqrt(epi) << "," << std::sqrt(alea + epi) << "\n";
+    }
+    return;
+  }
   if (!classes.empty()) {
     const size_t w = classes.size();
     std::vector<std::vector<float>> per(members);
@@ -283,8 +306,7 @@ int PredictStdin(RoundPredictor& predictor, const std::vector<std::string>& name
       std::cerr << "ensemblectl predict: " << preds.status().message() << "\n";
       return ExitCodeOfPredict(preds.status());
     }
-    WriteBlock(out, *preds, preds->size() / std::max<size_t>(1, table->rows() * std::max<size_t>(1, classes.size())),
-               table->rows(), classes);
+    WriteBlock(out, *preds, predictor.members(), table->rows(), classes, predictor.gaussian());
     out << "\n";
     out.flush();
     if (!out) return exit_code::kTransientFailure;
@@ -336,7 +358,7 @@ int Predict(const std::string& state_dir, int round, const std::string& input_cs
   if (output_csv != "-") file.open(output_csv);
   std::ostream& out = output_csv == "-" ? std::cout : file;
   RoundPredictor predictor;
-  Status opened = predictor.Open(*committed, static_cast<int>(names.size()), std::max<size_t>(1, classes.size()), tmp);
+  Status opened = predictor.Open(*committed, static_cast<int>(names.size()), classes.size(), tmp);
   int rc = exit_code::kOk;
   if (!opened.ok()) {
     std::cerr << "ensemblectl predict: " << opened.message() << "\n";
@@ -349,7 +371,7 @@ int Predict(const std::string& state_dir, int round, const std::string& input_cs
       std::cerr << "ensemblectl predict: " << preds.status().message() << "\n";
       rc = ExitCodeOfPredict(preds.status());
     } else {
-      WriteBlock(out, *preds, committed->member_dirs.size(), table->rows(), classes);
+      WriteBlock(out, *preds, committed->member_dirs.size(), table->rows(), classes, predictor.gaussian());
     }
   }
   predictor.Close();

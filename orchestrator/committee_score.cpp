@@ -25,6 +25,14 @@ std::vector<double> CommitteeScores(const std::string& score, const std::vector<
   const size_t w = static_cast<size_t>(width), rows = preds[0]->size() / w;
   const double k = static_cast<double>(preds.size());
   std::vector<double> mean = MeanPrediction(preds), out(rows, 0.0);
+  if (score == "epistemic") {
+    for (size_t r = 0; r < rows; ++r) {
+      double sq = 0;
+      for (const auto* p : preds) sq += static_cast<double>((*p)[r * w]) * (*p)[r * w];
+      out[r] = std::sqrt(std::max(0.0, sq / k - mean[r * w] * mean[r * w]));
+    }
+    return out;
+  }
   if (score == "std") {
     for (size_t r = 0; r < rows; ++r) {
       double total = 0;

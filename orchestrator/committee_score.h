@@ -8,6 +8,8 @@
 //   bald     classification: mutual information between the prediction and the member, the
 //            entropy of the mean minus the mean of the members' entropies (Houlsby et al.'s
 //            BALD) — the part the members disagree on
+//   epistemic  Gaussian heads (rows of [mean, variance], width 2): the population std of the
+//            members' means, the mixture's epistemic std (the variances, aleatoric, left out)
 // A prediction array holds rows x width floats, row-major (width 1: regression; classes).
 // Pure functions, in double, in member order. Thread-safe.
 #pragma once

@@ -23,6 +23,17 @@ std::pair<double, double> MeanStd(const std::vector<MemberResult>& results, cons
 }  // namespace
 
 nlohmann::json EnsembleSummary::ToJson() const {
+  if (gaussian)
+    return {{"members", members},
+            {"member_rmse_mean", member_rmse_mean},
+            {"member_rmse_std", member_rmse_std},
+            {"member_nll_mean", member_nll_mean},
+            {"ensemble_rmse", ensemble_rmse},
+            {"ensemble_nll", ensemble_nll},
+            {"mean_aleatoric_std", mean_aleatoric_std},
+            {"mean_epistemic_std", mean_epistemic_std},
+            {"ensemble_error", ensemble_error},
+            {"mean_disagreement", mean_disagreement}};
   if (classes == 0)
     return {{"members", members},
             {"member_rmse_mean", member_rmse_mean},
@@ -42,15 +53,44 @@ nlohmann::json EnsembleSummary::ToJson() const {
 }
 
 EnsembleSummary SummariseEnsemble(const std::vector<MemberResult>& results, const std::vector<float>& holdout_y,
-                                  int classes) {
+                                  int classes, bool gaussian) {
   EnsembleSummary s;
   s.members = static_cast<int>(results.size());
   s.classes = classes;
+  s.gaussian = gaussian;
   if (results.empty()) return s;
   std::vector<const std::vector<float>*> preds;
   for (const auto& r : results) preds.push_back(&r.holdout_pred);
   const double n = std::max<double>(1.0, static_cast<double>(holdout_y.size()));
   const std::vector<double> mean = MeanPrediction(preds);
+  if (gaussian) {
+    std::tie(s.member_rmse_mean, s.member_rmse_std) = MeanStd(results, "holdout_rmse");
+    s.member_nll_mean = MeanStd(results, "holdout_nll").first;
+    const double m = static_cast<double>(preds.size());
+    double se = 0, nll = 0, alea = 0, epi = 0;
+    std::vector<double> log_density(preds.size());
+    for (size_t i = 0; i < holdout_y.size(); ++i) {
+      const double mu = mean[2 * i], y = holdout_y[i];
+      double spread = 0;
+      for (size_t k = 0; k < preds.size(); ++k) {
+        const double mu_k = (*preds[k])[2 * i], var_k = (*preds[k])[2 * i + 1];
+        spread += (mu_k - mu) * (mu_k - mu);
+        log_density[k] = -0.5 * (std::log(2 * M_PI * var_k) + (y - mu_k) * (y - mu_k) / var_k);
+      }
+      const double top = *std::max_element(log_density.begin(), log_density.end());
+      double sum = 0;
+      for (double l : log_density) sum += std::exp(l - top);
+      nll -= top + std::log(sum / m);  // log-sum-exp: far tails do not underflow
+      se += (mu - y) * (mu - y);
+      alea += std::sqrt(mean[2 * i + 1]);
+      epi += std::sqrt(spread / m);
+    }
+    s.ensemble_rmse = s.ensemble_error = std::sqrt(se / n);
+    s.ensemble_nll = nll / n;
+    s.mean_aleatoric_std = alea / n;
+    s.mean_epistemic_std = s.mean_disagreement = epi / n;
+    return s;
+  }
   if (classes == 0) {
     std::tie(s.member_rmse_mean, s.member_rmse_std) = MeanStd(results, "holdout_rmse");
     std::vector<double> spread = CommitteeScores("std", preds, 1);

@@ -8,6 +8,12 @@
 //   member_accuracy_mean / _std         holdout accuracy over members
 //   ensemble_accuracy, ensemble_nll, ensemble_brier   of the mean probabilities
 //   mean_disagreement                   mean over holdout rows of BALD (committee_score.h)
+// Gaussian heads (gaussian, predictions rows of [mean, variance]): the regression keys of the
+// mixture's mean, and
+//   member_nll_mean                     holdout Gaussian NLL over members
+//   ensemble_nll                        holdout NLL of the mixture (1/M) sum_m N(y; mean_m, var_m)
+//   mean_aleatoric_std / mean_epistemic_std   sqrt of the mean variance, std of the means
+//   mean_disagreement                   mean epistemic std
 // Both: ensemble_error, what rounds.stop_below_error compares: the RMSE, or 1 - accuracy.
 // Pure function. Thread-safe.
 #pragma once
@@ -29,12 +35,14 @@ struct EnsembleSummary {
   double ensemble_accuracy = 0, ensemble_nll = 0, ensemble_brier = 0;
   double ensemble_error = 0;
   double mean_disagreement = 0;
+  bool gaussian = false;
+  double member_nll_mean = 0, mean_aleatoric_std = 0, mean_epistemic_std = 0;  // ensemble_nll: above
   nlohmann::json ToJson() const;
 };
 
 // REQUIRES: every result's holdout_pred has holdout_y.size() values (x classes).
 EnsembleSummary SummariseEnsemble(const std::vector<MemberResult>& results, const std::vector<float>& holdout_y,
-                                  int classes = 0);
+                                  int classes = 0, bool gaussian = false);
 
 // The error stop_below_error compares in a summary's JSON (of any version): ensemble_error,
 // else ensemble_rmse; INFINITY when neither is there.

@@ -35,10 +35,12 @@ Mutation AppendFromPool(const MutationSpec& spec, const MutationContext& c) {
 Mutation QueryByCommittee(const MutationSpec& spec, const MutationContext& c) {
   std::vector<const std::vector<float>*> preds;
   for (const auto& r : *c.members) preds.push_back(&r.pool_pred);
-  const int width = c.classes ? c.classes->size() : 1;
+  const int width = c.classes ? c.classes->size() : c.gaussian ? 2 : 1;
+  std::string score = spec.score.empty() ? "std" : spec.score;
+  if (c.gaussian && score == "std") score = "epistemic";  // the spread of the means, as without heads
   // No members to ask: every row scores 0, so the lowest unused ids are taken.
   std::vector<double> spread = preds.empty() ? std::vector<double>(c.pool->rows(), 0.0)
-                                             : CommitteeScores(spec.score.empty() ? "std" : spec.score, preds, width);
+                                             : CommitteeScores(score, preds, width);
   std::vector<uint64_t> ids = UnusedPoolRows(c);
   size_t k = std::min<size_t>(static_cast<size_t>(spec.k), ids.size());
   std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](uint64_t a, uint64_t b) {

@@ -50,6 +50,8 @@ struct MutationContext {
   // Classification: the run's classes (predictions are rows x classes, a command's targets
   // are labels); null for regression.
   const ClassList* classes = nullptr;
+  // Gaussian heads: predictions are rows of [mean, variance]; "std" then means "epistemic".
+  bool gaussian = false;
 };
 
 struct Mutation {

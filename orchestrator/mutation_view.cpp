@@ -59,6 +59,7 @@ StatusOr<MutationView> WriteMutationView(const MutationViewInputs& in) {
            {"members", members},
            {"predictions_dtype", "<f4"},
            {"ensemblectl", in.ctl_binary}};
+  if (in.gaussian) v.run["prediction"] = "gaussian";
   if (!in.classes.empty()) {
     v.run["task"] = "classification";
     v.run["classes"] = in.classes;

@@ -9,7 +9,8 @@
 // features + 1 float32, target last), the holdout and pool features (.npy), each finished
 // member's holdout and pool predictions (raw float32 files: a value per row, or for a
 // classification run a probability per class and row, row-major, "classes" naming them; the
-// table's target is then the class index), and the ensemblectl binary, whose
+// table's target is then the class index; for Gaussian heads a [mean, variance] per row,
+// "prediction" says "gaussian"), and the ensemblectl binary, whose
 // `predict --round R` scores new candidate rows with this round's members.
 // Writes nothing else; O(table rows + pool rows) per round. Thread-compatible.
 #pragma once
@@ -33,6 +34,7 @@ struct MutationViewInputs {
   int features = 0;
   std::vector<std::string> feature_names;
   std::vector<std::string> classes;             // classification: the run's classes; else empty
+  bool gaussian = false;                        // Gaussian heads: predictions are [mean, variance] rows
   const std::vector<uint64_t>* dropped = nullptr;   // sorted, unique, each < table_rows
   const std::vector<bool>* pool_used = nullptr;
   std::vector<std::string> member_names, member_dirs;  // the round's finished members

@@ -474,7 +474,7 @@ Status Supervisor::CommitRound(int round, double wall_seconds, bool* stop_now) {
     members.push_back(r->metrics);
     results.push_back(std::move(*r));
   }
-  EnsembleSummary ens = SummariseEnsemble(results, holdout_.y, classes_.size());
+  EnsembleSummary ens = SummariseEnsemble(results, holdout_.y, classes_.size(), Gaussian());
   bool last = round + 1 >= cfg_.rounds.count;
   bool converged = cfg_.rounds.stop_below_error && ens.ensemble_error < *cfg_.rounds.stop_below_error;
   *stop_now = last || converged;
@@ -534,7 +534,8 @@ Status Supervisor::DecideAndAppend(int round, const json& summary,
       return go_on;
     };
     MutationContext ctx{round, cfg_.run_seed, &pool_, &pool_used_, &results, summary,
-                        mut.add.features, train_->header().rows, on_wait, {}, classes_.empty() ? nullptr : &classes_};
+                        mut.add.features, train_->header().rows, on_wait, {}, classes_.empty() ? nullptr : &classes_,
+                        Gaussian()};
     const MutationSpec spec = cfg_.mutation;
     if (spec.policy == "command") {  // the program sees the run: data, predictions, ensemblectl
       auto view = CommandMutationView(round, summary.value("generation", uint64_t{0}), results);
@@ -592,6 +593,7 @@ StatusOr<MutationView> Supervisor::CommandMutationView(int round, uint64_t gener
   if (run_json.is_object() && run_json.contains("feature_names") && run_json["feature_names"].is_array())
     for (const auto& n : run_json["feature_names"]) in.feature_names.push_back(n.is_string() ? n.get<std::string>() : "");
   in.classes = classes_.names();
+  in.gaussian = Gaussian();
   in.dropped = &excluded_;
   in.pool_used = &pool_used_;
   for (const auto& r : results) {
@@ -613,7 +615,7 @@ Status Supervisor::ApplyDeferredMutation() {
     if (!r.ok()) return r.status();
     results.push_back(std::move(*r));
   }
-  EnsembleSummary ens = SummariseEnsemble(results, holdout_.y, classes_.size());
+  EnsembleSummary ens = SummariseEnsemble(results, holdout_.y, classes_.size(), Gaussian());
   // What round `round` would have handed its mutation had it not been the last round.
   json summary = {{"round", round}, {"generation", last.value("generation", uint64_t{1}) - 1},
                   {"train_rows", last.value("trained_rows", uint64_t{0})}, {"ensemble", ens.ToJson()},

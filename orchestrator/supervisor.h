@@ -113,7 +113,11 @@ class Supervisor {
   Table holdout_, pool_;
   ClassList classes_;  // classification: the run's classes (run.json); empty for regression
   // Values per row in a member's prediction files: 1, or the class count.
-  size_t PredictionWidth() const { return classes_.empty() ? 1 : static_cast<size_t>(classes_.size()); }
+  // Gaussian heads (every member's loss gaussian_nll, config.h): rows of [mean, variance].
+  bool Gaussian() const { return !cfg_.members.empty() && cfg_.members[0].loss == LossKind::kGaussianNll; }
+  size_t PredictionWidth() const {
+    return classes_.empty() ? (Gaussian() ? 2 : 1) : static_cast<size_t>(classes_.size());
+  }
   std::vector<bool> pool_used_;
   std::vector<uint64_t> excluded_;
   std::string excluded_file_;

@@ -56,6 +56,15 @@ TEST_CASE("entropy is of the mean prediction; bald subtracts the members' mean e
   CHECK(bald[1] == Approx(0.0).margin(1e-12));
 }
 
+TEST_CASE("epistemic is the std of Gaussian heads' means, their variances left out", "[committee]") {
+  std::vector<float> a = {1.0f, 9.0f, 5.0f, 0.1f};  // rows of [mean, variance]
+  std::vector<float> b = {3.0f, 0.1f, 5.0f, 7.0f};
+  std::vector<double> e = CommitteeScores("epistemic", {&a, &b}, 2);
+  REQUIRE(e.size() == 2);
+  CHECK(e[0] == Approx(1.0));
+  CHECK(e[1] == 0.0);
+}
+
 TEST_CASE("bald is never negative and never above the entropy", "[committee]") {
   std::vector<float> a = {0.2f, 0.3f, 0.5f, 0.9f, 0.05f, 0.05f};
   std::vector<float> b = {0.25f, 0.25f, 0.5f, 0.1f, 0.1f, 0.8f};

@@ -289,7 +289,7 @@ TEST_CASE("an unknown member option is an error at its pointer, never a default"
       {"/members/list/0/layers/0/activation", "got \"relux\" (did you mean 'relu'?)"},
       {"/members/list/0/initializer", "must be one of glorot_uniform, he_uniform, lecun_normal"},
       {"/members/list/1/optimizer", "got \"adamx\" (did you mean 'adam'?)"},
-      {"/members/list/1/loss", "must be one of mse, mae, huber, cross_entropy, got \"Huber\""},
+      {"/members/list/1/loss", "must be one of mse, mae, huber, cross_entropy, gaussian_nll, got \"Huber\""},
       {"/members/list/2/early_stopping/monitor", "must be one of val_loss, val_mae, val_mse"},
       {"/members/list/2/split", "must be one of random, bootstrap, got \"\""}};
   for (const auto& [pointer, fragment] : kExpected) {
@@ -755,6 +755,26 @@ TEST_CASE("task and loss, score and data that do not fit are errors at their poi
   json task = Minimal();
   task["task"] = "clasification";
   RequireOnlyError(task, "/task", "classification");
+}
+
+TEST_CASE("gaussian_nll: every member or none, regression only, scored by epistemic", "[config][gaussian]") {
+  json doc = Minimal();
+  doc["members"]["defaults"]["loss"] = "gaussian_nll";
+  doc["members"]["count"] = 3;
+  doc["mutation"] = {{"policy", "query_by_committee"}, {"k", 5}};
+  Config c = MustParse(doc);
+  CHECK(c.members[2].loss == LossKind::kGaussianNll);
+  CHECK(c.mutation.score == "epistemic");
+  json mixed = Minimal();
+  mixed["members"] = {{"defaults", {{"layers", {{{"units", 4}}}}}},
+                      {"list", {{{"loss", "gaussian_nll"}}, {{"loss", "mse"}}}}};
+  RequireOnlyError(mixed, "/members/list/1/loss", "every member of a run or of none");
+  json classify = Classifying();
+  classify["members"]["defaults"]["loss"] = "gaussian_nll";
+  RequireOnlyError(classify, "/members/defaults/loss", "regression loss");
+  json epistemic = Minimal();
+  epistemic["mutation"] = {{"policy", "query_by_committee"}, {"k", 5}, {"score", "epistemic"}};
+  RequireOnlyError(epistemic, "/mutation/score", "gaussian_nll");
 }
 
 TEST_CASE("a number too large for a double is a config error, not a crash", "[config]") {

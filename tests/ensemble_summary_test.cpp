@@ -96,5 +96,25 @@ TEST_CASE("A classification summary scores the members' mean probabilities", "[s
   CHECK(SummaryError({{"ensemble_rmse", 2.5}}) == 2.5);  // a summary written before ensemble_error
 }
 
+TEST_CASE("A Gaussian summary scores the mixture of the members' heads", "[summary]") {
+  // Two members, one row: N(0, 1) and N(2, 1); y = 1.
+  MemberResult a = Member("a", 1.0, {0.0f, 1.0f});
+  MemberResult b = Member("b", 1.0, {2.0f, 1.0f});
+  a.metrics["holdout_nll"] = 1.0;
+  b.metrics["holdout_nll"] = 2.0;
+  EnsembleSummary s = SummariseEnsemble({a, b}, {1.0f}, 0, true);
+  CHECK(s.ensemble_rmse == Approx(0.0).margin(1e-12));  // the mixture's mean is 1
+  CHECK(s.member_nll_mean == Approx(1.5));
+  // Both densities at y = 1 are N(1; mu, 1) = exp(-1/2) / sqrt(2 pi): so is the mixture's.
+  CHECK(s.ensemble_nll == Approx(0.5 * std::log(2 * M_PI) + 0.5));
+  CHECK(s.mean_aleatoric_std == Approx(1.0));
+  CHECK(s.mean_epistemic_std == Approx(1.0));
+  CHECK(s.mean_disagreement == Approx(1.0));
+  nlohmann::json j = s.ToJson();
+  CHECK(j.contains("ensemble_nll"));
+  CHECK(j.contains("mean_aleatoric_std"));
+  CHECK(SummaryError(j) == Approx(0.0).margin(1e-12));
+}
+
 }  // namespace
 }  // namespace ens

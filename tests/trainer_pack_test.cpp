@@ -244,6 +244,54 @@ TEST_CASE("classifiers have the same bits alone and packed, and learn the classe
   CHECK_FALSE(trained[9].metrics.contains("holdout_rmse"));
 }
 
+TEST_CASE("Gaussian heads have the same bits alone and packed and learn a variance", "[trainer][pack][gaussian]") {
+  Fixture f;
+  auto make = [](int i) {
+    MemberSpec m = Mixed(i);
+    m.loss = LossKind::kGaussianNll;
+    return m;
+  };
+  auto packed = f.Train({0, 1, 2, 3, 4, 5}, make, "p6");
+  for (int i : {0, 3, 5}) {
+    INFO("member " << i);
+    auto alone = f.Train({i}, make, "alone");
+    std::string name = make(i).name;
+    RequireSameBits(f, alone[i], packed[i], "alone-" + name + ".pt", "p6-" + name + ".pt");
+  }
+  auto trained = f.Train({7}, [](int i) {
+    MemberSpec m = Seed000(i);
+    m.loss = LossKind::kGaussianNll;
+    m.layers = {{32, Activation::kTanh, 0.0}};
+    m.epochs = 60;
+    m.lr = 3e-3;
+    m.early_stopping.enabled = true;  // the table is small: keep the best epoch, not the overfit last
+    m.early_stopping.patience = 5;
+    return m;
+  }, "long");
+  const TrainOutputs& o = trained[7];
+  INFO(o.metrics.dump());
+  REQUIRE(o.holdout_pred.size() == 200 * 2);  // a mean and a variance per row
+  double mean_var = 0, var_y = 0, mean_y = 0;
+  for (size_t r = 0; r < 200; ++r) {
+    CHECK(o.holdout_pred[2 * r + 1] > 0.0f);
+    mean_var += o.holdout_pred[2 * r + 1] / 200;
+    mean_y += f.holdout[r * (kFeatures + 1) + kFeatures] / 200;
+  }
+  for (size_t r = 0; r < 200; ++r) {
+    const double d = f.holdout[r * (kFeatures + 1) + kFeatures] - mean_y;
+    var_y += d * d / 200;
+  }
+  // The predicted variance is of the residuals: below the target's own, and near the squared
+  // error it makes (a calibrated head; within a factor of 2 either way).
+  const double mse = std::pow(o.metrics["holdout_rmse"].get<double>(), 2);
+  CHECK(mean_var < var_y);
+  CHECK(mean_var > mse / 2);
+  CHECK(mean_var < mse * 2);
+  CHECK(o.metrics["holdout_rmse"].get<double>() < std::sqrt(var_y));
+  // N(y; mean of y, var of y) would score 0.5 log(2 pi e var_y); the head does better.
+  CHECK(o.metrics["holdout_nll"].get<double>() < 0.5 * std::log(2 * M_PI * std::exp(1.0) * var_y));
+}
+
 TEST_CASE("on a table too big for row lists (keyed rows) a member has the same bits alone and packed",
           "[trainer][pack]") {
   // More than kListedRowsMax rows: splits and epoch orders are computed, not held, and the

@@ -16,7 +16,12 @@ std::string ForwardSource(const MemberParts& parts) {
   return "def forward(self, x):\n"
          "    h = (x - self.x_mean) / self.x_std\n" +
          parts.forward_source +
-         (parts.classes > 0 ? "    return torch.softmax(h, 1)\n" : "    return h.squeeze(1) * self.y_std + self.y_mean\n");
+         (parts.classes > 0 ? "    return torch.softmax(h, 1)\n"
+          : parts.spec.loss == LossKind::kGaussianNll
+              ? "    r = h[:, 1]\n"
+                "    v = torch.log1p(torch.exp(-torch.abs(r))) + torch.relu(r) + 1e-6\n"
+                "    return torch.stack([h[:, 0] * self.y_std + self.y_mean, v * self.y_std * self.y_std], 1)\n"
+              : "    return h.squeeze(1) * self.y_std + self.y_mean\n");
 }
 
 }  // namespace
@@ -113,6 +118,7 @@ StatusOr<torch::jit::Module> BuildEnsembleModule(const std::vector<std::string>&
     torch::jit::Module ens(c10::QualifiedName("ensembled.Ensemble"), std::make_shared<torch::jit::CompilationUnit>());
     std::string calls;
     int64_t features = -1;
+    bool gaussian = false;
     for (size_t i = 0; i < checkpoints.size(); ++i) {
       auto m = LoadMember(checkpoints[i]);
       if (!m.ok()) return m.status();
@@ -120,13 +126,24 @@ StatusOr<torch::jit::Module> BuildEnsembleModule(const std::vector<std::string>&
         return Status::InvalidArgument(checkpoints[i] + ": expects " + std::to_string(MemberFeatures(*m)) +
                                        " features, the first member " + std::to_string(features));
       features = MemberFeatures(*m);
+      MemberSpec spec;
+      if (i == 0 && MemberFromJson(nlohmann::json::parse(m->attr("spec").toStringRef(), nullptr, false), &spec).ok())
+        gaussian = spec.loss == LossKind::kGaussianNll;
       std::string name = "m" + std::to_string(i);
       ens.register_module(name, *m);
       calls += (i ? ", self." : "self.") + name + ".forward(x)";
     }
-    ens.define("def forward(self, x):\n"
-               "    p = torch.stack([" + calls + "])\n"
-               "    return torch.mean(p, 0), torch.std(p, 0, False)\n");
+    if (gaussian)  // the mixture: aleatoric = mean variance, epistemic = variance of the means
+      ens.define("def forward(self, x):\n"
+                 "    p = torch.stack([" + calls + "])\n"
+                 "    mean = torch.mean(p[:, :, 0], 0)\n"
+                 "    aleatoric = torch.mean(p[:, :, 1], 0)\n"
+                 "    epistemic = torch.var(p[:, :, 0], 0, False)\n"
+                 "    return mean, torch.sqrt(aleatoric), torch.sqrt(epistemic), torch.sqrt(aleatoric + epistemic)\n");
+    else
+      ens.define("def forward(self, x):\n"
+                 "    p = torch.stack([" + calls + "])\n"
+                 "    return torch.mean(p, 0), torch.std(p, 0, False)\n");
     ens.eval();
     return ens;
   } catch (const std::exception& e) {  // c10::Error, or a TorchScript compile error

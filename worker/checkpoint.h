@@ -5,12 +5,14 @@
 //   buffers            the model's named tensors (MLP: layer<i>_weight [out, in], layer<i>_bias [out])
 //                      then x_mean, x_std [features], y_mean, y_std [1] (float32)
 //   forward(x)         raw feature rows [n, features] -> predictions [n] in target units
-//                      (regression), or class probabilities [n, classes] (classification)
+//                      (regression), rows of [mean, variance] [n, 2] in target units (a
+//                      gaussian_nll head), or class probabilities [n, classes] (classification)
 // so `torch.jit.load(path)(x)` works from Python and C++ alike. The worker computes a
 // member's holdout and pool predictions with this same module, one forward call for up to
 // kPredictChunkRows rows, so a caller that passes the same rows gets the same bits.
 // An ensemble export holds the members as submodules m<i> and forward(x) returns the mean and
-// the (population) std over them: of predictions [n], or of class probabilities [n, classes].
+// the (population) std over them: of predictions [n], or of class probabilities [n, classes];
+// for Gaussian heads the mixture's (mean, aleatoric std, epistemic std, total std), each [n].
 // Includes libtorch: include only from worker/*.cpp files that already pay for it.
 #pragma once
 

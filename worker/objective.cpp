@@ -5,6 +5,9 @@
 namespace ens {
 namespace {
 
+// Softplus written out (no threshold branch), the same expression here and in the checkpoint.
+torch::Tensor Softplus(const torch::Tensor& r) { return torch::log1p(torch::exp(-r.abs())) + torch::relu(r); }
+
 class RegressionObjective : public Objective {
  public:
   RegressionObjective(const std::vector<const MemberSpec*>& specs, const torch::Tensor& ym, const torch::Tensor& ys,
@@ -15,8 +18,12 @@ class RegressionObjective : public Objective {
         ys_(ys) {}
 
   torch::Tensor ElementLoss(const torch::Tensor& out, const torch::Tensor& y) const override {
-    torch::Tensor e = out.squeeze(-1) - (y - ym_) / ys_;
+    torch::Tensor e = out.select(-1, 0) - (y - ym_) / ys_;
     switch (kind_) {
+      case LossKind::kGaussianNll: {
+        torch::Tensor var = Softplus(out.select(-1, 1)) + 1e-6;
+        return 0.5 * (var.log() + e * e / var);
+      }
       case LossKind::kMae:
         return e.abs();
       case LossKind::kHuber: {
@@ -36,7 +43,7 @@ class RegressionObjective : public Objective {
   }
 
   std::vector<torch::Tensor> MetricSums(const torch::Tensor& out, const torch::Tensor& y) const override {
-    torch::Tensor err = out.squeeze(-1) * ys_ + ym_ - y;
+    torch::Tensor err = out.select(-1, 0) * ys_ + ym_ - y;
     return {RowSums(err.abs()), RowSums(err * err)};
   }
 

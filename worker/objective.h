@@ -4,6 +4,8 @@
 //  regression (RegressionObjective): one output. Each member standardises the target with its
 //    own training split's mean and std (the checkpoint undoes it); the loss is mse | mae |
 //    huber (huber_delta per member); metrics mae and mse in target units.
+//    gaussian_nll: two outputs, the mean and r, whose variance is softplus(r) + 1e-6
+//    (standardised units); the loss is 0.5 (log var + (y - mean)^2 / var); metrics of the mean.
 //  classification (ClassificationObjective): one output per class (logits); the target is
 //    the class index. Loss: cross-entropy of log_softmax, with label smoothing eps per member
 //    ((1 - eps) * nll + eps * mean over classes of -log p); metrics accuracy, nll (without

@@ -193,7 +193,8 @@ class PackLoop {
     }
     norm_ = StandardiseAll(in, out, dev);
     const int classes = in[0].task->classes;
-    model_ = BuildMlp(mm, in[0].features, classes > 0 ? classes : 1, dev);
+    const bool gaussian = specs[0]->loss == LossKind::kGaussianNll;  // PackKey equal: all or none
+    model_ = BuildMlp(mm, in[0].features, classes > 0 ? classes : gaussian ? 2 : 1, dev);
     objective_ = classes > 0 ? MakeClassificationObjective(specs, dev)
                              : MakeRegressionObjective(specs, norm_.ym, norm_.ys, dev);
     optimizer_ = std::make_unique<PackOptimizer>(specs, model_->Parameters());
@@ -366,16 +367,19 @@ class PackLoop {
 };
 
 // A member's scores on the holdout from its predictions (rows x outputs): holdout_rmse and
-// holdout_mae, or holdout_accuracy, holdout_nll and holdout_brier (member_result.h).
+// holdout_mae (and holdout_nll for a Gaussian head: rows of [mean, variance]), or
+// holdout_accuracy, holdout_nll and holdout_brier (member_result.h).
 nlohmann::json HoldoutMetrics(const TrainInputs& in, const std::vector<float>& pred) {
   const int f = in.features, classes = in.task->classes;
+  const bool gaussian = in.task->member.loss == LossKind::kGaussianNll;
   const double hn = std::max<double>(1.0, static_cast<double>(in.holdout_rows));
   double a = 0, b = 0, c = 0;
   for (uint64_t i = 0; i < in.holdout_rows; ++i) {
     const float y = in.holdout[i * (f + 1) + f];
     if (classes == 0) {
-      const double d = pred[i] - y;
+      const double d = (gaussian ? pred[2 * i] : pred[i]) - y;
       a += d * d, b += std::abs(d);
+      if (gaussian) c += 0.5 * (std::log(2 * M_PI * pred[2 * i + 1]) + d * d / pred[2 * i + 1]);
       continue;
     }
     const float* p = &pred[i * classes];
@@ -384,6 +388,8 @@ nlohmann::json HoldoutMetrics(const TrainInputs& in, const std::vector<float>& p
     b -= std::log(std::max(static_cast<double>(p[label]), 1e-12));
     for (int k = 0; k < classes; ++k) c += (p[k] - (k == label)) * (p[k] - (k == label));
   }
+  if (classes == 0 && gaussian)
+    return {{"holdout_rmse", std::sqrt(a / hn)}, {"holdout_mae", b / hn}, {"holdout_nll", c / hn}};
   if (classes == 0) return {{"holdout_rmse", std::sqrt(a / hn)}, {"holdout_mae", b / hn}};
   return {{"holdout_accuracy", a / hn}, {"holdout_nll", b / hn}, {"holdout_brier", c / hn}};
 }
