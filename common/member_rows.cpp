@@ -49,7 +49,7 @@ uint64_t KeyedPermutation::operator()(uint64_t x) const {
   return x;
 }
 
-StatusOr<MemberRows> MemberRows::Make(const TaskSpec& task) {
+StatusOr<MemberRows> MemberRows::Make(const TaskSpec& task, const ClassOf& class_of) {
   std::vector<uint64_t> excluded;
   if (!task.excluded_file.empty()) {
     auto bytes = ReadFile(task.excluded_file);
@@ -60,11 +60,12 @@ StatusOr<MemberRows> MemberRows::Make(const TaskSpec& task) {
     std::memcpy(excluded.data(), bytes->data(), bytes->size());
   }
   return Make(task.rows, std::move(excluded), task.member.validation_split, task.member.split, task.seed,
-              task.member.name);
+              task.member.name, class_of);
 }
 
 StatusOr<MemberRows> MemberRows::Make(uint64_t rows, std::vector<uint64_t> excluded, double validation_split,
-                                      SplitKind split, uint64_t member_seed, const std::string& member) {
+                                      SplitKind split, uint64_t member_seed, const std::string& member,
+                                      const ClassOf& class_of) {
   MemberRows m;
   std::sort(excluded.begin(), excluded.end());
   excluded.erase(std::unique(excluded.begin(), excluded.end()), excluded.end());
@@ -74,7 +75,25 @@ StatusOr<MemberRows> MemberRows::Make(uint64_t rows, std::vector<uint64_t> exclu
   m.split_ = split;
   m.seed_ = member_seed;
   const uint64_t n = rows - m.dropped_.size();
-  uint64_t nval = static_cast<uint64_t>(std::llround(validation_split * static_cast<double>(n)));
+  const bool stratify = class_of && rows <= kListedRowsMax;
+  auto share = [&](uint64_t count) { return static_cast<uint64_t>(std::llround(validation_split * static_cast<double>(count))); };
+  std::vector<uint64_t> want;  // stratified: validation rows per class
+  uint64_t nval = 0;
+  if (stratify) {
+    auto drop = m.dropped_.begin();
+    for (uint64_t i = 0; i < rows; ++i) {
+      if (drop != m.dropped_.end() && *drop == i) {
+        ++drop;
+        continue;
+      }
+      const uint32_t c = class_of(i);
+      if (c >= want.size()) want.resize(c + 1, 0);
+      ++want[c];
+    }
+    for (auto& w : want) nval += (w = share(w));
+  } else {
+    nval = share(n);
+  }
   nval = std::max<uint64_t>(nval, 1);
   if (n < 2 || nval >= n)
     return Status::InvalidArgument("member " + member + ": " + std::to_string(n) +
@@ -101,6 +120,18 @@ StatusOr<MemberRows> MemberRows::Make(uint64_t rows, std::vector<uint64_t> exclu
   }
   SeededRng rng(split_seed);
   for (uint64_t i = n; i > 1; --i) std::swap(perm[i - 1], perm[rng.Below(i)]);
+  if (stratify) {  // each class's first rows in permutation order validate; order is kept
+    // No class has a share (tiny classes): the first row validates, as unstratified.
+    if (std::all_of(want.begin(), want.end(), [](uint64_t w) { return w == 0; })) want[class_of(perm[0])] = 1;
+    std::vector<uint32_t> val, rest;
+    for (uint32_t r : perm) {
+      uint64_t& w = want[class_of(r)];
+      (w > 0 ? val : rest).push_back(r);
+      if (w > 0) --w;
+    }
+    std::copy(val.begin(), val.end(), perm.begin());
+    std::copy(rest.begin(), rest.end(), perm.begin() + static_cast<std::ptrdiff_t>(val.size()));
+  }
   m.val_.assign(perm.begin(), perm.begin() + static_cast<std::ptrdiff_t>(nval));
   if (split == SplitKind::kBootstrap) {
     const uint32_t* rest = perm.data() + nval;

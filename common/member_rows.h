@@ -17,10 +17,16 @@
 //    costs a few tens of ns, paid per row per epoch.
 // Dropped rows are skipped by rank: split position -> j-th kept row (binary search over the
 // sorted dropped list, which both representations hold).
+// Classification (a class per row given): a listed split is stratified — validation takes the
+// first round(f * n_c) rows of each class c in the permutation's order (at least 1 in all),
+// training the rest in that order — so every member validates on each class in proportion.
+// A keyed split is not (at over 2^20 rows a random split's class shares are within a fraction
+// of a percent of the table's).
 // Thread-compatible: const methods may run concurrently; NextEpoch may not.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -56,10 +62,13 @@ class MemberRows {
   // The split of task.rows rows less those in task.excluded_file. Errors: the excluded file
   // unreadable or not a list of uint64 row ids (names the file); too few rows for the
   // member's validation_split (names the member).
-  static StatusOr<MemberRows> Make(const TaskSpec& task);
+  // class_of (classification): a row's class; empty for regression.
+  using ClassOf = std::function<uint32_t(uint64_t row)>;
+  static StatusOr<MemberRows> Make(const TaskSpec& task, const ClassOf& class_of = {});
   // The same from its parts (tests, benchmarks). `excluded` need not be sorted or unique.
   static StatusOr<MemberRows> Make(uint64_t rows, std::vector<uint64_t> excluded, double validation_split,
-                                   SplitKind split, uint64_t member_seed, const std::string& member);
+                                   SplitKind split, uint64_t member_seed, const std::string& member,
+                                   const ClassOf& class_of = {});
 
   uint64_t train_size() const { return train_size_; }
   uint64_t val_size() const { return val_size_; }

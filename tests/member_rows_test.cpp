@@ -189,5 +189,45 @@ TEST_CASE("too few rows name the member - a bad excluded file names the file", "
   CHECK_THAT(missing.status().message(), Catch::Contains("missing.u64"));
 }
 
+TEST_CASE("A classifier's validation rows are stratified by class", "[rows]") {
+  // 1000 rows: classes 0, 1, 2 in shares 70%, 20%, 10%.
+  auto class_of = [](uint64_t r) { return static_cast<uint32_t>(r % 10 < 7 ? 0 : r % 10 < 9 ? 1 : 2); };
+  for (uint64_t seed : {1, 2, 3}) {
+    auto m = MemberRows::Make(1000, {3, 17}, 0.2, SplitKind::kRandom, seed, "c", class_of);
+    REQUIRE(m.ok());
+    std::vector<int64_t> val(m->val_size()), train(m->train_size());
+    m->Val(0, val.size(), val.data());
+    m->Train(0, train.size(), train.data());
+    std::vector<int> per_class(3, 0);
+    for (int64_t r : val) ++per_class[class_of(static_cast<uint64_t>(r))];
+    // Kept rows per class: 699 (two dropped of class 0), 200, 100.
+    CHECK(per_class == std::vector<int>{140, 40, 20});
+    CHECK(val.size() + train.size() == 998);
+    std::vector<int64_t> all(val);
+    all.insert(all.end(), train.begin(), train.end());
+    std::sort(all.begin(), all.end());
+    CHECK(std::adjacent_find(all.begin(), all.end()) == all.end());  // a partition of the kept rows
+    CHECK(std::find(all.begin(), all.end(), 17) == all.end());
+  }
+  // Another seed, other rows; the same counts.
+  auto a = MemberRows::Make(1000, {}, 0.2, SplitKind::kRandom, 1, "c", class_of);
+  auto b = MemberRows::Make(1000, {}, 0.2, SplitKind::kRandom, 2, "c", class_of);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  std::vector<int64_t> va(a->val_size()), vb(b->val_size());
+  a->Val(0, va.size(), va.data());
+  b->Val(0, vb.size(), vb.data());
+  CHECK(va != vb);
+  // Regression (no classes) keeps the split every earlier version made.
+  auto plain = MemberRows::Make(1000, {}, 0.2, SplitKind::kRandom, 1, "r");
+  auto plain_again = MemberRows::Make(1000, {}, 0.2, SplitKind::kRandom, 1, "r", {});
+  REQUIRE(plain.ok());
+  REQUIRE(plain_again.ok());
+  std::vector<int64_t> pa(plain->val_size()), pb(plain_again->val_size());
+  plain->Val(0, pa.size(), pa.data());
+  plain_again->Val(0, pb.size(), pb.data());
+  CHECK(pa == pb);
+}
+
 }  // namespace
 }  // namespace ens

@@ -102,7 +102,12 @@ Status TaskRunner::Prepare(const TaskSpec& task, TrainInputs* in, bool* permanen
   in->holdout_rows = holdout_->header().rows;
   in->pool = pool_->data();
   in->pool_rows = pool_->header().rows;
-  auto split = MemberRows::Make(task);
+  const int stride = in->features + 1;
+  const float* table = in->rows;
+  MemberRows::ClassOf class_of;
+  if (task.classes > 0)  // stratified validation (member_rows.h)
+    class_of = [table, stride](uint64_t row) { return static_cast<uint32_t>(table[row * stride + stride - 1]); };
+  auto split = MemberRows::Make(task, class_of);
   if (!split.ok()) {
     *permanent = true;
     return split.status();
