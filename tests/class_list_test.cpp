@@ -58,7 +58,7 @@ TEST_CASE("One class, or more than 10000, is refused naming the file", "[labels]
   CHECK_THAT(s.message(), Catch::StartsWith("f:9:3: ") && Catch::Contains("10000"));
 }
 
-TEST_CASE("CSV labels map to class indices; an unknown label names file, line and column", "[labels]") {
+TEST_CASE("CSV labels map to class indices - an unknown label names file, line and column", "[labels]") {
   TempDir d;
   WriteText(d / "t.csv", "a,b,kind\n1,2,red\n3,4, blue\n5,6,red\n");
   auto classes = ClassList::FromLabels({"blue", "red"}, "t");
@@ -77,7 +77,7 @@ TEST_CASE("CSV labels map to class indices; an unknown label names file, line an
   CHECK_THAT(empty.status().message(), Catch::StartsWith(d / "empty.csv" + ":2:3: "));
 }
 
-TEST_CASE("npy labels: integer dtypes and whole floats; a fraction names its element", "[labels]") {
+TEST_CASE("npy labels: integer dtypes and whole floats - a fraction names its element", "[labels]") {
   TempDir d;
   const std::vector<float> x = {0, 1, 2, 3, 4, 5};
   REQUIRE(WriteNpyFloat32(d / "x.npy", x.data(), 3, 2, 2).ok());
@@ -104,7 +104,7 @@ TEST_CASE("npy labels: integer dtypes and whole floats; a fraction names its ele
   CHECK_THAT(unknown.status().message(), Catch::Contains("element 1 (row 1)") && Catch::Contains("label '7'"));
 }
 
-TEST_CASE("A classification run's classes come from every file; its holdout is stratified", "[labels]") {
+TEST_CASE("A classification run's classes come from every file - its holdout is stratified", "[labels]") {
   TempDir d;
   // 300 rows: 210 of "a", 60 of "b", 30 of "c"; the pool adds a class train lacks.
   auto label = [](int i) { return std::string(i % 5 == 1 ? "b" : i % 10 == 3 ? "c" : "a"); };

@@ -41,7 +41,7 @@ TEST_CASE("For classes, std is the mean over classes of the probabilities' std",
   CHECK(s[0] == Approx(0.5));
 }
 
-TEST_CASE("entropy is of the mean prediction; bald subtracts the members' mean entropy", "[committee]") {
+TEST_CASE("entropy is of the mean prediction - bald subtracts the members' mean entropy", "[committee]") {
   // Row 0: confident members that disagree. Row 1: members that agree on a coin flip.
   std::vector<float> a = {1.0f, 0.0f, 0.5f, 0.5f};
   std::vector<float> b = {0.0f, 1.0f, 0.5f, 0.5f};
