@@ -328,6 +328,8 @@ void ReadModel(Validator& v, const json& obj, const std::string& ptr, ModelSpec*
   v.Strings(*j, p, "argv", /*allow_empty=*/true, &m->argv);
   v.Number(*j, p, "timeout_s", kPositive, &m->timeout_s);
   v.Strings(*j, p, "predict_argv", /*allow_empty=*/true, &m->predict_argv);
+  if (v.String(*j, p, "path", &m->path)) m->path_at = Child(p, "path");
+  v.Enum(*j, p, "init", &m->init);
 }
 
 // A member spec while it is being overlaid; remembers what the adamw default depends on.
@@ -365,6 +367,8 @@ void OverlayMember(Validator& v, const json& j, const std::string& ptr, PartialM
   v.Number(j, ptr, "validation_split", kOpenFraction, &m->validation_split);
   v.Unsigned(j, ptr, "seed_offset", &m->seed_offset);
   ReadModel(v, j, ptr, &m->model);
+  v.Bool(j, ptr, "warm_start", &m->warm_start);
+  v.Int(j, ptr, "warm_start_epochs", 1, INT_MAX, &m->warm_start_epochs);
 }
 
 // The loss and its options against the run's task (the classification default included).
@@ -394,6 +398,9 @@ MemberSpec FinishMember(Validator& v, PartialMember pm, std::optional<TaskKind> 
   if (task) CheckTaskLoss(v, *task, &pm);
   const ModelSpec& model = pm.spec.model;
   const std::string model_at = Child(pm.origin, "model");
+  if (pm.spec.warm_start_epochs == 0) pm.spec.warm_start_epochs = pm.spec.epochs;
+  if (pm.spec.warm_start && model.kind == ModelKind::kCommand)
+    v.Error(Child(pm.origin, "warm_start"), "applies to mlp and torchscript members (a command member trains itself)");
   if (model.kind == ModelKind::kCommand) {
     if (model.argv.empty() && !v.HasErrorAt(Child(model_at, "argv")))
       v.Error(Child(model_at, "argv"), "must be a non-empty array (program, then arguments) when kind is \"command\"");
@@ -405,6 +412,18 @@ MemberSpec FinishMember(Validator& v, PartialMember pm, std::optional<TaskKind> 
   }
   if (!model.argv.empty() || !model.predict_argv.empty())
     v.Error(model_at, "argv and predict_argv are for kind \"command\" only");
+  if (model.kind == ModelKind::kTorchscript) {
+    if (model.path.empty() && !v.HasErrorAt(Child(model_at, "path")))
+      v.Error(Child(model_at, "path"), "is required when kind is \"torchscript\" (a file saved by torch.jit.save)");
+    // Layers inherited from the defaults are the MLP members'; written here, they are a mistake.
+    if (!pm.layers_at.empty() && pm.layers_at == Child(pm.origin, "layers"))
+      v.Error(pm.layers_at, "does not apply to a \"torchscript\" member (its module defines its layers)");
+    pm.spec.layers.clear();
+    if (pm.spec.optimizer == OptimizerKind::kAdamW && !pm.weight_decay_given)
+      pm.spec.weight_decay = kAdamwDefaultWeightDecay;
+    return std::move(pm.spec);
+  }
+  if (!model.path.empty()) v.Error(Child(model_at, "path"), "is for kind \"torchscript\" only");
   // An invalid "layers" value was already reported where it was written; once is enough.
   if (pm.spec.layers.empty() && (pm.layers_at.empty() || !v.HasErrorAt(pm.layers_at))) {
     v.Error(Child(pm.origin, "layers"),
@@ -464,7 +483,7 @@ void ReadMembers(Validator& v, const json& root, const std::string& base_dir, Ta
   std::optional<size_t> gaussian, other;  // a member with a Gaussian head, one without
   for (size_t i = 0; i < resolved.size(); ++i) {
     MemberSpec m = FinishMember(v, resolved[i], task);
-    const bool head = m.loss == LossKind::kGaussianNll && m.model.kind == ModelKind::kMlp;
+    const bool head = m.loss == LossKind::kGaussianNll && m.model.kind != ModelKind::kCommand;
     if (head && !gaussian) gaussian = i;
     if (!head && !other) other = i;
     if (m.name.empty()) {  // "m000", ...: the member's overall index, list first
@@ -482,12 +501,13 @@ void ReadMembers(Validator& v, const json& root, const std::string& base_dir, Ta
     // A bare program name is looked up in PATH when it runs; a path-like one is a file here.
     for (auto* argv : {&m.model.argv, &m.model.predict_argv})
       if (!argv->empty() && (*argv)[0].find('/') != std::string::npos) (*argv)[0] = ResolvePath(base_dir, (*argv)[0]);
+    if (!m.model.path.empty()) m.model.path = ResolvePath(base_dir, m.model.path);
     out->push_back(std::move(m));
   }
   // The ensemble of Gaussian heads is a mixture of all of them: all members have one, or none.
   if (gaussian && other) {
     const PartialMember& at = resolved[std::max(*gaussian, *other)];
-    v.Error(Child(at.origin, at.spec.model.kind == ModelKind::kMlp ? "loss" : "model"),
+    v.Error(Child(at.origin, at.spec.model.kind != ModelKind::kCommand ? "loss" : "model"),
             "\"gaussian_nll\" must be the loss of every member of a run or of none (member " +
                 std::to_string(*gaussian) + " has it, member " + std::to_string(*other) + " has not)");
   }
@@ -875,11 +895,14 @@ nlohmann::json MemberToJson(const MemberSpec& m) {
   // Unnamed (not yet resolved) specs omit the name, which stays empty on the way back.
   if (!m.name.empty()) out["name"] = m.name;
   if (m.label_smoothing != 0.0) out["label_smoothing"] = m.label_smoothing;
+  if (m.warm_start) out.update({{"warm_start", true}, {"warm_start_epochs", m.warm_start_epochs}});
   // A command member may have no layers of ours; an empty list is not valid config text.
   if (m.layers.empty()) out.erase("layers");
   // The built-in model is written as before "model" existed, so the normalised config of a
   // run started by an earlier version compares equal.
-  if (m.model.kind != ModelKind::kMlp) {
+  if (m.model.kind == ModelKind::kTorchscript) {
+    out["model"] = {{"kind", Name(m.model.kind)}, {"path", m.model.path}, {"init", Name(m.model.init)}};
+  } else if (m.model.kind != ModelKind::kMlp) {
     out["model"] = {{"kind", Name(m.model.kind)}, {"argv", m.model.argv}, {"timeout_s", m.model.timeout_s}};
     if (!m.model.predict_argv.empty()) out["model"]["predict_argv"] = m.model.predict_argv;
   }

@@ -38,11 +38,19 @@ struct EarlyStoppingSpec {
 // "command": a program of the user's, run by the worker in its slot (worker/command_member.h,
 // README "Command members"); of the other member keys only name, seed_offset, split and
 // validation_split apply to it.
+// "torchscript": the user's module (torch.jit.script, then save) whose forward maps
+// [batch, features] to [batch, outputs] (worker/script_model.h); every member key but layers
+// and dropout applies. Never fused into a pack.
 struct ModelSpec {
-  ModelKind kind = ModelKind::kMlp;       // mlp | command. Default: mlp
+  ModelKind kind = ModelKind::kMlp;       // mlp | command | torchscript. Default: mlp
   std::vector<std::string> argv;          // command: REQUIRED, program then arguments (no shell)
   double timeout_s = 3600.0;              // command: > 0, per attempt. Default: 3600
   std::vector<std::string> predict_argv;  // command: the prediction hook; empty = predict unsupported
+  std::string path;                       // torchscript: REQUIRED, the saved module (relative: to the config)
+  // torchscript: member = parameters of dimension >= 2 drawn by the member's initializer from
+  // its init seed, the others zeroed; file = the file's weights. Default: member
+  ScriptInit init = ScriptInit::kMember;
+  std::string path_at;                    // where "path" was written (a JSON pointer); not serialised
 };
 
 // Everything needed to build and train one member. Pure data: the same spec, seed and
@@ -71,6 +79,11 @@ struct MemberSpec {
   double validation_split = 0.2;            // (0, 1). Default: 0.2
   uint64_t seed_offset = 0;                 // added to the member index before seed mixing. Default: 0
   ModelSpec model;                          // Default: {"kind": "mlp"}
+  // Round r+1 starts from this member's round-r weights and optimizer state (when it has them:
+  // it succeeded in round r), with warm_start_epochs as its epoch budget; round 0 starts cold.
+  // mlp and torchscript members. Default: false
+  bool warm_start = false;
+  int warm_start_epochs = 0;                // >= 1. Default: epochs
 };
 
 // resources.slurm: workers as Slurm pilot jobs (orchestrator/slurm_executor.h).

@@ -15,7 +15,9 @@ constexpr K kEarlyStopping[] = {{"enabled", R::kResults, {}},   {"monitor", R::k
 constexpr K kModel[] = {{"kind", R::kResults, {}},
                         {"argv", R::kResults, {}},
                         {"timeout_s", R::kResults, {}},
-                        {"predict_argv", R::kResults, {}}};
+                        {"predict_argv", R::kResults, {}},
+                        {"path", R::kResults, {}},
+                        {"init", R::kResults, {}}};
 constexpr K kMember[] = {
     {"name", R::kResults, {}},         {"layers", R::kResults, kLayer},  {"initializer", R::kResults, {}},
     {"l1", R::kResults, {}},           {"l2", R::kResults, {}},          {"loss", R::kResults, {}},
@@ -23,7 +25,8 @@ constexpr K kMember[] = {
     {"weight_decay", R::kResults, {}}, {"momentum", R::kResults, {}},    {"epochs", R::kResults, {}},
     {"batch_size", R::kResults, {}},   {"early_stopping", R::kResults, kEarlyStopping},
     {"split", R::kResults, {}},        {"validation_split", R::kResults, {}},
-    {"seed_offset", R::kResults, {}},  {"model", R::kResults, kModel}, {"label_smoothing", R::kResults, {}}};
+    {"seed_offset", R::kResults, {}},  {"model", R::kResults, kModel}, {"label_smoothing", R::kResults, {}},
+    {"warm_start", R::kResults, {}},   {"warm_start_epochs", R::kResults, {}}};
 constexpr K kMembers[] = {{"defaults", R::kResults, kMember},
                           {"list", R::kResults, kMember},
                           {"count", R::kResults, {}},

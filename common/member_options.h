@@ -1,5 +1,5 @@
 // MemberOptions: the closed sets of choices a member spec makes (activation, initializer,
-// loss, optimizer, early-stopping monitor, split, model kind) and the run's task kind, as enums.
+// loss, optimizer, early-stopping monitor, split, model kind, TorchScript init) and the run's task kind, as enums.
 //
 // The config reader turns each option string into its enum once, when the config is read;
 // an unknown string is a config error naming its JSON pointer. Past that point nothing
@@ -21,7 +21,9 @@ enum class LossKind { kMse, kMae, kHuber, kCrossEntropy, kGaussianNll };
 enum class OptimizerKind { kAdam, kAdamW, kSgd };
 enum class Monitor { kValLoss, kValMae, kValMse };
 enum class SplitKind { kRandom, kBootstrap };
-enum class ModelKind { kMlp, kCommand };
+enum class ModelKind { kMlp, kCommand, kTorchscript };
+// A TorchScript member's first weights: drawn by the member's initializer, or the file's.
+enum class ScriptInit { kMember, kFile };
 // What a run's members learn: one regression target, or a class among a fixed list.
 enum class TaskKind { kRegression, kClassification };
 
@@ -34,7 +36,8 @@ inline constexpr std::array<std::string_view, 5> kLossNames{"mse", "mae", "huber
 inline constexpr std::array<std::string_view, 3> kOptimizerNames{"adam", "adamw", "sgd"};
 inline constexpr std::array<std::string_view, 3> kMonitorNames{"val_loss", "val_mae", "val_mse"};
 inline constexpr std::array<std::string_view, 2> kSplitNames{"random", "bootstrap"};
-inline constexpr std::array<std::string_view, 2> kModelKindNames{"mlp", "command"};
+inline constexpr std::array<std::string_view, 3> kModelKindNames{"mlp", "command", "torchscript"};
+inline constexpr std::array<std::string_view, 2> kScriptInitNames{"member", "file"};
 inline constexpr std::array<std::string_view, 2> kTaskKindNames{"regression", "classification"};
 
 // NamesOf(E{}): the name table of enum E. The one overload set Name and Parse build on.
@@ -45,6 +48,7 @@ constexpr std::span<const std::string_view> NamesOf(OptimizerKind) { return kOpt
 constexpr std::span<const std::string_view> NamesOf(Monitor) { return kMonitorNames; }
 constexpr std::span<const std::string_view> NamesOf(SplitKind) { return kSplitNames; }
 constexpr std::span<const std::string_view> NamesOf(ModelKind) { return kModelKindNames; }
+constexpr std::span<const std::string_view> NamesOf(ScriptInit) { return kScriptInitNames; }
 constexpr std::span<const std::string_view> NamesOf(TaskKind) { return kTaskKindNames; }
 
 // The name of an option value.

@@ -63,11 +63,13 @@ const char* MessageTypeName(MessageType t) {
 }
 
 json TaskToJson(const TaskSpec& t) {
-  return json{{"task_id", t.task_id}, {"round", t.round},         {"member_index", t.member_index},
+  json j{{"task_id", t.task_id}, {"round", t.round},         {"member_index", t.member_index},
               {"seed", t.seed},       {"generation", t.generation}, {"rows", t.rows},
               {"data_dir", t.data_dir}, {"out_dir", t.out_dir}, {"excluded_file", t.excluded_file},   {"attempt", t.attempt},
               {"threads", t.threads}, {"save_checkpoint", t.save_checkpoint},
               {"publish", t.publish}, {"classes", t.classes}, {"member", MemberToJson(t.member)}};
+  if (!t.warm_from.empty()) j["warm_from"] = t.warm_from;
+  return j;
 }
 
 Status TaskFromJson(const json& j, TaskSpec* out) {
@@ -101,6 +103,9 @@ Status TaskFromJson(const json& j, TaskSpec* out) {
     return Status::InvalidArgument("task: " + err);
   if (classes == 1) return Status::InvalidArgument("task: field 'classes' is 1 (0 for regression, else >= 2)");
   out->classes = static_cast<int>(classes);
+  out->warm_from.clear();
+  if (j.contains("warm_from") && !GetString(j, "warm_from", 4096, &out->warm_from, &err))
+    return Status::InvalidArgument("task: " + err);
   auto it = j.find("member");
   if (it == j.end()) return Status::InvalidArgument("task: field 'member' missing");
   Status s = MemberFromJson(*it, &out->member);

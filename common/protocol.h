@@ -60,6 +60,9 @@ struct TaskSpec {
   // 0: regression (one output); else classification into this many classes (class_list.h).
   // Optional on the wire, default 0.
   int classes = 0;
+  // "" or the train_state.pt of this member's previous round that it starts from (warm_start:
+  // its weights and optimizer state). Optional on the wire, default "".
+  std::string warm_from;
   MemberSpec member;
 };
 

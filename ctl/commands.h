@@ -27,7 +27,8 @@ int Verify(const std::string& state_dir, int round, const std::string& member, i
 // Writes one TorchScript module to `output` whose forward(x) returns (mean, std) over the
 // members of `round` (-1: latest committed), via `ensemble-worker export`.
 int Export(const std::string& state_dir, int round, const std::string& output);
-// Prints every config error as "<JSON pointer>: <message>"; non-zero exit when any.
+// Prints every config error as "<JSON pointer>: <message>" (the TorchScript members' modules
+// are loaded and run once: script_model_check.h); non-zero exit when any.
 int ValidateConfig(const std::string& path);
 // Runs a program (argv[0] a path) and waits; returns its exit code, or -signal.
 // `stdout_path` non-empty: the program's stdout goes to that file.

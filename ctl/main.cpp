@@ -7,10 +7,34 @@
 
 #include "common/atomic_file.h"
 #include "common/config.h"
+#include "common/data_source.h"
 #include "common/exit_codes.h"
 #include "ctl/commands.h"
+#include "orchestrator/script_model_check.h"
 
 namespace ens::ctl {
+
+// Features per row of the config's training data, from the synthetic count or the file's
+// columns (a CSV is opened, an npy pair's headers read; no row is kept).
+StatusOr<int> DataFeatures(const DataSpec& d) {
+  if (d.source == "synthetic") return d.synthetic_features;
+  auto reader = d.source == "csv" ? OpenCsv(d.train_path, d.feature_columns, d.target_column)
+                                  : OpenNpyPair(d.x_path, d.y_path);
+  if (!reader.ok()) return reader.status();
+  return (*reader)->columns().features;
+}
+
+// The TorchScript members' modules, each run once on a zero batch of the data's width (the
+// class count of a classifier is known only at run start, where ensembled checks it again).
+std::vector<ConfigError> CheckModels(const Config& cfg) {
+  bool any = false;
+  for (const auto& m : cfg.members) any = any || m.model.kind == ModelKind::kTorchscript;
+  if (!any) return {};
+  auto features = DataFeatures(cfg.data);
+  if (!features.ok()) return {{"/data", "cannot read the data's columns to check the TorchScript members: " +
+                                            features.status().message()}};
+  return CheckScriptModels(cfg.members, *features, RequiredOutputs(cfg, 0), WorkerBinary());
+}
 
 int ValidateConfig(const std::string& path) {
   auto text = ReadFile(path);
@@ -20,6 +44,7 @@ int ValidateConfig(const std::string& path) {
   }
   Config cfg;
   auto errors = ValidateConfigText(*text, ParentDir(path), &cfg);
+  if (errors.empty()) errors = CheckModels(cfg);
   for (const auto& e : errors) std::cout << path << ": " << (e.pointer.empty() ? "/" : e.pointer) << ": " << e.message << "\n";
   if (!errors.empty()) return exit_code::kPermanentFailure;
   std::cout << path << ": ok (" << cfg.members.size() << " members, " << cfg.rounds.count << " rounds, mutation "

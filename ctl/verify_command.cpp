@@ -75,6 +75,8 @@ StatusOr<TaskSpec> RecordedTask(const RunLayout& layout, int round, const std::s
   t.data_dir = data_dir;
   if (!t.excluded_file.empty())
     t.excluded_file = data_dir + "/" + std::filesystem::path(t.excluded_file).filename().string();
+  if (!t.warm_from.empty() && round > 0)
+    t.warm_from = std::filesystem::absolute(layout.MemberDir(round - 1, name)).string() + "/train_state.pt";
   return t;
 }
 

@@ -51,7 +51,7 @@ std::vector<std::vector<int>> PlanPacks(const std::vector<MemberSpec>& members, 
   std::map<std::string, size_t> group_of;
   std::vector<std::vector<int>> packs;
   for (size_t i = 0; i < members.size(); ++i) {
-    if (members[i].model.kind == ModelKind::kCommand) {  // a program of its own: never fused
+    if (members[i].model.kind != ModelKind::kMlp) {  // a program or module of its own: never fused
       packs.push_back({static_cast<int>(i)});
       continue;
     }

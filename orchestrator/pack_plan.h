@@ -6,7 +6,8 @@
 // l2, huber_delta, dropout rates, epochs, early stopping — is per member inside a pack.
 // A member's bits do not depend on its pack (worker/trainer.h), so the plan is free to
 // depend on the worker count: "auto" spreads each group over the workers. A command member
-// (model kind "command") is a program of its own and always a pack of one.
+// (model kind "command") is a program of its own, a TorchScript member a module of its own:
+// each is always a pack of one.
 // Pure functions. Thread-safe.
 #pragma once
 

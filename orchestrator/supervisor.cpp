@@ -25,6 +25,7 @@
 #include "orchestrator/config_change.h"
 #include "orchestrator/legacy_queues.h"
 #include "orchestrator/nvml.h"
+#include "orchestrator/script_model_check.h"
 #include "orchestrator/slurm_executor.h"
 #include "orchestrator/transport.h"
 #include "orchestrator/ensemble_summary.h"
@@ -68,10 +69,27 @@ Status Supervisor::Prepare() {
   if (journal_->torn_lines_dropped() > 0)
     spdlog::warn("{}: dropped a torn last line left by a crash", layout_.JournalFile());
   progress_ = ReplayJournal(journal_->records());
-  if (!progress_.started) return PublishFreshData();
-  s = CheckConfigOnResume();
+  if (!progress_.started) {
+    s = PublishFreshData();
+  } else {
+    s = CheckConfigOnResume();
+    if (s.ok()) s = ReopenData(progress_);
+  }
   if (!s.ok()) return s;
-  return ReopenData(progress_);
+  return CheckScriptMembers();
+}
+
+// The TorchScript members' modules against the data's width and the run's outputs, before any
+// task: a wrong file is one clear error at its config pointer, not a failure per member and
+// attempt. Local workers only: a Slurm node reports the same error from its worker.
+Status Supervisor::CheckScriptMembers() const {
+  if (cfg_.resources.executor != "local") return Status::Ok();
+  auto errors = CheckScriptModels(cfg_.members, static_cast<int>(train_->header().features),
+                                  RequiredOutputs(cfg_, classes_.size()), opts_.worker_binary);
+  if (errors.empty()) return Status::Ok();
+  std::string msg;
+  for (const auto& e : errors) msg += (msg.empty() ? "" : "\n") + opts_.config_path + ": " + e.pointer + ": " + e.message;
+  return Status::InvalidArgument(msg);
 }
 
 Status Supervisor::CheckConfigOnResume() {
@@ -257,6 +275,12 @@ TaskSpec Supervisor::MakeTask(int round, int index, int attempt) const {
   t.classes = classes_.size();
   t.save_checkpoint = cfg_.save_checkpoints;
   t.member = m;
+  // A warm start reads the member's state of the round before, which committed before this
+  // round began: whether it is there is settled, and recorded in the task (verify, resume).
+  if (m.warm_start && round > 0) {
+    const std::string state = std::filesystem::absolute(layout_.MemberDir(round - 1, m.name)).string() + "/train_state.pt";
+    if (std::filesystem::exists(state)) t.warm_from = state;
+  }
   return t;
 }
 

@@ -65,6 +65,7 @@ class Supervisor {
   Status PublishFreshData();
   // Compares the config with state_dir/config.json on resume (config_change.h).
   Status CheckConfigOnResume();
+  Status CheckScriptMembers() const;
   // data/holdout_x.npy and data/pool_x.npy (run_layout.h), when missing.
   Status PublishFeatureFiles() const;
   Status ReopenData(const RunProgress& p);

@@ -777,6 +777,66 @@ TEST_CASE("gaussian_nll: every member or none, regression only, scored by episte
   RequireOnlyError(epistemic, "/mutation/score", "gaussian_nll");
 }
 
+TEST_CASE("torchscript members: a path resolved against the config, init, no layers of their own", "[config][script]") {
+  json doc = Minimal();
+  doc["members"] = {{"defaults", {{"layers", {{{"units", 4}}}}}},
+                    {"list", {{{"model", {{"kind", "torchscript"}, {"path", "nets/model.pt"}, {"init", "file"}}}},
+                              {{"name", "plain"}}}}};
+  Config c = MustParse(doc);
+  CHECK(c.members[0].model.kind == ModelKind::kTorchscript);
+  CHECK(c.members[0].model.path == "/cfg/dir/nets/model.pt");
+  CHECK(c.members[0].model.path_at == "/members/list/0/model/path");
+  CHECK(c.members[0].model.init == ScriptInit::kFile);
+  CHECK(c.members[0].layers.empty());  // the defaults' layers are the MLP members'
+  CHECK(c.members[1].layers.size() == 1);
+  // Written back and read again, it is the same member (the worker reads it so).
+  MemberSpec back;
+  REQUIRE(MemberFromJson(MemberToJson(c.members[0]), &back).ok());
+  CHECK(back.model.path == c.members[0].model.path);
+  CHECK(back.model.init == ScriptInit::kFile);
+  CHECK(ConfigToJson(c)["members"]["list"][0]["model"]["path"] == "/cfg/dir/nets/model.pt");
+
+  json no_path = Minimal();
+  no_path["members"]["defaults"]["model"] = {{"kind", "torchscript"}};
+  no_path["members"]["defaults"].erase("layers");
+  RequireOnlyError(no_path, "/members/defaults/model/path", "is required");
+  json own_layers = Minimal();
+  own_layers["members"]["defaults"]["model"] = {{"kind", "torchscript"}, {"path", "m.pt"}};
+  RequireOnlyError(own_layers, "/members/defaults/layers", "does not apply");
+  json mlp_path = Minimal();
+  mlp_path["members"]["defaults"]["model"] = {{"path", "m.pt"}};
+  RequireOnlyError(mlp_path, "/members/defaults/model/path", "torchscript");
+  json bad_init = Minimal();
+  bad_init["members"]["defaults"]["model"] = {{"kind", "torchscript"}, {"path", "m.pt"}, {"init", "random"}};
+  bad_init["members"]["defaults"].erase("layers");
+  RequireOnlyError(bad_init, "/members/defaults/model/init", "member");
+}
+
+TEST_CASE("warm_start: its epoch budget defaults to epochs, written back only when on, not for command members",
+          "[config][warm]") {
+  json doc = Minimal();
+  doc["members"]["defaults"]["epochs"] = 30;
+  doc["members"]["defaults"]["warm_start"] = true;
+  Config c = MustParse(doc);
+  CHECK(c.members[0].warm_start);
+  CHECK(c.members[0].warm_start_epochs == 30);
+  json j = MemberToJson(c.members[0]);
+  CHECK(j["warm_start"] == true);
+  CHECK(j["warm_start_epochs"] == 30);
+  MemberSpec back;
+  REQUIRE(MemberFromJson(j, &back).ok());
+  CHECK(back.warm_start_epochs == 30);
+  // Off (the default), the member's JSON is what earlier versions wrote.
+  CHECK_FALSE(MemberToJson(MustParse(Minimal()).members[0]).contains("warm_start"));
+
+  json budget = Minimal();
+  budget["members"]["defaults"]["warm_start_epochs"] = 0;
+  RequireOnlyError(budget, "/members/defaults/warm_start_epochs", ">= 1");
+  json command = Minimal();
+  command["members"]["defaults"] = {{"warm_start", true}, {"model", {{"kind", "command"}, {"argv", {"train"}}}}};
+  RequireOnlyError(command, "/members/defaults/warm_start", "command member");
+}
+
 TEST_CASE("a number too large for a double is a config error, not a crash", "[config]") {
   Config cfg;
   std::vector<ConfigError> errors = ValidateConfigText(" " + std::string(400, '9'), "/tmp", &cfg);

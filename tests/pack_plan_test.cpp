@@ -126,5 +126,19 @@ TEST_CASE("command members are never fused - each is a pack of one in index orde
   CHECK(PlanPacks(ms, 4).size() == 3);
 }
 
+TEST_CASE("TorchScript members are never fused - each is a pack of one", "[pack]") {
+  std::vector<MemberSpec> ms = {Member(8), Member(8), Member(8)};
+  for (int i : {0, 2}) {
+    ms[i].model.kind = ModelKind::kTorchscript;
+    ms[i].model.path = "/m.pt";  // the same module: still apart
+    ms[i].layers.clear();
+  }
+  auto packs = PlanPacks(ms, 0);
+  REQUIRE(packs.size() == 3);
+  CHECK(packs[0] == std::vector<int>{0});
+  CHECK(packs[1] == std::vector<int>{1});
+  CHECK(packs[2] == std::vector<int>{2});
+}
+
 }  // namespace
 }  // namespace ens

@@ -1,54 +1,12 @@
 // The one training loop in-process: a member's bits do not depend on its pack (size, mates,
 // position, their hyperparameters), per-member early stopping and epochs, and libtorch
 // errors that become task failures instead of aborts.
-#include "worker/trainer.h"
-
-// libtorch's logging defines a CHECK macro; Catch's must win, so torch comes first.
-#include "worker/checkpoint.h"
-#undef CHECK
-#include <catch2/catch.hpp>
-
-#include <algorithm>
-#include <cmath>
-#include <cstdlib>
-#include <map>
-#include <string>
-
-#include <stdlib.h>
-
-#include "common/seed.h"
+#include "support/trainer_fixture.h"
 
 namespace ens {
 namespace {
 
-constexpr int kFeatures = 9;
-
-// A fixed regression table (rows of kFeatures features, then the target).
-std::vector<float> Table(int rows, uint64_t seed) {
-  SeededRng rng(seed);
-  std::vector<float> t;
-  for (int r = 0; r < rows; ++r) {
-    double y = 0;
-    for (int f = 0; f < kFeatures; ++f) {
-      float x = static_cast<float>(rng.Normal());
-      t.push_back(x);
-      y += std::sin(x * (f + 1)) * (f % 3 == 0 ? 2.0 : 0.5);
-    }
-    t.push_back(static_cast<float>(y + 0.1 * rng.Normal()));
-  }
-  return t;
-}
-
-// The same table's features with a class per row: the largest of three linear scores of the
-// features (about a third each), a class index for classifiers.
-std::vector<float> Classes(std::vector<float> t) {
-  for (size_t i = 0; i < t.size(); i += kFeatures + 1) {
-    const float* x = &t[i];
-    const float score[3] = {x[0] + x[1], x[2] - x[0], x[3] + 0.5f * x[4] - x[1]};
-    t[i + kFeatures] = static_cast<float>(std::max_element(score, score + 3) - score);
-  }
-  return t;
-}
+using namespace ens::testing;
 
 // A classifier: 9 -> 12 tanh -> 3 logits, cross-entropy with label smoothing that differs
 // per member, dropout on some.
@@ -94,103 +52,29 @@ MemberSpec Mixed(int index) {
   return m;
 }
 
-// A scratch directory. Not tests/support/temp_dir.h: it uses std::filesystem, and libtorch.so
-// exports its own (ABI-incompatible) std::filesystem symbols that win at link time here.
-class ScratchDir {
- public:
-  ScratchDir() {
-    char tmpl[] = "/tmp/ens-trainer-test-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path_ = tmpl;
-  }
-  ~ScratchDir() { (void)std::system(("rm -rf '" + path_ + "'").c_str()); }
-  const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-struct Fixture {
-  explicit Fixture(int train_rows = 800) : train(Table(train_rows, 1)) {}
-  ScratchDir dir;
-  std::vector<float> train, holdout = Table(200, 2), pool = Table(100, 3);
-  std::map<int, TaskSpec> tasks;
-  int classes = 0;  // 3 after Classify()
-
-  void Classify() {
-    for (auto* t : {&train, &holdout, &pool}) *t = Classes(*t);
-    classes = 3;
-  }
-
-  TaskSpec& Task(const MemberSpec& spec, int index) {
-    TaskSpec& t = tasks[index];
-    t.task_id = "r0-" + spec.name;
-    t.member_index = index;
-    t.seed = MemberSeed(7, index, 0);
-    t.rows = train.size() / (kFeatures + 1);
-    t.data_dir = dir.path();
-    t.classes = classes;
-    t.member = spec;
-    return t;
-  }
-
-  // The member's inputs; its split from its own seed, as the task runner makes it.
-  TrainInputs Inputs(const TaskSpec& t, const std::string& tag) {
-    TrainInputs in;
-    in.task = &t;
-    in.rows = train.data();
-    in.features = kFeatures;
-    auto split = MemberRows::Make(t);
-    REQUIRE(split.ok());
-    in.split = std::move(*split);
-    in.holdout = holdout.data();
-    in.holdout_rows = 200;
-    in.pool = pool.data();
-    in.pool_rows = 100;
-    in.checkpoint_path = dir.File(tag + "-" + t.member.name + ".pt");
-    return in;
-  }
-
-  // Trains members `indices` (spec from make) as one pack; outputs by member index.
-  std::map<int, TrainOutputs> Train(const std::vector<int>& indices, MemberSpec (*make)(int), const std::string& tag) {
-    std::vector<TrainInputs> in;
-    for (int i : indices) in.push_back(Inputs(Task(make(i), i), tag));
-    std::vector<TrainOutputs> out;
-    TrainPack(in, &out);
-    REQUIRE(out.size() == indices.size());
-    std::map<int, TrainOutputs> by_index;
-    for (size_t k = 0; k < indices.size(); ++k) by_index[indices[k]] = out[k];
-    return by_index;
-  }
-};
-
-// History without its timings.
-std::vector<nlohmann::json> Untimed(std::vector<nlohmann::json> h) {
-  for (auto& e : h) e.erase("seconds");
-  return h;
+// Wider layers than seed-000's: a batched matrix product (bmm) gave these packed members other
+// last bits than lone ones; per-member products on aligned slices do not.
+MemberSpec Wide(int index) {
+  MemberSpec m = Seed000(index);
+  m.layers = index % 2 == 0 ? std::vector<LayerSpec>{{16, Activation::kTanh, 0.0}}
+                            : std::vector<LayerSpec>{{32, Activation::kRelu, 0.0}, {32, Activation::kRelu, 0.1}};
+  m.optimizer = index % 4 < 2 ? OptimizerKind::kAdam : OptimizerKind::kSgd;
+  m.momentum = 0.5;
+  return m;
 }
 
-void RequireSameBits(Fixture& f, const TrainOutputs& a, const TrainOutputs& b, const std::string& ca,
-                     const std::string& cb) {
-  REQUIRE(a.status.ok());
-  REQUIRE(b.status.ok());
-  CHECK(a.holdout_pred == b.holdout_pred);  // float ==: NaN would fail, -0 vs 0 is caught below
-  CHECK(std::memcmp(a.holdout_pred.data(), b.holdout_pred.data(), a.holdout_pred.size() * 4) == 0);
-  CHECK(std::memcmp(a.pool_pred.data(), b.pool_pred.data(), a.pool_pred.size() * 4) == 0);
-  CHECK(Untimed(a.history) == Untimed(b.history));
-  CHECK(a.metrics["epochs_run"] == b.metrics["epochs_run"]);
-  CHECK(a.metrics["stop_step"] == b.metrics["stop_step"]);
-  auto ma = LoadMember(f.dir.File(ca)), mb = LoadMember(f.dir.File(cb));
-  REQUIRE(ma.ok());
-  REQUIRE(mb.ok());
-  NamedTensors ta = MemberBuffers(*ma), tb = MemberBuffers(*mb);
-  REQUIRE(ta.size() == tb.size());
-  for (size_t i = 0; i < ta.size(); ++i) {
-    INFO(ta[i].first);
-    CHECK(ta[i].first == tb[i].first);
-    CHECK(ta[i].second.sizes() == tb[i].second.sizes());
-    CHECK(std::memcmp(ta[i].second.data_ptr(), tb[i].second.data_ptr(), ta[i].second.nbytes()) == 0);
+TEST_CASE("members with 16 and 32 hidden units have the same bits alone and in packs of 2 and 5", "[trainer][pack]") {
+  Fixture f;
+  // Same architecture and optimizer per pack (PackKey): indices 0, 4, 8, 12, 16 / 2, 6 / 1, 5.
+  for (const std::vector<int>& pack : {std::vector<int>{0, 4, 8, 12, 16}, std::vector<int>{2, 6},
+                                       std::vector<int>{1, 5}}) {
+    auto packed = f.Train(pack, Wide, "p");
+    for (int i : {pack.front(), pack.back()}) {
+      auto alone = f.Train({i}, Wide, "a");
+      INFO("member " << i << " in a pack of " << pack.size());
+      const std::string name = "m" + std::to_string(1000 + i).substr(1) + ".pt";
+      RequireSameBits(f, alone[i], packed[i], "a-" + name, "p-" + name);
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common/atomic_file.h"
+#include "worker/script_model.h"
 
 namespace ens {
 namespace {
@@ -30,14 +31,16 @@ StatusOr<torch::jit::Module> BuildMemberModule(const MemberParts& parts) {
   try {
     // The class is named after the architecture (its forward source): members of one pack
     // share it, and an export's serializer tells different architectures apart.
+    UsePlainTorchScriptExecutor();
     const std::string source = ForwardSource(parts);
-    const auto arch = std::hash<std::string>{}(source);
+    const auto arch = std::hash<std::string>{}(source + (parts.net ? parts.net->type()->repr_str() : ""));
     torch::jit::Module m(c10::QualifiedName("ensembled.Member_" + std::to_string(arch)),
                          std::make_shared<torch::jit::CompilationUnit>());
     m.register_attribute("spec", c10::StringType::get(), MemberToJson(parts.spec).dump());
     for (const auto& [name, t] : parts.tensors) m.register_buffer(name, t.detach().to(torch::kCPU).contiguous());
     const torch::Tensor norm[] = {parts.x_mean, parts.x_std, parts.y_mean, parts.y_std};
     for (int i = 0; i < 4; ++i) m.register_buffer(kNormNames[i], norm[i].detach().to(torch::kCPU).contiguous());
+    if (parts.net) m.register_module("net", *parts.net);
     m.define(source);
     m.eval();
     return m;
@@ -47,6 +50,7 @@ StatusOr<torch::jit::Module> BuildMemberModule(const MemberParts& parts) {
 }
 
 StatusOr<torch::jit::Module> MemberModuleBuilder::Build(const MemberParts& parts) {
+  if (parts.net) return BuildMemberModule(parts);  // a module of its own: nothing to share
   if (!prototype_ || prototype_source_ != ForwardSource(parts)) {
     auto built = BuildMemberModule(parts);
     if (built.ok()) {
@@ -80,6 +84,7 @@ Status SaveModule(const torch::jit::Module& module, const std::string& path, boo
 }
 
 StatusOr<torch::jit::Module> LoadMember(const std::string& path) {
+  UsePlainTorchScriptExecutor();
   try {
     torch::jit::Module m = torch::jit::load(path, torch::kCPU);
     if (!m.hasattr("spec") || !m.attr("spec").isString() || !m.hasattr("x_mean"))
@@ -94,6 +99,10 @@ StatusOr<torch::jit::Module> LoadMember(const std::string& path) {
 NamedTensors MemberBuffers(const torch::jit::Module& member) {
   NamedTensors out;
   for (const auto& b : member.named_buffers(/*recurse=*/false)) out.emplace_back(b.name, b.value);
+  for (const auto& c : member.named_children()) {
+    for (const auto& p : c.value.named_parameters(/*recurse=*/true)) out.emplace_back(c.name + "." + p.name, p.value);
+    for (const auto& b : c.value.named_buffers(/*recurse=*/true)) out.emplace_back(c.name + "." + b.name, b.value);
+  }
   return out;
 }
 
@@ -110,6 +119,45 @@ std::vector<float> PredictRows(torch::jit::Module& member, const torch::Tensor& 
     out.insert(out.end(), p.data_ptr<float>(), p.data_ptr<float>() + p.numel());
   }
   return out;
+}
+
+std::string TrainStateBytes(const TrainState& state) {
+  c10::Dict<std::string, at::Tensor> d;
+  d.insert("step", torch::tensor(state.step, torch::kLong));
+  auto put = [&](const char* prefix, const std::vector<torch::Tensor>& ts) {
+    for (size_t i = 0; i < ts.size(); ++i)
+      d.insert(prefix + std::to_string(i), ts[i].detach().to(torch::kCPU).contiguous());
+  };
+  put("param.", state.params);
+  put("m.", state.m);
+  put("v.", state.v);
+  std::vector<char> bytes = torch::pickle_save(c10::IValue(d));
+  return std::string(bytes.begin(), bytes.end());
+}
+
+StatusOr<TrainState> LoadTrainState(const std::string& path) {
+  auto bytes = ReadFile(path);
+  if (!bytes.ok()) return bytes.status().code() == Status::Code::kNotFound ? bytes.status()
+                                                                           : Status::Corruption(bytes.status().message());
+  try {
+    c10::IValue v = torch::pickle_load(std::vector<char>(bytes->begin(), bytes->end()));
+    if (!v.isGenericDict()) return Status::Corruption(path + ": not a train state (no dict)");
+    auto d = c10::impl::toTypedDict<std::string, at::Tensor>(v.toGenericDict());
+    if (!d.contains("step")) return Status::Corruption(path + ": not a train state (no step)");
+    TrainState s;
+    s.step = d.at("step").item<int64_t>();
+    auto take = [&](const std::string& prefix, std::vector<torch::Tensor>* out) {
+      for (size_t i = 0; d.contains(prefix + std::to_string(i)); ++i) out->push_back(d.at(prefix + std::to_string(i)));
+    };
+    take("param.", &s.params);
+    take("m.", &s.m);
+    take("v.", &s.v);
+    if (s.step < 0 || s.params.empty()) return Status::Corruption(path + ": not a train state (no parameters)");
+    return s;
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    return Status::Corruption(path + ": not a train state: " + what.substr(0, what.find('\n')));
+  }
 }
 
 StatusOr<torch::jit::Module> BuildEnsembleModule(const std::vector<std::string>& checkpoints) {

@@ -4,6 +4,7 @@
 //   attribute "spec"   str: the MemberSpec JSON
 //   buffers            the model's named tensors (MLP: layer<i>_weight [out, in], layer<i>_bias [out])
 //                      then x_mean, x_std [features], y_mean, y_std [1] (float32)
+//   submodule "net"    a TorchScript member's own module, with its trained parameters
 //   forward(x)         raw feature rows [n, features] -> predictions [n] in target units
 //                      (regression), rows of [mean, variance] [n, 2] in target units (a
 //                      gaussian_nll head), or class probabilities [n, classes] (classification)
@@ -36,6 +37,7 @@ struct MemberParts {
   int classes = 0;                        // 0: regression; else the softmax head's width
   NamedTensors tensors;                   // Model::MemberTensors
   std::string forward_source;             // Model::MemberForwardSource
+  std::optional<torch::jit::Module> net;  // Model::MemberNet: submodule "net" (a TorchScript member)
   torch::Tensor x_mean, x_std, y_mean, y_std;
 };
 
@@ -59,12 +61,27 @@ class MemberModuleBuilder {
 Status SaveModule(const torch::jit::Module& module, const std::string& path, bool durable = true);
 // Loads a member checkpoint; a file that is not one is Corruption naming the path.
 StatusOr<torch::jit::Module> LoadMember(const std::string& path);
-// Every buffer of a member module, in checkpoint order (verify compares them bit for bit).
+// Every buffer of a member module, in checkpoint order, then the parameters and buffers of its
+// "net" (verify compares them bit for bit).
 NamedTensors MemberBuffers(const torch::jit::Module& member);
 int64_t MemberFeatures(const torch::jit::Module& member);
 // Predictions for rows [n, features] (any strides), chunked by kPredictChunkRows: n values,
 // or n x classes probabilities (row-major) for a classifier.
 std::vector<float> PredictRows(torch::jit::Module& member, const torch::Tensor& x);
+
+// train_state.pt: what a warm_start member leaves for its next round (torch pickle of a
+// dict): "step" (int64: optimizer steps taken), "param.<i>" (the member's parameters as its
+// checkpoint holds them, in Model::Parameters() order, each its slice [...]), "m.<i>" and
+// "v.<i>" (its optimizer moments at its last step; no v for SGD).
+struct TrainState {
+  int64_t step = 0;
+  std::vector<torch::Tensor> params, m, v;
+};
+// The file's bytes (CPU tensors).
+std::string TrainStateBytes(const TrainState& state);
+// A file that is not a train state (or is missing) is an error naming the path: Corruption,
+// or NotFound when there is no file.
+StatusOr<TrainState> LoadTrainState(const std::string& path);
 
 // One module over the given member checkpoints; forward(x) -> (mean, std).
 StatusOr<torch::jit::Module> BuildEnsembleModule(const std::vector<std::string>& checkpoints);

@@ -297,7 +297,23 @@ int main(int argc, char** argv) {
   auto* exp = app.add_subcommand("export", "write one TorchScript module of the members: forward(x) -> (mean, std)");
   exp->add_option("--output", output, "the module file to write")->required();
   exp->add_option("checkpoints", checkpoints, "member checkpoint files")->required();
+  std::string model_path;
+  int outputs = 0;
+  auto* check = app.add_subcommand("check-model", "load a TorchScript member's module and run it on a zero batch");
+  check->add_option("--path", model_path, "the saved module")->required();
+  check->add_option("--features", features, "features per row")->required()->check(CLI::PositiveNumber);
+  check->add_option("--outputs", outputs, "the output width it must have (0: any)")->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
+
+  if (*check) {  // on the CPU: a shape check needs no GPU
+    auto width = ens::CheckUserModel(model_path, features, outputs);
+    if (!width.ok()) {  // on stdout: the caller quotes it at the config's pointer
+      std::cout << width.status().message() << "\n";
+      return ens::exit_code::kPermanentFailure;
+    }
+    std::cout << "ok " << *width << "\n";
+    return ens::exit_code::kOk;
+  }
 
   // Before any libtorch call: the CUDA backend registers itself while it loads.
   const ens::CudaSupportResult cuda = ens::LoadCudaSupport();

@@ -11,15 +11,58 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// y = x W^T + b per member, with outputs (and input gradients) in AlignedSlices so that
-// member k's bits do not depend on K. x [K,B,I], w [K,O,I], b [K,1,O] -> [K,B,O].
+// The BLAS's single-precision GEMM (Fortran ABI), as libtorch_cpu exports it (MKL in the
+// torch wheel): the kernel at::mm itself ends in. Called per member on raw pointers, so a pack
+// pays no per-member dispatch.
+extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+                       const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
+                       const float* beta, float* c, const int* ldc);
+
+// Row-major C [m, n] = beta * C + A' B', A' = A [m, k] (or A^T of A [k, m] when ta), B' = B [k, n]
+// (or B^T of B [n, k] when tb); every matrix contiguous. Column-major BLAS computes C^T = B'^T A'^T.
+void RowMajorGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float beta,
+                  float* c) {
+  const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
+  const int lda = static_cast<int>(ta ? m : k), ldb = static_cast<int>(tb ? k : n), ldc = ni;
+  const float one = 1.0f;
+  sgemm_(tb ? "T" : "N", ta ? "T" : "N", &ni, &mi, &ki, &one, b, &ldb, a, &lda, &beta, c, &ldc);
+}
+
+// `t` [K, r, c] with contiguous member slices that start on 64-byte boundaries (AlignedSlices):
+// `t` itself when it already is, else a copy.
+torch::Tensor AlignedCopy(const torch::Tensor& t) {
+  const int64_t slice = t.size(1) * t.size(2);
+  const bool aligned = t.is_contiguous() && (slice % 16 == 0 || t.size(0) == 1) &&
+                       reinterpret_cast<uintptr_t>(t.data_ptr()) % 64 == 0;
+  if (aligned) return t;
+  torch::Tensor a = AlignedSlices(t.size(0), t.size(1), t.size(2), t.options());
+  a.copy_(t);
+  return a;
+}
+
+// Member k's slice of an AlignedSlices-like tensor [K, r, c] (contiguous slices, stride(0) apart).
+const float* Slice(const torch::Tensor& t, int64_t k) { return t.data_ptr<float>() + k * t.stride(0); }
+float* MutableSlice(torch::Tensor& t, int64_t k) { return t.data_ptr<float>() + k * t.stride(0); }
+
+// y = x W^T + b per member: x [K,B,I], w [K,O,I], b [K,1,O] -> [K,B,O].
+// On the CPU each member's products are GEMMs of its own over 64-byte-aligned slices, the calls
+// a lone member makes, writing into AlignedSlices: the BLAS picks its kernel by shape and
+// alignment, so member k's bits do not depend on K. A batched product (bmm) does not promise
+// that: with 16 or 32 hidden units it gave packed members other last bits than lone ones.
+// On CUDA one batched product per operand (ARCHITECTURE.md: what holds there).
 struct PackLinear : torch::autograd::Function<PackLinear> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w,
                                const torch::Tensor& b) {
     ctx->save_for_backward({x, w});
-    torch::Tensor out = AlignedSlices(x.size(0), x.size(1), w.size(1), x.options());
-    out.copy_(b.expand({x.size(0), x.size(1), w.size(1)}));
-    out.baddbmm_(x, w.transpose(1, 2));
+    const int64_t K = x.size(0), B = x.size(1), I = x.size(2), O = w.size(1);
+    torch::Tensor out = AlignedSlices(K, B, O, x.options());
+    out.copy_(b.expand({K, B, O}));
+    if (x.is_cuda()) {
+      out.baddbmm_(x, w.transpose(1, 2));
+      return out;
+    }
+    const torch::Tensor xa = AlignedCopy(x), wa = AlignedCopy(w);
+    for (int64_t k = 0; k < K; ++k) RowMajorGemm(false, true, B, O, I, Slice(xa, k), Slice(wa, k), 1.0f, MutableSlice(out, k));
     return out;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -27,10 +70,19 @@ struct PackLinear : torch::autograd::Function<PackLinear> {
     const torch::Tensor& x = saved[0];
     const torch::Tensor& w = saved[1];
     const torch::Tensor& g = grads[0];
-    torch::Tensor gx = AlignedSlices(x.size(0), x.size(1), x.size(2), g.options());
-    at::bmm_out(gx, g, w);
-    torch::Tensor gw = AlignedSlices(w.size(0), w.size(1), w.size(2), g.options());
-    at::bmm_out(gw, g.transpose(1, 2), x);
+    const int64_t K = x.size(0), B = x.size(1), I = x.size(2), O = w.size(1);
+    torch::Tensor gx = AlignedSlices(K, B, I, g.options());
+    torch::Tensor gw = AlignedSlices(K, O, I, g.options());
+    if (g.is_cuda()) {
+      at::bmm_out(gx, g, w);
+      at::bmm_out(gw, g.transpose(1, 2), x);
+    } else {
+      const torch::Tensor ga = AlignedCopy(g), xa = AlignedCopy(x), wa = AlignedCopy(w);
+      for (int64_t k = 0; k < K; ++k) {
+        RowMajorGemm(false, false, B, I, O, Slice(ga, k), Slice(wa, k), 0.0f, MutableSlice(gx, k));
+        RowMajorGemm(true, false, O, I, B, Slice(ga, k), Slice(xa, k), 0.0f, MutableSlice(gw, k));
+      }
+    }
     return {gx, gw, g.sum(1, /*keepdim=*/true)};
   }
 };
@@ -61,17 +113,7 @@ std::string ActivateSource(Activation act) {
 }
 
 torch::Tensor InitKernel(Initializer init, int64_t in, int64_t out, at::Generator& gen) {
-  auto opts = torch::TensorOptions().dtype(torch::kFloat32);
-  switch (init) {
-    case Initializer::kLecunNormal:
-      return at::randn({out, in}, gen, opts) * static_cast<float>(std::sqrt(1.0 / in));
-    case Initializer::kHeUniform:
-    case Initializer::kGlorotUniform: {
-      double limit = init == Initializer::kHeUniform ? std::sqrt(6.0 / in) : std::sqrt(6.0 / (in + out));
-      return at::rand({out, in}, gen, opts) * static_cast<float>(2 * limit) - static_cast<float>(limit);
-    }
-  }
-  return {};
+  return InitWeight(init, {out, in}, gen);
 }
 
 // A generator of the device's kind, seeded: one per member for its dropout masks.
@@ -182,6 +224,23 @@ class PackedMlp : public Model {
 };
 
 }  // namespace
+
+torch::Tensor InitWeight(Initializer init, at::IntArrayRef shape, at::Generator& gen) {
+  auto opts = torch::TensorOptions().dtype(torch::kFloat32);
+  int64_t receptive = 1;
+  for (size_t d = 2; d < shape.size(); ++d) receptive *= shape[d];
+  const double in = static_cast<double>(shape[1] * receptive), out = static_cast<double>(shape[0] * receptive);
+  switch (init) {
+    case Initializer::kLecunNormal:
+      return at::randn(shape, gen, opts) * static_cast<float>(std::sqrt(1.0 / in));
+    case Initializer::kHeUniform:
+    case Initializer::kGlorotUniform: {
+      double limit = init == Initializer::kHeUniform ? std::sqrt(6.0 / in) : std::sqrt(6.0 / (in + out));
+      return at::rand(shape, gen, opts) * static_cast<float>(2 * limit) - static_cast<float>(limit);
+    }
+  }
+  return {};
+}
 
 torch::Tensor AlignedSlices(int64_t k, int64_t rows, int64_t cols, const torch::TensorOptions& opts) {
   constexpr int64_t kAlignFloats = 16;  // 64 bytes of float32; allocations are 64-byte aligned

@@ -6,15 +6,19 @@
 // K is 1 or 512 (on the CPU; ARCHITECTURE.md says what holds on CUDA). Unpacked training is a
 // pack of one.
 //
-// A model kind also knows how one member stands alone: its named tensors and the TorchScript
-// source of its forward, which checkpoint.h turns into a callable checkpoint.
+// A model kind also knows how one member stands alone: its named tensors (or a module of its
+// own) and the TorchScript source of its forward, which checkpoint.h turns into a callable
+// checkpoint. The kinds: the packed MLP (below) and the user's TorchScript module
+// (script_model.h, always a pack of one).
 // Includes libtorch: include only from worker/*.cpp files that already pay for it.
 // Not thread-safe.
 #pragma once
 
+#include <torch/script.h>
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +48,12 @@ class Model {
   // (outputs, [n, outputs]), reading the MemberTensors() names as attributes of self.
   // Every member of a pack has the same architecture, so one source serves them all.
   virtual std::string MemberForwardSource() const = 0;
+  // A module of the member's own that the forward source calls as self.net (with `slices` as
+  // its parameters, on the CPU), or none when MemberTensors() hold everything.
+  virtual std::optional<torch::jit::Module> MemberNet(const std::vector<torch::Tensor>& slices) const {
+    (void)slices;
+    return std::nullopt;
+  }
 };
 
 // Per-member construction data of a pack.
@@ -59,6 +69,11 @@ struct ModelMember {
 // (PackKey equal); dropout rates may differ per member.
 std::unique_ptr<Model> BuildMlp(const std::vector<ModelMember>& members, int features, int outputs,
                                 torch::Device device);
+
+// A kernel of `shape` [out, in, ...] drawn by `init` from `gen`, float32 on the CPU. The fans
+// count the receptive field as torch does for convolutions: fan_in = in * prod(shape[2:]),
+// fan_out = out * prod(shape[2:]). REQUIRES: shape has >= 2 dimensions.
+torch::Tensor InitWeight(Initializer init, at::IntArrayRef shape, at::Generator& gen);
 
 // A tensor [K, rows, cols] whose member slices each start on a 64-byte boundary. Batched
 // matrix products on the CPU pick their kernel by the output's alignment: with every slice

@@ -15,8 +15,10 @@ torch::Tensor PerMember(const std::vector<const MemberSpec*>& specs, double Memb
   return torch::tensor(v).view({-1, 1, 1}).to(device);
 }
 
-PackOptimizer::PackOptimizer(const std::vector<const MemberSpec*>& specs, std::vector<torch::Tensor> params)
-    : kind_(specs[0]->optimizer), params_(std::move(params)) {
+PackOptimizer::PackOptimizer(const std::vector<const MemberSpec*>& specs, std::vector<torch::Tensor> params,
+                             std::vector<int64_t> step_offsets)
+    : kind_(specs[0]->optimizer), params_(std::move(params)), offsets_(std::move(step_offsets)) {
+  if (offsets_.empty()) offsets_.assign(specs.size(), 0);
   const torch::Device device = params_[0].device();
   lr_ = PerMember(specs, &MemberSpec::lr, device);
   weight_decay_ = PerMember(specs, &MemberSpec::weight_decay, device);
@@ -34,10 +36,19 @@ void PackOptimizer::ZeroGrad() {
 void PackOptimizer::Step() {
   torch::NoGradGuard no_grad;
   ++step_;
-  const double bc1 = 1.0 - std::pow(kBeta1, static_cast<double>(step_));
-  const double bc2_sqrt = std::sqrt(1.0 - std::pow(kBeta2, static_cast<double>(step_)));
-  torch::Tensor step_size;  // Adam: lr / bc1, per member
-  if (kind_ != OptimizerKind::kSgd) step_size = lr_ / bc1;
+  // Adam's bias corrections per member (its own step count), in double as torch computes
+  // them, then float: the same bits a scalar correction gives every member of a pack.
+  torch::Tensor step_size, bc2_sqrt;  // Adam: lr / bc1 and sqrt(bc2), [K, 1, 1]
+  if (kind_ != OptimizerKind::kSgd) {
+    std::vector<float> bc1(offsets_.size()), bc2(offsets_.size());
+    for (size_t k = 0; k < offsets_.size(); ++k) {
+      const double t = static_cast<double>(offsets_[k] + step_);
+      bc1[k] = static_cast<float>(1.0 - std::pow(kBeta1, t));
+      bc2[k] = static_cast<float>(std::sqrt(1.0 - std::pow(kBeta2, t)));
+    }
+    step_size = lr_ / torch::tensor(bc1).view({-1, 1, 1}).to(lr_.device());
+    bc2_sqrt = torch::tensor(bc2).view({-1, 1, 1}).to(lr_.device());
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
     torch::Tensor& p = params_[i];
     const torch::Tensor& g = p.grad();
@@ -54,6 +65,19 @@ void PackOptimizer::Step() {
     torch::Tensor denom = (v_[i].sqrt() / bc2_sqrt).add_(kEps);
     p.sub_(step_size * m_[i] / denom);
   }
+}
+
+PackOptimizer::Moments PackOptimizer::MemberMoments(int64_t k) const {
+  Moments s;
+  for (const auto& t : m_) s.m.push_back(t[k].detach().clone());
+  for (const auto& t : v_) s.v.push_back(t[k].detach().clone());
+  return s;
+}
+
+void PackOptimizer::SetMemberMoments(int64_t k, const Moments& s) {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < m_.size() && i < s.m.size(); ++i) m_[i][k].copy_(s.m[i]);
+  for (size_t i = 0; i < v_.size() && i < s.v.size(); ++i) v_[i][k].copy_(s.v[i]);
 }
 
 }  // namespace ens

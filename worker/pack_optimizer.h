@@ -5,7 +5,10 @@
 // slice and hyperparameters: its bits are the same in a pack of any size. The formulas are
 // torch's (Adam: Kingma & Ba with bias correction, eps 1e-8, betas 0.9/0.999; AdamW:
 // decoupled decay p *= 1 - lr*wd; SGD: g += wd*p, buf = momentum*buf + g, p -= lr*buf).
-// Adam ignores weight_decay, as the config documents. Not thread-safe.
+// Adam ignores weight_decay, as the config documents. A warm-started member continues its
+// previous round's optimizer: its moments are set, and its bias correction counts its earlier
+// steps (a per-member step offset), so again nothing depends on its pack mates.
+// Not thread-safe.
 #pragma once
 
 #include <torch/torch.h>
@@ -22,18 +25,32 @@ torch::Tensor PerMember(const std::vector<const MemberSpec*>& specs, double Memb
 
 class PackOptimizer {
  public:
-  // REQUIRES: every spec has the same optimizer kind; params all have leading dim K.
-  PackOptimizer(const std::vector<const MemberSpec*>& specs, std::vector<torch::Tensor> params);
+  // REQUIRES: every spec has the same optimizer kind; params all have leading dim K;
+  // step_offsets empty (no member has taken a step before) or one per member.
+  PackOptimizer(const std::vector<const MemberSpec*>& specs, std::vector<torch::Tensor> params,
+                std::vector<int64_t> step_offsets = {});
 
   void ZeroGrad();
   // One update of every parameter from its .grad().
   void Step();
+
+  // One member's optimizer state: Adam's first and second moments (m, v), or SGD's momentum
+  // buffer (m; v empty), one per parameter, as its slices [...] (copies).
+  struct Moments {
+    std::vector<torch::Tensor> m, v;
+  };
+  Moments MemberMoments(int64_t k) const;
+  // REQUIRES: shapes as MemberMoments(k) gives them.
+  void SetMemberMoments(int64_t k, const Moments& s);
+  // Steps member k has taken: its offset plus the steps of this pack so far.
+  int64_t MemberSteps(int64_t k) const { return offsets_[static_cast<size_t>(k)] + step_; }
 
  private:
   OptimizerKind kind_;
   std::vector<torch::Tensor> params_;
   std::vector<torch::Tensor> m_, v_;  // Adam moments / SGD momentum buffer (m_)
   torch::Tensor lr_, weight_decay_, momentum_;  // [K, 1, 1]
+  std::vector<int64_t> offsets_;  // per member: steps taken before this pack
   int64_t step_ = 0;
 };
 

@@ -2,6 +2,7 @@
 
 #include "common/fd_io.h"
 #include "worker/checkpoint.h"
+#include "worker/script_model.h"
 
 namespace ens {
 
@@ -99,6 +100,13 @@ Status ExportEnsemble(const std::vector<std::string>& checkpoints, const std::st
   auto module = BuildEnsembleModule(checkpoints);
   if (!module.ok()) return module.status();
   return SaveModule(*module, output);
+}
+
+StatusOr<int> CheckUserModel(const std::string& path, int features, int outputs) {
+  int width = 0;
+  auto m = LoadUserModule(path, features, outputs, &width);
+  if (!m.ok()) return m.status();
+  return width;
 }
 
 }  // namespace ens

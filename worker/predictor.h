@@ -1,8 +1,9 @@
 // Predictor: the libtorch side of ensemblectl's predict, verify and export.
 //
 // Used by `ensemble-worker predict` (ensemblectl predict), `ensemble-worker compare`
-// (ensemblectl verify) and `ensemble-worker export` (ensemblectl export), so ensemblectl
-// itself never loads libtorch. Checkpoints are member modules (checkpoint.h). Not thread-safe.
+// (ensemblectl verify), `ensemble-worker export` (ensemblectl export) and `ensemble-worker
+// check-model` (ensemblectl validate-config, ensembled at run start), so neither ensemblectl
+// nor ensembled ever loads libtorch. Checkpoints are member modules (checkpoint.h). Not thread-safe.
 #pragma once
 
 #include <string>
@@ -32,5 +33,10 @@ StatusOr<nlohmann::json> CompareCheckpoints(const std::string& a, const std::str
 // Writes one TorchScript module over the member checkpoints to `output` (0600, durable):
 // forward(x) -> (mean, std) over the members.
 Status ExportEnsemble(const std::vector<std::string>& checkpoints, const std::string& output);
+
+// A TorchScript member's module (script_model.h: LoadUserModule): loads `path` and runs forward
+// on a zero batch [2, features]; the output must be [2, outputs] (outputs 0: [2, n >= 1]).
+// Returns the output width n.
+StatusOr<int> CheckUserModel(const std::string& path, int features, int outputs);
 
 }  // namespace ens

@@ -146,6 +146,11 @@ Status TaskRunner::WriteOutputs(const TrainInputs& in, TrainOutputs& res, int64_
                  WriteFileUnsynced(tmp + "/holdout_pred.f32", FloatsToBytes(res.holdout_pred)),
                  WriteFileUnsynced(tmp + "/pool_pred.f32", FloatsToBytes(res.pool_pred))})
     if (!s.ok()) return s;
+  if (!res.train_state.empty()) {  // a warm_start member's, for its next round
+    Status s = WriteFileUnsynced(tmp + "/train_state.pt", res.train_state);
+    if (!s.ok()) return s;
+    res.train_state = {};
+  }
   res.history = {};
   res.holdout_pred = {};
   res.pool_pred = {};
@@ -217,12 +222,13 @@ std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks,
   auto t0 = std::chrono::steady_clock::now();
   int64_t rss_before = CurrentRssKb();
   std::vector<TaskOutcome> outs(tasks.size());
-  if (tasks.size() > 1)  // the supervisor never packs a command member (pack_plan.h); say so if one came
+  if (tasks.size() > 1)  // the supervisor packs only MLP members (pack_plan.h); say so if another came
     for (const auto& t : tasks)
-      if (t.member.model.kind == ModelKind::kCommand) {
+      if (t.member.model.kind != ModelKind::kMlp) {
         for (auto& o : outs) {
-          o.status = Status::InvalidArgument("member " + t.member.name + ": a command member in a pack of " +
-                                             std::to_string(tasks.size()) + " (command members run alone)");
+          o.status = Status::InvalidArgument("member " + t.member.name + ": a " + std::string(Name(t.member.model.kind)) +
+                                             " member in a pack of " + std::to_string(tasks.size()) +
+                                             " (such members train alone)");
           o.permanent = true;
         }
         return outs;

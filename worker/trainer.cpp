@@ -13,6 +13,7 @@
 #include "worker/model.h"
 #include "worker/objective.h"
 #include "worker/pack_optimizer.h"
+#include "worker/script_model.h"
 
 namespace ens {
 
@@ -56,6 +57,12 @@ torch::Device PickDevice() {
   return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
 }
 
+// A member's outputs: one per class (classification), a mean and a raw variance (a Gaussian
+// head), or one prediction. Every member of a pack has the same (PackKey equal).
+int OutputsOf(const TaskSpec& t) {
+  return t.classes > 0 ? t.classes : t.member.loss == LossKind::kGaussianNll ? 2 : 1;
+}
+
 // A member's own state through the loop.
 struct MemberRun {
   const TrainInputs* in = nullptr;
@@ -66,7 +73,23 @@ struct MemberRun {
   int64_t stop_step = 0;
   bool stopped = false;
   std::vector<torch::Tensor> kept;  // its parameter slices at best (restore_best) or at its stop
+  int epochs = 0;                   // its budget: epochs, or warm_start_epochs when warm
+  std::string warm;                 // warm_start members: "warm" or "cold: <why>"
+  PackOptimizer::Moments moments;   // warm_start members: the optimizer's state at its stop
+  int64_t moments_step = 0;         // and the steps it had taken then
 };
+
+// Why `state` cannot seed member k of a model with `params` (and an optimizer of `kind`), or
+// "" when it fits: the same parameter shapes and the moments that optimizer keeps.
+std::string WarmMismatch(const TrainState& state, const std::vector<torch::Tensor>& params, int64_t k,
+                         OptimizerKind kind) {
+  if (state.params.size() != params.size()) return "the architecture changed (parameter count)";
+  for (size_t i = 0; i < params.size(); ++i)
+    if (state.params[i].sizes() != params[i][k].sizes()) return "the architecture changed (parameter shapes)";
+  const size_t want_v = kind == OptimizerKind::kSgd ? 0 : params.size();
+  if (state.m.size() != params.size() || state.v.size() != want_v) return "the optimizer changed";
+  return "";
+}
 
 // Mean and std (population, floored) of a member's training split, in double, row order.
 void Standardise(const TrainInputs& in, std::vector<float>* mean, std::vector<float>* stdv, nlohmann::json* norm) {
@@ -178,7 +201,9 @@ torch::Tensor PoisonMask(const std::vector<TrainInputs>& in, torch::Device dev) 
 
 class PackLoop {
  public:
-  PackLoop(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* out, torch::Device dev)
+  // `user_module`: a TorchScript member's module (a pack of one), loaded by the caller.
+  PackLoop(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* out, torch::Device dev,
+           std::optional<torch::jit::Module> user_module, const std::vector<std::optional<TrainState>>& warm)
       : in_(in), out_(*out), dev_(dev), runs_(in.size()) {
     std::vector<ModelMember> mm;
     std::vector<const MemberSpec*> specs;
@@ -193,14 +218,18 @@ class PackLoop {
     }
     norm_ = StandardiseAll(in, out, dev);
     const int classes = in[0].task->classes;
-    const bool gaussian = specs[0]->loss == LossKind::kGaussianNll;  // PackKey equal: all or none
-    model_ = BuildMlp(mm, in[0].features, classes > 0 ? classes : gaussian ? 2 : 1, dev);
+    const int outputs = OutputsOf(*in[0].task);
+    model_ = user_module ? BuildScriptModel(mm[0], std::move(*user_module), outputs, dev)
+                         : BuildMlp(mm, in[0].features, outputs, dev);
     objective_ = classes > 0 ? MakeClassificationObjective(specs, dev)
                              : MakeRegressionObjective(specs, norm_.ym, norm_.ys, dev);
-    optimizer_ = std::make_unique<PackOptimizer>(specs, model_->Parameters());
+    optimizer_ = std::make_unique<PackOptimizer>(specs, model_->Parameters(), WarmStart(warm));
+    for (size_t k = 0; k < in.size(); ++k)
+      if (runs_[k].warm == "warm")
+        optimizer_->SetMemberMoments(static_cast<int64_t>(k), {warm[k]->m, warm[k]->v});
     l1_ = PerMember(specs, &MemberSpec::l1, dev);
     l2_ = PerMember(specs, &MemberSpec::l2, dev);
-    for (const auto& r : runs_) max_epochs_ = std::max(max_epochs_, r.spec->epochs);
+    for (const auto& r : runs_) max_epochs_ = std::max(max_epochs_, r.epochs);
   }
 
   void Run(const torch::Tensor& all) {
@@ -218,8 +247,8 @@ class PackLoop {
   MemberParts Parts(size_t k) const {
     const MemberRun& r = runs_[k];
     return {*r.spec, r.in->task->classes, model_->MemberTensors(r.kept), model_->MemberForwardSource(),
-            norm_.Member(norm_.xm, k), norm_.Member(norm_.xs, k), norm_.Member(norm_.ym, k),
-            norm_.Member(norm_.ys, k)};
+            model_->MemberNet(r.kept), norm_.Member(norm_.xm, k), norm_.Member(norm_.xs, k),
+            norm_.Member(norm_.ym, k), norm_.Member(norm_.ys, k)};
   }
   const MemberRun& run(size_t k) const { return runs_[k]; }
 
@@ -228,6 +257,32 @@ class PackLoop {
     torch::Tensor loss;
     std::vector<torch::Tensor> metrics;  // objective_->MetricNames() order
   };
+
+  // Each member's budget, and each warm member's weights from its previous round's state;
+  // returns the optimizer steps every member has taken before (0 when cold).
+  std::vector<int64_t> WarmStart(const std::vector<std::optional<TrainState>>& warm) {
+    const std::vector<torch::Tensor> params = model_->Parameters();
+    std::vector<int64_t> offsets(runs_.size(), 0);
+    for (size_t k = 0; k < runs_.size(); ++k) {
+      MemberRun& r = runs_[k];
+      r.epochs = r.spec->epochs;
+      if (!r.spec->warm_start) continue;
+      r.warm = "cold: round 0, or no state of the round before";
+      if (!warm[k]) continue;
+      const auto ki = static_cast<int64_t>(k);
+      const std::string why = WarmMismatch(*warm[k], params, ki, r.spec->optimizer);
+      if (!why.empty()) {
+        r.warm = "cold: " + why;
+        continue;
+      }
+      torch::NoGradGuard ng;
+      for (size_t i = 0; i < params.size(); ++i) params[i][ki].copy_(warm[k]->params[i]);
+      offsets[k] = warm[k]->step;
+      r.epochs = r.spec->warm_start_epochs;
+      r.warm = "warm";
+    }
+    return offsets;
+  }
 
   // Sums that accumulate on the device, one [K] double tensor per metric.
   std::vector<torch::Tensor> ZeroSums(const torch::Tensor& like) const {
@@ -341,10 +396,14 @@ class PackLoop {
     } else if (es.enabled && ++r.since_best > es.patience) {
       r.stopped = true;
     }
-    if (r.epochs_run >= r.spec->epochs) r.stopped = true;
+    if (r.epochs_run >= r.epochs) r.stopped = true;
     if (r.stopped) {
       r.stop_step = steps_;
       if (!keep_best) Snapshot(k);  // frozen from here: later updates of its slice are discarded
+      if (r.spec->warm_start) {     // what its next round continues from
+        r.moments = optimizer_->MemberMoments(static_cast<int64_t>(k));
+        r.moments_step = optimizer_->MemberSteps(static_cast<int64_t>(k));
+      }
     }
   }
 
@@ -425,6 +484,10 @@ void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train
                 {"train_seconds", train_seconds / static_cast<double>(pack_size)}});
   if (pack_size > 1)
     o->metrics.update({{"pack_size", pack_size}, {"pack_position", k}, {"pack_train_seconds", train_seconds}});
+  if (r.spec->warm_start) {
+    o->metrics["warm_start"] = r.warm;
+    o->train_state = TrainStateBytes({r.moments_step, r.kept, r.moments.m, r.moments.v});
+  }
 }
 
 void AddGpuPeaks(torch::Device dev, TrainOutputs* o) {
@@ -444,16 +507,42 @@ void InjectTorchErrors(const std::vector<TrainInputs>& in) {
                 "mat1 and mat2 shapes cannot be multiplied (injected: ENSEMBLED_TEST_TORCH_ERROR)");
 }
 
+void FailAll(const Status& st, bool permanent, std::vector<TrainOutputs>* out, size_t k) {
+  out->assign(k, TrainOutputs{});
+  for (auto& o : *out) {
+    o.status = st;
+    o.permanent_failure = permanent;
+  }
+}
+
 void TrainPackOnce(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* out) {
   torch::set_num_threads(in[0].task->threads);
   torch::Device dev = PickDevice();
   if (dev.is_cuda()) CudaAllocator()->resetPeakStats(dev.index());
   out->assign(in.size(), TrainOutputs{});
   InjectTorchErrors(in);
+  std::optional<torch::jit::Module> user_module;
+  if (in[0].task->member.model.kind == ModelKind::kTorchscript) {  // a pack of one (pack_plan.h)
+    auto loaded = LoadUserModule(in[0].task->member.model.path, in[0].features, OutputsOf(*in[0].task));
+    if (!loaded.ok())  // the file or its shape: the same on every retry
+      return FailAll(Status::InvalidArgument("member " + in[0].task->member.name + ": " + loaded.status().message()),
+                     true, out, in.size());
+    user_module = std::move(*loaded);
+  }
+  std::vector<std::optional<TrainState>> warm(in.size());
+  for (size_t k = 0; k < in.size(); ++k) {
+    const std::string& from = in[k].task->warm_from;
+    if (from.empty() || !in[k].task->member.warm_start) continue;
+    auto state = LoadTrainState(from);
+    if (!state.ok())  // a run's own file gone bad: retrying cannot help
+      return FailAll(Status::Corruption("member " + in[k].task->member.name + ": warm start: " + state.status().message()),
+                     true, out, in.size());
+    warm[k] = std::move(*state);
+  }
   DeviceDataCache own;  // used when the caller keeps none
   torch::Tensor all = (in[0].data_cache ? in[0].data_cache : &own)->Rows(in[0], dev);
   auto t_start = Clock::now();
-  PackLoop loop(in, out, dev);
+  PackLoop loop(in, out, dev, std::move(user_module), warm);
   loop.Run(all);
   double train_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
   // Compiles a member module once per worker process and forward source: later packs and
@@ -478,13 +567,6 @@ Status CheckCompatible(const std::vector<TrainInputs>& in) {
   return Status::Ok();
 }
 
-void FailAll(const Status& st, bool permanent, std::vector<TrainOutputs>* out, size_t k) {
-  out->assign(k, TrainOutputs{});
-  for (auto& o : *out) {
-    o.status = st;
-    o.permanent_failure = permanent;
-  }
-}
 
 }  // namespace
 

@@ -1,6 +1,10 @@
 // Trainer: the one training loop. Trains a pack of K >= 1 members and produces everything
 // their member directories hold; unpacked training is a pack of one.
 //
+// A member whose task names warm_from starts from that train state (its weights and optimizer
+// moments, its Adam step count carried on) with warm_start_epochs as its budget; one whose
+// architecture or optimizer no longer fits the state starts cold and says so in its metrics
+// ("warm_start"). A warm_start member leaves its own train state (TrainOutputs::train_state).
 // Each member carries its own state through the loop: split (the caller's), shuffle stream,
 // dropout stream, init, standardisation, hyperparameters (lr, weight_decay, momentum, l1,
 // l2, huber_delta, dropout rate as per-member tensors), epochs, early stopping and the step
@@ -73,6 +77,7 @@ struct TrainOutputs {
   nlohmann::json norm;                  // {"x_mean":[..],"x_std":[..],"y_mean":v,"y_std":v}
   std::vector<float> holdout_pred;
   std::vector<float> pool_pred;
+  std::string train_state;              // warm_start members: train_state.pt's bytes (checkpoint.h)
 };
 
 // Process-wide, once at worker start: deterministic algorithms, cuDNN settings, 1 inter-op
