@@ -1,8 +1,8 @@
 // TorchScript members in-process (worker/script_model.h): the user's module trained by the one
 // loop learns, retrains to the same bits (dropout inside the module included), draws its
-// kernels from the member's seed or keeps the file's, checkpoints as a callable module, and a
-// missing file, a file that is not a module or a module of the wrong width is an error
-// naming the path.
+// kernels from the member's seed or keeps the file's, checkpoints as a callable module,
+// continues from its previous round when warm-started, and a missing file, a file that is not
+// a module or a module of the wrong width is an error naming the path.
 #include "support/trainer_fixture.h"
 
 #include <fstream>
@@ -151,6 +151,38 @@ TEST_CASE("a TorchScript module that is missing, not a module, or of the wrong w
   CHECK_FALSE(out[0].status.ok());
   CHECK(out[0].permanent_failure);
   CHECK(out[0].status.message().find("member s000: " + wide) != std::string::npos);
+}
+
+TEST_CASE("a warm-started TorchScript member continues from its previous round", "[trainer][script][warm]") {
+  Fixture f;
+  const std::string model = f.dir.File("net.pt");
+  SaveNet(model, 1);
+  auto train = [&](int round, bool warm, const std::string& from, const std::string& tag) {
+    MemberSpec spec = ScriptMember(model, 0);
+    spec.warm_start = warm;
+    spec.warm_start_epochs = 4;
+    TaskSpec& t = f.Task(spec, 0);
+    t.round = round;
+    t.seed = MemberSeed(7, 0, static_cast<uint64_t>(round));
+    t.warm_from = from;
+    std::vector<TrainInputs> in{f.Inputs(t, tag)};
+    std::vector<TrainOutputs> out;
+    TrainPack(in, &out);
+    REQUIRE(out.size() == 1);
+    INFO(out[0].status.ToString());
+    REQUIRE(out[0].status.ok());
+    return out[0];
+  };
+  TrainOutputs r0 = train(0, true, "", "r0");
+  REQUIRE_FALSE(r0.train_state.empty());
+  const std::string state = f.dir.File("state.pt");
+  { std::ofstream(state, std::ios::binary) << r0.train_state; }
+  TrainOutputs warm = train(1, true, state, "warm"), cold = train(1, false, "", "cold");
+  CHECK(warm.metrics["warm_start"] == "warm");
+  CHECK(warm.metrics["epochs_run"] == 4);
+  const double warm1 = warm.history.front()["loss"], cold1 = cold.history.front()["loss"];
+  INFO("first epoch of round 1: warm " << warm1 << ", cold " << cold1);
+  CHECK(warm1 < 0.8 * cold1);
 }
 
 TEST_CASE("a TorchScript classifier beats chance on three classes", "[trainer][script]") {
