@@ -47,6 +47,22 @@ MemberSpec ScriptMember(const std::string& path, int index) {
   return m;
 }
 
+// One member trained alone (a pack of one); its outputs, whatever its status.
+TrainOutputs TrainAlone(const TrainInputs& in) {
+  std::vector<TrainOutputs> out;
+  TrainPack({in}, &out);
+  REQUIRE(out.size() == 1);
+  return out[0];
+}
+
+// TrainAlone, for a member that must train.
+TrainOutputs MustTrain(const TrainInputs& in) {
+  TrainOutputs o = TrainAlone(in);
+  INFO(o.status.ToString());
+  REQUIRE(o.status.ok());
+  return o;
+}
+
 double HoldoutStd(const Fixture& f) {
   double mean = 0, sq = 0;
   for (int r = 0; r < 200; ++r) mean += f.holdout[r * (kFeatures + 1) + kFeatures] / 200.0;
@@ -61,15 +77,7 @@ TEST_CASE("a TorchScript member learns, checkpoints its module and retrains to t
   Fixture f;
   const std::string model = f.dir.File("net.pt");
   SaveNet(model, 1);
-  auto train = [&](const std::string& tag) {
-    std::vector<TrainInputs> in{f.Inputs(f.Task(ScriptMember(model, 0), 0), tag)};
-    std::vector<TrainOutputs> out;
-    TrainPack(in, &out);
-    REQUIRE(out.size() == 1);
-    INFO(out[0].status.ToString());
-    REQUIRE(out[0].status.ok());
-    return out[0];
-  };
+  auto train = [&](const std::string& tag) { return MustTrain(f.Inputs(f.Task(ScriptMember(model, 0), 0), tag)); };
   TrainOutputs a = train("a"), b = train("b");
   // The table's target spreads HoldoutStd(); a constant predicts no better than that.
   INFO(a.metrics.dump());
@@ -144,13 +152,10 @@ TEST_CASE("a TorchScript module that is missing, not a module, or of the wrong w
   CHECK(narrow_features.status().message().find("failed") != std::string::npos);
 
   // The trainer refuses the member, permanently, with the same words.
-  std::vector<TrainInputs> in{f.Inputs(f.Task(ScriptMember(wide, 0), 0), "w")};
-  std::vector<TrainOutputs> out;
-  TrainPack(in, &out);
-  REQUIRE(out.size() == 1);
-  CHECK_FALSE(out[0].status.ok());
-  CHECK(out[0].permanent_failure);
-  CHECK(out[0].status.message().find("member s000: " + wide) != std::string::npos);
+  TrainOutputs refused = TrainAlone(f.Inputs(f.Task(ScriptMember(wide, 0), 0), "w"));
+  CHECK_FALSE(refused.status.ok());
+  CHECK(refused.permanent_failure);
+  CHECK(refused.status.message().find("member s000: " + wide) != std::string::npos);
 }
 
 TEST_CASE("a warm-started TorchScript member continues from its previous round", "[trainer][script][warm]") {
@@ -165,13 +170,7 @@ TEST_CASE("a warm-started TorchScript member continues from its previous round",
     t.round = round;
     t.seed = MemberSeed(7, 0, static_cast<uint64_t>(round));
     t.warm_from = from;
-    std::vector<TrainInputs> in{f.Inputs(t, tag)};
-    std::vector<TrainOutputs> out;
-    TrainPack(in, &out);
-    REQUIRE(out.size() == 1);
-    INFO(out[0].status.ToString());
-    REQUIRE(out[0].status.ok());
-    return out[0];
+    return MustTrain(f.Inputs(t, tag));
   };
   TrainOutputs r0 = train(0, true, "", "r0");
   REQUIRE_FALSE(r0.train_state.empty());
@@ -192,16 +191,11 @@ TEST_CASE("a TorchScript classifier beats chance on three classes", "[trainer][s
   SaveNet(model, 3);
   MemberSpec spec = ScriptMember(model, 0);
   spec.loss = LossKind::kCrossEntropy;
-  std::vector<TrainInputs> in{f.Inputs(f.Task(spec, 0), "c")};
-  std::vector<TrainOutputs> out;
-  TrainPack(in, &out);
-  REQUIRE(out.size() == 1);
-  INFO(out[0].status.ToString());
-  REQUIRE(out[0].status.ok());
-  INFO(out[0].metrics.dump());
-  CHECK(out[0].metrics["holdout_accuracy"].get<double>() > 0.7);  // chance: about 1/3
-  REQUIRE(out[0].holdout_pred.size() == 200 * 3);
-  CHECK(out[0].holdout_pred[0] + out[0].holdout_pred[1] + out[0].holdout_pred[2] == Approx(1.0).epsilon(1e-5));
+  TrainOutputs o = MustTrain(f.Inputs(f.Task(spec, 0), "c"));
+  INFO(o.metrics.dump());
+  CHECK(o.metrics["holdout_accuracy"].get<double>() > 0.7);  // chance: about 1/3
+  REQUIRE(o.holdout_pred.size() == 200 * 3);
+  CHECK(o.holdout_pred[0] + o.holdout_pred[1] + o.holdout_pred[2] == Approx(1.0).epsilon(1e-5));
 }
 
 }  // namespace
