@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "common/config_keys.h"
+#include "common/table.h"
 
 namespace ens {
 namespace {
@@ -586,17 +587,21 @@ void ReadSynthetic(Validator& v, const json& data, const std::string& ptr, DataS
 
 // Requirements that depend on "source". npy files may also be named by train_path /
 // pool_path as "<path>.x.npy" + "<path>.y.npy"; that is resolved here, once, into x/y paths.
-void CheckDataSource(Validator& v, const std::string& p, DataSpec* d) {
+void CheckDataSource(Validator& v, const std::string& p, bool targets_given, DataSpec* d) {
   const std::string why = " when source is \"" + d->source + "\"";
   if (d->source == "csv") {
     if (d->train_path.empty()) v.Error(Child(p, "train_path"), "is required" + why);
-    if (d->target_column.empty()) v.Error(Child(p, "target_column"), "is required" + why);
+    if (d->target_column.empty() && !targets_given)
+      v.Error(Child(p, "target_column"), "is required" + why + " (or target_columns)");
     for (size_t i = 0; i < d->feature_columns.size(); ++i) {
-      if (d->feature_columns[i] == d->target_column) {
-        v.Error(Child(Child(p, "feature_columns"), i), "must not be the target column");
+      if (std::find(d->target_columns.begin(), d->target_columns.end(), d->feature_columns[i]) !=
+          d->target_columns.end()) {
+        v.Error(Child(Child(p, "feature_columns"), i), "must not be a target column");
       }
     }
   } else if (d->source == "npy") {
+    if (!d->target_columns.empty())
+      v.Error(Child(p, "target_columns"), "is for csv sources; an npy y of shape (rows, T) has T targets");
     if (d->x_path.empty() && d->y_path.empty() && !d->train_path.empty()) {
       d->x_path = d->train_path + ".x.npy";
       d->y_path = d->train_path + ".y.npy";
@@ -612,6 +617,26 @@ void CheckDataSource(Validator& v, const std::string& p, DataSpec* d) {
               "pool_x_path and pool_y_path must be given together");
     }
   }
+}
+
+// target_columns (distinct names, at most kMaxTargets), or target_column ("" = not given):
+// not both. Resolves target_columns to the targets and target_column to the first.
+void ReadTargetColumns(Validator& v, const json& data, const std::string& p, DataSpec* d) {
+  const std::string at = Child(p, "target_columns");
+  if (v.Strings(data, p, "target_columns", /*allow_empty=*/false, &d->target_columns)) {
+    if (d->target_columns.empty()) v.Error(at, "must name at least one column");
+    if (d->target_columns.size() > static_cast<size_t>(kMaxTargets))
+      v.Error(at, "names " + std::to_string(d->target_columns.size()) + " columns; at most " +
+                      std::to_string(kMaxTargets) + " targets");
+    for (size_t i = 0; i < d->target_columns.size(); ++i)
+      for (size_t k = 0; k < i; ++k)
+        if (d->target_columns[k] == d->target_columns[i])
+          v.Error(Child(at, i), "'" + d->target_columns[i] + "' is listed twice (first at " + std::to_string(k) + ")");
+    if (!d->target_column.empty())
+      v.Error(at, "give target_column (one target) or target_columns, not both");
+  }
+  if (d->target_columns.empty() && !d->target_column.empty()) d->target_columns = {d->target_column};
+  if (!d->target_columns.empty()) d->target_column = d->target_columns[0];
 }
 
 void ReadData(Validator& v, const json& root, const std::string& base_dir, DataSpec* d) {
@@ -631,8 +656,9 @@ void ReadData(Validator& v, const json& root, const std::string& base_dir, DataS
   for (const auto& [key, field] : kPaths) v.Path(*j, p, key, base_dir, &(d->*field));
   v.Strings(*j, p, "feature_columns", /*allow_empty=*/false, &d->feature_columns);
   v.String(*j, p, "target_column", &d->target_column);
+  ReadTargetColumns(v, *j, p, d);
   v.Number(*j, p, "holdout_fraction", kOpenFraction, &d->holdout_fraction);
-  CheckDataSource(v, p, d);
+  CheckDataSource(v, p, Find(*j, "target_columns") != nullptr, d);
 }
 
 void ReadMutation(Validator& v, const json& root, const std::string& base_dir, MutationSpec* m) {
@@ -678,6 +704,11 @@ void CheckTask(Validator& v, const json& root, Config* c) {
   if (!gaussian && score == "epistemic")
     v.Error("/mutation/score", "\"epistemic\" scores Gaussian heads; it needs members with loss \"gaussian_nll\"");
   if (score.empty()) score = classify ? "bald" : gaussian ? "epistemic" : "std";
+  const int targets = static_cast<int>(c->data.target_columns.size());
+  if (targets > 1) {
+    const std::string why = TargetCountProblem(*c, targets, "target_columns");
+    if (!why.empty()) v.Error("/data/target_columns", why);
+  }
 }
 
 void ReadRounds(Validator& v, const json& root, RoundsSpec* r) {
@@ -962,7 +993,24 @@ nlohmann::json ConfigToJson(const Config& c) {
   // normalised configs compare equal.
   if (c.task != TaskKind::kRegression) out["task"] = Name(c.task);
   if (c.mutation.score != "std") out["mutation"]["score"] = c.mutation.score;
+  if (d.target_columns.size() > 1) {
+    out["data"].erase("target_column");
+    out["data"]["target_columns"] = d.target_columns;
+  }
   return out;
+}
+
+std::string TargetCountProblem(const Config& c, int targets, const std::string& source) {
+  if (targets <= 1) return "";
+  const std::string n = source + " gives " + std::to_string(targets) + " targets";
+  if (c.task == TaskKind::kClassification) return n + "; task \"classification\" has one label column";
+  for (const MemberSpec& m : c.members) {
+    if (m.model.kind == ModelKind::kCommand)
+      return n + "; member " + m.name + " is a command member, which predicts one target";
+    if (m.loss == LossKind::kGaussianNll)
+      return n + "; member " + m.name + " has a gaussian_nll head, which predicts one target";
+  }
+  return "";
 }
 
 Status MemberFromJson(const nlohmann::json& j, MemberSpec* out) {

@@ -123,8 +123,12 @@ struct DataSpec {
   std::string train_path;            // csv/npy: training rows (npy: <path>.x.npy/<path>.y.npy or x_path/y_path)
   std::string pool_path;             // optional candidate pool (same columns)
   std::string holdout_path;          // optional; else holdout_fraction of train
-  std::vector<std::string> feature_columns;  // Default: every column but target_column
-  std::string target_column;         // csv: REQUIRED
+  std::vector<std::string> feature_columns;  // Default: every column but the targets
+  // csv: REQUIRED, target_column (one target) or target_columns (one or more, regression:
+  // the members predict them all). Resolved once read: target_columns lists the targets and
+  // target_column is the first. npy: y's columns are the targets (config.h TargetCountProblem).
+  std::string target_column;
+  std::vector<std::string> target_columns;
   std::string x_path, y_path;        // npy: REQUIRED (float32/float64, C order)
   std::string pool_x_path, pool_y_path;
   double holdout_fraction = 0.2;     // used when no holdout file. (0,1). Default: 0.2
@@ -207,6 +211,11 @@ struct ConfigError {
 };
 std::vector<ConfigError> ValidateConfigText(const std::string& text, const std::string& base_dir,
                                             Config* out);
+
+// Why a run of this config cannot train `targets` regression targets at once, or "" when it
+// can: several targets are for regression members that ensembled trains (no classification,
+// no gaussian_nll head, no command member). Says where the targets come from as `source`.
+std::string TargetCountProblem(const Config& c, int targets, const std::string& source);
 
 // Serialisation of one member (used in task messages and checkpoints). Options are written
 // by their names in member_options.h; MemberFromJson rejects an unknown name.

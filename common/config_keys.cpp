@@ -37,7 +37,8 @@ constexpr K kSynthetic[] = {{"features", R::kResults, {}},   {"noise", R::kResul
 constexpr K kData[] = {{"source", R::kResults, {}},          {"synthetic", R::kResults, kSynthetic},
                        {"train_path", R::kResults, {}},      {"pool_path", R::kResults, {}},
                        {"holdout_path", R::kResults, {}},    {"feature_columns", R::kResults, {}},
-                       {"target_column", R::kResults, {}},   {"x_path", R::kResults, {}},
+                       {"target_column", R::kResults, {}},   {"target_columns", R::kResults, {}},
+                       {"x_path", R::kResults, {}},
                        {"y_path", R::kResults, {}},          {"pool_x_path", R::kResults, {}},
                        {"pool_y_path", R::kResults, {}},     {"holdout_fraction", R::kResults, {}}};
 // Which device and how many threads a member trains with changes its bits; so does a worker

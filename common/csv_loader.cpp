@@ -127,32 +127,35 @@ Status ParseHeader(const std::string& path, const Line& line, std::vector<std::s
   return Status::Ok();
 }
 
-// Field indices of the features and the target in header order `names`.
+// Field indices of the features and the targets in header order `names`.
 struct Selection {
   std::vector<int> features;
-  int target = -1;
+  std::vector<int> targets;  // empty: prediction input, no target
 };
 
 StatusOr<Selection> SelectColumns(const std::string& path, int header_line,
                                   const std::vector<std::string>& names,
                                   const std::vector<std::string>& feature_columns,
-                                  const std::string& target_column) {
+                                  const std::vector<std::string>& target_columns) {
   const std::string where = Where(path, header_line, 1);
-  if (target_column.empty() && feature_columns.empty())
+  if (target_columns.empty() && feature_columns.empty())
     return Status::InvalidArgument(path + ": no target column given");
   std::unordered_map<std::string, int> index;
   for (size_t i = 0; i < names.size(); ++i) index.emplace(names[i], static_cast<int>(i));
   Selection sel;
-  if (!target_column.empty()) {
-    const auto target = index.find(target_column);
+  std::unordered_map<std::string, bool> is_target;
+  for (const std::string& name : target_columns) {
+    const auto target = index.find(name);
     if (target == index.end()) {
-      return Status::InvalidArgument(where + "target column '" + target_column + "' not in header");
+      return Status::InvalidArgument(where + "target column '" + name + "' not in header");
     }
-    sel.target = target->second;
+    if (!is_target.emplace(name, true).second)
+      return Status::InvalidArgument(where + "target column '" + name + "' listed twice");
+    sel.targets.push_back(target->second);
   }
   if (feature_columns.empty()) {
     for (size_t i = 0; i < names.size(); ++i) {
-      if (static_cast<int>(i) != sel.target) sel.features.push_back(static_cast<int>(i));
+      if (!is_target.count(names[i])) sel.features.push_back(static_cast<int>(i));
     }
     if (sel.features.empty()) {
       return Status::InvalidArgument(where + "no feature columns besides the target");
@@ -165,7 +168,7 @@ StatusOr<Selection> SelectColumns(const std::string& path, int header_line,
     if (it == index.end()) {
       return Status::InvalidArgument(where + "feature column '" + name + "' not in header");
     }
-    if (name == target_column) {
+    if (is_target.count(name)) {
       return Status::InvalidArgument(where + "column '" + name + "' is both target and feature");
     }
     if (!listed.emplace(name, true).second) {
@@ -177,7 +180,7 @@ StatusOr<Selection> SelectColumns(const std::string& path, int header_line,
 }
 
 Status ParseRow(const std::string& path, const Line& line, size_t field_count,
-                const Selection& sel, LabelMap* labels, std::vector<float>* row, float* target) {
+                const Selection& sel, LabelMap* labels, std::vector<float>* row, float* targets) {
   const std::vector<std::string_view> fields = SplitFields(line.text);
   if (fields.size() != field_count) {
     const int column = static_cast<int>(std::min(fields.size(), field_count)) + 1;
@@ -190,22 +193,37 @@ Status ParseRow(const std::string& path, const Line& line, size_t field_count,
     Status s = ParseValue(fields[f], Where(path, line.number, f + 1), &(*row)[c]);
     if (!s.ok()) return s;
   }
-  if (sel.target < 0) {  // prediction input: no target column
-    *target = 0.0f;
+  if (sel.targets.empty()) {  // prediction input: no target column
+    *targets = 0.0f;
     return Status::Ok();
   }
-  const std::string where = Where(path, line.number, sel.target + 1);
-  if (labels == nullptr) return ParseValue(fields[sel.target], where, target);
-  const std::string_view label = fields[sel.target];
+  if (labels == nullptr) {
+    for (size_t t = 0; t < sel.targets.size(); ++t) {
+      const int c = sel.targets[t];
+      Status s = ParseValue(fields[c], Where(path, line.number, c + 1), &targets[t]);
+      if (!s.ok()) return s;
+    }
+    return Status::Ok();
+  }
+  const std::string where = Where(path, line.number, sel.targets[0] + 1);  // a label: one target
+  const std::string_view label = fields[sel.targets[0]];
   if (!label.empty() && label.front() == '"') return Status::InvalidArgument(where + "quoted fields are not supported");
-  return labels->Map(CanonicalLabel(label), where, target);
+  return labels->Map(CanonicalLabel(label), where, targets);
+}
+
+// A single target column as a list ("" = none: prediction input).
+std::vector<std::string> OneTarget(const std::string& column) {
+  return column.empty() ? std::vector<std::string>{} : std::vector<std::string>{column};
 }
 
 // Opened in two passes: Open counts the data lines and parses the header; Next parses.
 class CsvReader : public RowReader {
  public:
   Status Open(const std::string& path, const std::vector<std::string>& feature_columns,
-              const std::string& target_column, LabelMap* labels) {
+              const std::vector<std::string>& target_columns, LabelMap* labels) {
+    if (labels != nullptr && target_columns.size() > 1)
+      return Status::InvalidArgument(path + ": a class label is one column; " + std::to_string(target_columns.size()) +
+                                     " target columns given");
     path_ = path;
     labels_ = labels;
     LineSource count;
@@ -222,15 +240,17 @@ class CsvReader : public RowReader {
     if (!source_.Next(&header)) return Status::IOError("read " + path + ": changed while being read");
     s = ParseHeader(path, header, &names_);
     if (!s.ok()) return s;
-    StatusOr<Selection> sel = SelectColumns(path, header.number, names_, feature_columns, target_column);
+    StatusOr<Selection> sel = SelectColumns(path, header.number, names_, feature_columns, target_columns);
     if (!sel.ok()) return sel.status();
     if (lines == 1) return Status::InvalidArgument(Where(path, header.number, 1) + "no data rows after the header");
     sel_ = *sel;
     rows_ = lines - 1;
     columns_.features = static_cast<int>(sel_.features.size());
     for (int f : sel_.features) columns_.feature_names.push_back(names_[f]);
-    columns_.target_name = target_column;
+    columns_.targets = std::max<int>(1, static_cast<int>(sel_.targets.size()));
+    columns_.target_names = target_columns.empty() ? std::vector<std::string>{""} : target_columns;
     row_.resize(sel_.features.size());
+    target_.resize(static_cast<size_t>(columns_.targets));
     return Status::Ok();
   }
 
@@ -239,6 +259,7 @@ class CsvReader : public RowReader {
 
   Status Next(size_t max_rows, Table* chunk) override {
     chunk->features = columns_.features;
+    chunk->targets = columns_.targets;
     chunk->x.clear();
     chunk->y.clear();
     Line line{};
@@ -247,10 +268,9 @@ class CsvReader : public RowReader {
         Status s = source_.status();
         return s.ok() ? Status::IOError("read " + path_ + ": changed while being read") : s;
       }
-      float target = 0.0f;
-      Status s = ParseRow(path_, line, names_.size(), sel_, labels_, &row_, &target);
+      Status s = ParseRow(path_, line, names_.size(), sel_, labels_, &row_, target_.data());
       if (!s.ok()) return s;
-      chunk->AppendRow(row_.data(), target);
+      chunk->AppendRow(row_.data(), target_.data());
       ++read_;
     }
     return Status::Ok();
@@ -263,31 +283,41 @@ class CsvReader : public RowReader {
   std::vector<std::string> names_;
   Selection sel_;
   Table columns_;
-  std::vector<float> row_;
+  std::vector<float> row_, target_;
   uint64_t rows_ = 0, read_ = 0;
 };
 
 }  // namespace
 
 StatusOr<std::unique_ptr<RowReader>> OpenCsv(const std::string& path, const std::vector<std::string>& feature_columns,
-                                             const std::string& target_column, LabelMap* labels) {
+                                             const std::vector<std::string>& target_columns, LabelMap* labels) {
   auto r = std::make_unique<CsvReader>();
-  Status s = r->Open(path, feature_columns, target_column, labels);
+  Status s = r->Open(path, feature_columns, target_columns, labels);
   if (!s.ok()) return s;
   return std::unique_ptr<RowReader>(std::move(r));
 }
 
+StatusOr<std::unique_ptr<RowReader>> OpenCsv(const std::string& path, const std::vector<std::string>& feature_columns,
+                                             const std::string& target_column, LabelMap* labels) {
+  return OpenCsv(path, feature_columns, OneTarget(target_column), labels);
+}
+
 StatusOr<Table> LoadCsv(const std::string& path, const std::vector<std::string>& feature_columns,
-                        const std::string& target_column, LabelMap* labels) {
-  auto r = OpenCsv(path, feature_columns, target_column, labels);
+                        const std::vector<std::string>& target_columns, LabelMap* labels) {
+  auto r = OpenCsv(path, feature_columns, target_columns, labels);
   if (!r.ok()) return r.status();
   return ReadAllRows(**r);
+}
+
+StatusOr<Table> LoadCsv(const std::string& path, const std::vector<std::string>& feature_columns,
+                        const std::string& target_column, LabelMap* labels) {
+  return LoadCsv(path, feature_columns, OneTarget(target_column), labels);
 }
 
 StatusOr<Table> ReadAllRows(RowReader& reader) {
   Table all = reader.columns();
   all.x.reserve(static_cast<size_t>(reader.rows()) * static_cast<size_t>(all.features));
-  all.y.reserve(static_cast<size_t>(reader.rows()));
+  all.y.reserve(static_cast<size_t>(reader.rows()) * static_cast<size_t>(all.targets));
   Table chunk;
   while (true) {
     Status s = reader.Next(size_t{1} << 16, &chunk);

@@ -35,7 +35,7 @@ float Friedman1Target(const float* row);
 class RowReader {
  public:
   virtual ~RowReader() = default;
-  // The file's columns (features, feature_names, target_name) and no rows.
+  // The file's columns (features, targets, feature_names, target_names) and no rows.
   virtual const Table& columns() const = 0;
   virtual uint64_t rows() const = 0;
   // The next at most max_rows rows, in file order, into *chunk (replacing its rows); no rows
@@ -46,20 +46,27 @@ class RowReader {
 // Every remaining row of `reader` in one Table with its columns.
 StatusOr<Table> ReadAllRows(RowReader& reader);
 
-// CSV with a header line. `feature_columns` empty = every column except `target_column`.
+// CSV with a header line. `feature_columns` empty = every column except the targets.
 // Separator ','; surrounding spaces are trimmed; empty lines are skipped.
-// `target_column` empty (with `feature_columns` given): rows without a target, y = 0
-// (prediction input). `labels` (classification): the target is a label, stored as labels
-// maps it; else a number.
+// `target_columns`: one column, or several (regression: the table's targets, in that order).
+// No target (with `feature_columns` given): rows without a target, y = 0 (prediction input).
+// `labels` (classification): the one target is a label, stored as labels maps it; else numbers.
+StatusOr<Table> LoadCsv(const std::string& path, const std::vector<std::string>& feature_columns,
+                        const std::vector<std::string>& target_columns, LabelMap* labels = nullptr);
+StatusOr<std::unique_ptr<RowReader>> OpenCsv(const std::string& path, const std::vector<std::string>& feature_columns,
+                                             const std::vector<std::string>& target_columns, LabelMap* labels = nullptr);
+// The same with one target column ("" = none).
 StatusOr<Table> LoadCsv(const std::string& path, const std::vector<std::string>& feature_columns,
                         const std::string& target_column, LabelMap* labels = nullptr);
 StatusOr<std::unique_ptr<RowReader>> OpenCsv(const std::string& path, const std::vector<std::string>& feature_columns,
                                              const std::string& target_column, LabelMap* labels = nullptr);
 
-// A pair of .npy files: X of shape (rows, features) and y of shape (rows,) or (rows, 1);
-// dtype <f4 or <f8, C order (numpy's default save format, versions 1.0–3.0).
+// A pair of .npy files: X of shape (rows, features) and y of shape (rows,) or (rows, T) (T
+// targets, named y0..y<T-1>; (rows,) and (rows, 1) are one target named y); dtype <f4 or
+// <f8, C order (numpy's default save format, versions 1.0–3.0).
 // `labels` (classification): y holds integer labels, of an integer dtype (i1..i8, u1..u8) or a
-// float dtype with whole values; a fractional value is an error naming the element.
+// float dtype with whole values; a fractional value is an error naming the element; y must
+// be one column.
 StatusOr<Table> LoadNpyPair(const std::string& x_path, const std::string& y_path, LabelMap* labels = nullptr);
 StatusOr<std::unique_ptr<RowReader>> OpenNpyPair(const std::string& x_path, const std::string& y_path,
                                                  LabelMap* labels = nullptr);

@@ -31,8 +31,10 @@ Status ValidateSegmentHeader(const SegmentHeader& h, uint64_t file_bytes, const 
   if (h.dtype != kDtypeFloat32) return Status::Corruption(path + ": unsupported dtype");
   if (h.features == 0 || h.features > (1u << 20))
     return Status::Corruption(path + ": implausible feature count " + std::to_string(h.features));
+  if (h.targets > static_cast<uint32_t>(kMaxTargets))
+    return Status::Corruption(path + ": implausible target count " + std::to_string(h.targets));
   if (h.rows > h.capacity_rows) return Status::Corruption(path + ": rows exceed capacity");
-  uint64_t stride = (h.features + 1ULL) * sizeof(float);
+  uint64_t stride = RowFloats(h) * sizeof(float);
   if (h.capacity_rows > (UINT64_MAX - kSegmentHeaderBytes) / stride ||
       kSegmentHeaderBytes + h.capacity_rows * stride > file_bytes)
     return Status::Corruption(path + ": file is shorter than its header says");
@@ -74,15 +76,16 @@ Status PreadAll(int fd, void* buf, size_t n, uint64_t off, const std::string& pa
 
 std::vector<float> Interleave(const Table& t) {
   std::vector<float> out;
-  out.reserve(t.rows() * (t.features + 1));
+  const size_t f = static_cast<size_t>(t.features), k = static_cast<size_t>(t.targets);
+  out.reserve(t.rows() * (f + k));
   for (size_t r = 0; r < t.rows(); ++r) {
-    out.insert(out.end(), t.x.begin() + r * t.features, t.x.begin() + (r + 1) * t.features);
-    out.push_back(t.y[r]);
+    out.insert(out.end(), t.x.begin() + r * f, t.x.begin() + (r + 1) * f);
+    out.insert(out.end(), t.y.begin() + r * k, t.y.begin() + (r + 1) * k);
   }
   return out;
 }
 
-uint64_t RowBytes(const SegmentHeader& h) { return (h.features + 1ULL) * sizeof(float); }
+uint64_t RowBytes(const SegmentHeader& h) { return RowFloats(h) * sizeof(float); }
 
 }  // namespace
 
@@ -96,7 +99,7 @@ DatasetWriter::~DatasetWriter() {
 StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& path,
                                                                const Table& table,
                                                                uint64_t generation) {
-  auto w = Begin(path, table.features, generation, table.rows() * 2);
+  auto w = Begin(path, table.features, generation, table.rows() * 2, table.targets);
   if (!w.ok()) return w.status();
   Status s = (*w)->AddRows(table);
   if (s.ok()) s = (*w)->Commit();
@@ -105,8 +108,10 @@ StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string
 }
 
 StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Begin(const std::string& path, int features,
-                                                              uint64_t generation, uint64_t capacity_rows) {
+                                                              uint64_t generation, uint64_t capacity_rows,
+                                                              int targets) {
   if (features <= 0) return Status::InvalidArgument(path + ": table has no features");
+  if (targets <= 0) return Status::InvalidArgument(path + ": table has no targets");
   std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Status::FromErrno("create " + tmp, errno);
@@ -115,6 +120,7 @@ StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Begin(const std::string&
   h.layout_version = kSegmentLayoutVersion;
   h.dtype = kDtypeFloat32;
   h.features = static_cast<uint32_t>(features);
+  h.targets = static_cast<uint32_t>(targets);
   h.capacity_rows = std::max<uint64_t>(1024, capacity_rows);
   h.generation = generation;
   h.rows = 0;
@@ -163,6 +169,9 @@ Status DatasetWriter::AddRows(const Table& rows) {
     return Status::InvalidArgument(path_ + ": appending rows with " + std::to_string(rows.features) +
                                    " features to a segment of " +
                                    std::to_string(header_.features));
+  if (rows.targets != static_cast<int>(TargetCount(header_)))
+    return Status::InvalidArgument(path_ + ": appending rows with " + std::to_string(rows.targets) +
+                                   " targets to a segment of " + std::to_string(TargetCount(header_)));
   uint64_t need = header_.rows + rows.rows();
   if (need > header_.capacity_rows) {
     uint64_t cap = std::max(need, header_.capacity_rows * 2);
@@ -212,14 +221,15 @@ Status DatasetWriter::Rollback(uint64_t rows, uint64_t generation) {
 
 StatusOr<Table> DatasetWriter::Read(uint64_t begin, uint64_t end) const {
   if (begin > end || end > header_.rows) return Status::InvalidArgument(path_ + ": bad row range");
-  std::vector<float> buf((end - begin) * (header_.features + 1));
+  const uint64_t stride = RowFloats(header_);
+  std::vector<float> buf((end - begin) * stride);
   Status s = PreadAll(fd_, buf.data(), buf.size() * sizeof(float),
                       kSegmentHeaderBytes + begin * RowBytes(header_), path_);
   if (!s.ok()) return s;
   Table t;
   t.features = static_cast<int>(header_.features);
-  for (uint64_t r = 0; r < end - begin; ++r)
-    t.AppendRow(&buf[r * (t.features + 1)], buf[r * (t.features + 1) + t.features]);
+  t.targets = static_cast<int>(TargetCount(header_));
+  for (uint64_t r = 0; r < end - begin; ++r) t.AppendRow(&buf[r * stride], &buf[r * stride + t.features]);
   return t;
 }
 

@@ -2,7 +2,9 @@
 //
 // Layout (all little-endian, one source of truth for ARCHITECTURE.md):
 //   [0, 4096)            SegmentHeader, zero padded
-//   [4096, ...)          capacity_rows rows of (features + 1) float32: features..., target
+//   [4096, ...)          capacity_rows rows of (features + targets) float32: features..., targets...
+// `targets` is the header's count of target columns; 0 (segments written before several
+// targets existed) reads as 1.
 // Rows are only ever appended; generation g of the table is the prefix of rows_g rows
 // recorded in the journal, so an append costs O(rows appended) and a reader of generation g
 // never sees a byte change. `checksum` is FNV-1a 64 over the bytes of the first `rows` rows,
@@ -37,10 +39,14 @@ struct SegmentHeader {
   uint64_t rows;
   uint64_t capacity_rows;
   uint32_t features;
-  uint32_t reserved;
+  uint32_t targets;  // 0 = 1 (see above); TargetCount() reads it
   uint64_t checksum;
 };
 static_assert(sizeof(SegmentHeader) <= kSegmentHeaderBytes);
+
+// The header's target count (>= 1) and row length in floats.
+inline uint32_t TargetCount(const SegmentHeader& h) { return h.targets == 0 ? 1 : h.targets; }
+inline uint64_t RowFloats(const SegmentHeader& h) { return uint64_t{h.features} + TargetCount(h); }
 
 // FNV-1a 64 over bytes, continuing from `state` (start with kFnvOffset).
 inline constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
@@ -59,14 +65,15 @@ class DatasetWriter {
   // Begin creates path.tmp with no rows, AddRows writes each chunk unflushed, Commit flushes
   // rows and header and renames path.tmp to path. Nothing appears at path before Commit.
   static StatusOr<std::unique_ptr<DatasetWriter>> Begin(const std::string& path, int features,
-                                                        uint64_t generation, uint64_t capacity_rows);
+                                                        uint64_t generation, uint64_t capacity_rows,
+                                                        int targets = 1);
   Status AddRows(const Table& rows);
   Status Commit();
   // Opens an existing segment for appending (resume).
   static StatusOr<std::unique_ptr<DatasetWriter>> Open(const std::string& path);
   ~DatasetWriter();
 
-  // Appends rows (REQUIRES: same feature count) and publishes them as `new_generation`.
+  // Appends rows (REQUIRES: same feature and target counts) and publishes them as `new_generation`.
   // Grows the file geometrically when capacity is exceeded. Durable on return.
   Status Append(const Table& rows, uint64_t new_generation);
   // Rolls back to the first `rows` rows as `generation` (resume after a crash that appended
@@ -99,9 +106,10 @@ class DatasetView {
   ~DatasetView();
 
   const SegmentHeader& header() const { return header_; }
-  // Row r starts at data() + r * stride(); stride = features + 1 (target last).
+  // Row r starts at data() + r * stride(); stride = features + targets (targets last).
   const float* data() const { return data_; }
-  uint64_t stride() const { return header_.features + 1ULL; }
+  uint64_t stride() const { return RowFloats(header_); }
+  int targets() const { return static_cast<int>(TargetCount(header_)); }
 
  private:
   DatasetView() = default;

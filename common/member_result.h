@@ -5,8 +5,10 @@
 // is complete.
 // metrics.json keys (all numbers unless said): member (string), round, index, seed,
 // generation, train_rows, val_rows, epochs_run, best_epoch, best_val_loss, holdout_rmse and
-// holdout_mae (regression) or holdout_accuracy, holdout_nll and holdout_brier (classification),
-// seconds, rss_kb_before, rss_kb_after, rss_kb_peak, threads, device (string).
+// holdout_mae (regression; several targets: the means over the targets of
+// holdout_rmse_per_target and holdout_mae_per_target, which are listed too) or
+// holdout_accuracy, holdout_nll and holdout_brier (classification), seconds, rss_kb_before,
+// rss_kb_after, rss_kb_peak, threads, device (string).
 // Pure functions; thread-safe.
 #pragma once
 

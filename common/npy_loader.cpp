@@ -357,7 +357,7 @@ class NpyFile {
   std::vector<char> buf_;
 };
 
-// X (rows, features) and y (rows,) or (rows, 1), a chunk of rows at a time.
+// X (rows, features) and y (rows,) or (rows, targets), a chunk of rows at a time.
 class NpyPairReader : public RowReader {
  public:
   Status Open(const std::string& x_path, const std::string& y_path, LabelMap* labels) {
@@ -376,15 +376,23 @@ class NpyPairReader : public RowReader {
     if (!s.ok()) return s;
     const auto& ys = y_.shape();
     rows_ = xs[0];
-    const bool column = ys.size() == 2 && ys[1] == 1;
-    if (!(ys.size() == 1 || column) || ys[0] != rows_) {
+    const bool columns = ys.size() == 2 && ys[1] >= 1 && ys[1] <= static_cast<uint64_t>(kMaxTargets);
+    if (!(ys.size() == 1 || columns) || ys[0] != rows_) {
       return Status::InvalidArgument(y_path + ": y must have shape (" + std::to_string(rows_) + ",) or (" +
-                                     std::to_string(rows_) + ", 1) to match " + x_path + ", found " +
+                                     std::to_string(rows_) + ", targets) with 1 <= targets <= " +
+                                     std::to_string(kMaxTargets) + " to match " + x_path + ", found " +
                                      ShapeText(ys));
     }
     columns_.features = static_cast<int>(xs[1]);
     for (int c = 0; c < columns_.features; ++c) columns_.feature_names.push_back("x" + std::to_string(c));
-    columns_.target_name = "y";
+    columns_.targets = ys.size() == 2 ? static_cast<int>(ys[1]) : 1;
+    if (labels != nullptr && columns_.targets > 1)
+      return Status::InvalidArgument(y_path + ": class labels must be one column, found " + ShapeText(ys));
+    columns_.target_names = {"y"};
+    if (columns_.targets > 1) {
+      columns_.target_names.clear();
+      for (int t = 0; t < columns_.targets; ++t) columns_.target_names.push_back("y" + std::to_string(t));
+    }
     return Status::Ok();
   }
 
@@ -393,12 +401,14 @@ class NpyPairReader : public RowReader {
 
   Status Next(size_t max_rows, Table* chunk) override {
     const uint64_t n = std::min<uint64_t>(max_rows, rows_ - next_);
-    const uint64_t f = static_cast<uint64_t>(columns_.features);
+    const uint64_t f = static_cast<uint64_t>(columns_.features), t = static_cast<uint64_t>(columns_.targets);
     chunk->features = columns_.features;
+    chunk->targets = columns_.targets;
     chunk->x.resize(static_cast<size_t>(n * f));
-    chunk->y.resize(static_cast<size_t>(n));
+    chunk->y.resize(static_cast<size_t>(n * t));
     Status s = x_.ReadValues(next_ * f, n * f, chunk->x.data());
-    if (s.ok()) s = labels_ ? y_.ReadLabels(next_, n, labels_, chunk->y.data()) : y_.ReadValues(next_, n, chunk->y.data());
+    if (s.ok())
+      s = labels_ ? y_.ReadLabels(next_, n, labels_, chunk->y.data()) : y_.ReadValues(next_ * t, n * t, chunk->y.data());
     if (!s.ok()) return s;
     next_ += n;
     return Status::Ok();

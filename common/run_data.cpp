@@ -34,8 +34,9 @@ uint64_t DataSeed(uint64_t run_seed, uint64_t salt) {
 Table EmptyLike(const Table& like) {
   Table t;
   t.features = like.features;
+  t.targets = like.targets;
   t.feature_names = like.feature_names;
-  t.target_name = like.target_name;
+  t.target_names = like.target_names;
   return t;
 }
 
@@ -156,6 +157,10 @@ Status CheckSameColumns(const Table& train, const std::string& train_name, const
                                    " feature columns but " + train_name + " has " +
                                    std::to_string(train.features));
   }
+  if (train.targets != other.targets) {
+    return Status::InvalidArgument(other_name + " has " + std::to_string(other.targets) + " target columns but " +
+                                   train_name + " has " + std::to_string(train.targets));
+  }
   return Status::Ok();
 }
 
@@ -184,16 +189,23 @@ struct SourceFiles {
   std::string pool_name, holdout_name;
 };
 
+// A csv source's targets: target_columns as the config resolved it, else target_column (a
+// DataSpec made without the config's parser).
+std::vector<std::string> CsvTargets(const DataSpec& spec) {
+  if (!spec.target_columns.empty() || spec.target_column.empty()) return spec.target_columns;
+  return {spec.target_column};
+}
+
 // `train_labels` maps train's targets, `labels` the pool's and holdout's (both null: numbers).
 StatusOr<SourceFiles> CsvFiles(const DataSpec& spec, LabelMap* train_labels, LabelMap* labels) {
   if (spec.train_path.empty()) return Status::InvalidArgument("data.train_path is required");
   SourceFiles f;
-  auto train = OpenCsv(spec.train_path, spec.feature_columns, spec.target_column, train_labels);
+  auto train = OpenCsv(spec.train_path, spec.feature_columns, CsvTargets(spec), train_labels);
   if (!train.ok()) return train.status();
   f.train = std::move(*train);
   f.train_name = spec.train_path;
   auto loader = [&spec, labels](const std::string& path) {
-    return [&spec, path, labels] { return LoadCsv(path, spec.feature_columns, spec.target_column, labels); };
+    return [&spec, path, labels] { return LoadCsv(path, spec.feature_columns, CsvTargets(spec), labels); };
   };
   if (!spec.pool_path.empty()) f.load_pool = loader(spec.pool_path), f.pool_name = spec.pool_path;
   if (!spec.holdout_path.empty()) f.load_holdout = loader(spec.holdout_path), f.holdout_name = spec.holdout_path;
@@ -232,7 +244,7 @@ StatusOr<RunData> StreamFiles(const DataSpec& spec, uint64_t run_seed, SourceFil
                               const std::function<Status(const Table&)>& train_chunk, uint64_t* train_rows) {
   RunData d;
   d.train = f.train->columns();
-  const size_t row_bytes = sizeof(float) * (static_cast<size_t>(d.train.features) + 1);
+  const size_t row_bytes = sizeof(float) * static_cast<size_t>(d.train.features + d.train.targets);
   const size_t chunk_rows = std::max<size_t>(1, chunk_bytes / row_bytes);
   // A pool or holdout file, loaded whole, with train's columns.
   auto load = [&](const std::function<StatusOr<Table>()>& loader, const std::string& name, Table* out) {
@@ -261,7 +273,7 @@ StatusOr<RunData> StreamFiles(const DataSpec& spec, uint64_t run_seed, SourceFil
     held = std::move(*rows);
     d.holdout = EmptyLike(d.train);
     d.holdout.x.reserve(held->size() * static_cast<size_t>(d.train.features));
-    d.holdout.y.reserve(held->size());
+    d.holdout.y.reserve(held->size() * static_cast<size_t>(d.train.targets));
   }
   *train_rows = 0;
   Table chunk, kept = EmptyLike(d.train);
@@ -275,10 +287,11 @@ StatusOr<RunData> StreamFiles(const DataSpec& spec, uint64_t run_seed, SourceFil
       kept.y.clear();
       for (size_t r = 0; r < chunk.rows(); ++r) {
         const float* x = &chunk.x[r * static_cast<size_t>(chunk.features)];
-        if (held->Take(chunk.y[r])) {
-          d.holdout.AppendRow(x, chunk.y[r]);
+        const float* y = chunk.TargetsOf(r);
+        if (held->Take(*y)) {  // the first target: a classifier's class (stratified)
+          d.holdout.AppendRow(x, y);
         } else {
-          kept.AppendRow(x, chunk.y[r]);
+          kept.AppendRow(x, y);
         }
       }
       out = &kept;
@@ -359,8 +372,9 @@ StatusOr<RunData> LoadRunData(const DataSpec& spec, uint64_t run_seed, TaskKind 
   auto d = StreamRunData(spec, run_seed, size_t{4} << 20, add, &rows, task);
   if (!d.ok()) return d.status();
   train.features = d->train.features;
+  train.targets = d->train.targets;
   train.feature_names = d->train.feature_names;
-  train.target_name = d->train.target_name;
+  train.target_names = d->train.target_names;
   d->train = std::move(train);
   return d;
 }

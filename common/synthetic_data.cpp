@@ -26,7 +26,6 @@ float Friedman1Target(const float* row) { return static_cast<float>(Friedman1(ro
 Table GenerateFriedman1(int rows, int features, double noise, uint64_t seed) {
   Table t;
   t.features = features;
-  t.target_name = "y";
   for (int c = 0; c < features; ++c) t.feature_names.push_back("x" + std::to_string(c));
   if (rows <= 0 || features < 5) return t;  // REQUIRES violated: an empty, well-formed table
   t.x.reserve(static_cast<size_t>(rows) * features);

@@ -14,26 +14,37 @@
 
 namespace ens::ctl {
 
-// Features per row of the config's training data, from the synthetic count or the file's
-// columns (a CSV is opened, an npy pair's headers read; no row is kept).
-StatusOr<int> DataFeatures(const DataSpec& d) {
-  if (d.source == "synthetic") return d.synthetic_features;
-  auto reader = d.source == "csv" ? OpenCsv(d.train_path, d.feature_columns, d.target_column)
+// The columns (features, targets) of the config's training data, from the synthetic count or
+// the file's header (a CSV is opened, an npy pair's headers read; no row is kept).
+StatusOr<Table> DataColumns(const DataSpec& d) {
+  if (d.source == "synthetic") {
+    Table t;
+    t.features = d.synthetic_features;
+    return t;
+  }
+  auto reader = d.source == "csv" ? OpenCsv(d.train_path, d.feature_columns, d.target_columns)
                                   : OpenNpyPair(d.x_path, d.y_path);
   if (!reader.ok()) return reader.status();
-  return (*reader)->columns().features;
+  return (*reader)->columns();
 }
 
-// The TorchScript members' modules, each run once on a zero batch of the data's width (the
-// class count of a classifier is known only at run start, where ensembled checks it again).
-std::vector<ConfigError> CheckModels(const Config& cfg) {
+// What needs the data's columns: an npy y of several columns against the members (csv's
+// target_columns were checked with the config), and the TorchScript members' modules, each
+// run once on a zero batch of the data's width (the class count of a classifier is known only
+// at run start, where ensembled checks it again).
+std::vector<ConfigError> CheckAgainstData(const Config& cfg) {
   bool any = false;
   for (const auto& m : cfg.members) any = any || m.model.kind == ModelKind::kTorchscript;
+  if (!any && cfg.data.source != "npy") return {};
+  auto columns = DataColumns(cfg.data);
+  if (!columns.ok()) {
+    if (!any) return {};  // ensembled names the file's problem at start; validate-config checks the config
+    return {{"/data", "cannot read the data's columns to check the TorchScript members: " + columns.status().message()}};
+  }
+  if (std::string why = TargetCountProblem(cfg, columns->targets, cfg.data.y_path); !why.empty())
+    return {{"/data/y_path", why}};
   if (!any) return {};
-  auto features = DataFeatures(cfg.data);
-  if (!features.ok()) return {{"/data", "cannot read the data's columns to check the TorchScript members: " +
-                                            features.status().message()}};
-  return CheckScriptModels(cfg.members, *features, RequiredOutputs(cfg, 0), WorkerBinary());
+  return CheckScriptModels(cfg.members, columns->features, RequiredOutputs(cfg, 0, columns->targets), WorkerBinary());
 }
 
 int ValidateConfig(const std::string& path) {
@@ -44,7 +55,7 @@ int ValidateConfig(const std::string& path) {
   }
   Config cfg;
   auto errors = ValidateConfigText(*text, ParentDir(path), &cfg);
-  if (errors.empty()) errors = CheckModels(cfg);
+  if (errors.empty()) errors = CheckAgainstData(cfg);
   for (const auto& e : errors) std::cout << path << ": " << (e.pointer.empty() ? "/" : e.pointer) << ": " << e.message << "\n";
   if (!errors.empty()) return exit_code::kPermanentFailure;
   std::cout << path << ": ok (" << cfg.members.size() << " members, " << cfg.rounds.count << " rounds, mutation "

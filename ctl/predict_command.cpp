@@ -123,11 +123,11 @@ StatusOr<std::vector<float>> CommandMemberPredict(const std::string& member_dir,
 // through their predict_argv (one run per batch).
 class RoundPredictor {
  public:
-  // classes: the run's class count (0: regression).
-  Status Open(const CommittedRound& committed, int features, size_t classes, const std::string& scratch) {
+  // classes: the run's class count (0: regression); targets: its regression target count.
+  Status Open(const CommittedRound& committed, int features, size_t classes, size_t targets, const std::string& scratch) {
     committed_ = &committed;
     scratch_ = scratch;
-    width_ = std::max<size_t>(classes, 1);
+    width_ = classes > 0 ? classes : std::max<size_t>(targets, 1);
     std::vector<std::string> argv = {WorkerBinary(), "predict", "--stream", "--features", std::to_string(features)};
     for (size_t m = 0; m < committed.member_dirs.size(); ++m) {
       const std::string& dir = committed.member_dirs[m];
@@ -217,9 +217,10 @@ class RoundPredictor {
 // classifier (classes non-empty), the class of highest mean probability, each class's mean
 // probability (p_<label>), and the members' disagreement (BALD, committee_score.h).
 // Gaussian heads: the mixture's mean, aleatoric std (sqrt of the mean variance), epistemic
-// std (of the means) and total std.
+// std (of the means) and total std. Several regression targets (targets.size() > 1): per
+// target t, in order, <t>_mean and <t>_std.
 void WriteBlock(std::ostream& out, const std::vector<float>& preds, size_t members, size_t rows,
-                const std::vector<std::string>& classes, bool gaussian) {
+                const std::vector<std::string>& classes, bool gaussian, const std::vector<std::string>& targets) {
   if (gaussian) {
     out << "row,mean,aleatoric_std,epistemic_std,total_std\n";
     for (size_t r = 0; r < rows; ++r) {
@@ -256,16 +257,24 @@ void WriteBlock(std::ostream& out, const std::vector<float>& preds, size_t membe
     }
     return;
   }
-  out << "row,mean,std\n";
+  const size_t w = std::max<size_t>(targets.size(), 1);
+  out << "row";
+  if (w == 1) out << ",mean,std";
+  for (size_t t = 0; w > 1 && t < w; ++t) out << "," << targets[t] << "_mean," << targets[t] << "_std";
+  out << "\n";
   for (size_t r = 0; r < rows; ++r) {
-    double sum = 0, sq = 0;
-    for (size_t m = 0; m < members; ++m) {
-      double v = preds[m * rows + r];
-      sum += v;
-      sq += v * v;
+    out << r;
+    for (size_t t = 0; t < w; ++t) {
+      double sum = 0, sq = 0;
+      for (size_t m = 0; m < members; ++m) {
+        double v = preds[(m * rows + r) * w + t];
+        sum += v;
+        sq += v * v;
+      }
+      double mean = sum / static_cast<double>(members);
+      out << "," << mean << "," << std::sqrt(std::max(0.0, sq / static_cast<double>(members) - mean * mean));
     }
-    double mean = sum / static_cast<double>(members);
-    out << r << "," << mean << "," << std::sqrt(std::max(0.0, sq / static_cast<double>(members) - mean * mean)) << "\n";
+    out << "\n";
   }
 }
 
@@ -278,7 +287,8 @@ int ExitCodeOfPredict(const Status& s) {
 // --input -: batches of CSV rows on stdin (the header line once, first; a blank line ends a
 // batch), each answered with its CSV block and a blank line, flushed, before the next is read.
 int PredictStdin(RoundPredictor& predictor, const std::vector<std::string>& names,
-                 const std::vector<std::string>& classes, const std::string& scratch, std::ostream& out) {
+                 const std::vector<std::string>& classes, const std::vector<std::string>& targets,
+                 const std::string& scratch, std::ostream& out) {
   std::string header, line;
   if (!std::getline(std::cin, header)) return exit_code::kOk;  // no input, no batches
   int batch = 0;
@@ -306,7 +316,7 @@ int PredictStdin(RoundPredictor& predictor, const std::vector<std::string>& name
       std::cerr << "ensemblectl predict: " << preds.status().message() << "\n";
       return ExitCodeOfPredict(preds.status());
     }
-    WriteBlock(out, *preds, predictor.members(), table->rows(), classes, predictor.gaussian());
+    WriteBlock(out, *preds, predictor.members(), table->rows(), classes, predictor.gaussian(), targets);
     out << "\n";
     out.flush();
     if (!out) return exit_code::kTransientFailure;
@@ -339,6 +349,10 @@ int Predict(const std::string& state_dir, int round, const std::string& input_cs
     }
     classes = list->names();
   }
+  // Several regression targets (run.json "target_names"); else one.
+  std::vector<std::string> targets;
+  if (run.contains("target_names") && run["target_names"].is_array())
+    for (const auto& t : run["target_names"]) targets.push_back(t.is_string() ? t.get<std::string>() : "");
   std::optional<Table> table;
   if (input_csv != "-") {
     auto loaded = LoadCsv(input_csv, names, "");
@@ -358,20 +372,20 @@ int Predict(const std::string& state_dir, int round, const std::string& input_cs
   if (output_csv != "-") file.open(output_csv);
   std::ostream& out = output_csv == "-" ? std::cout : file;
   RoundPredictor predictor;
-  Status opened = predictor.Open(*committed, static_cast<int>(names.size()), classes.size(), tmp);
+  Status opened = predictor.Open(*committed, static_cast<int>(names.size()), classes.size(), targets.size(), tmp);
   int rc = exit_code::kOk;
   if (!opened.ok()) {
     std::cerr << "ensemblectl predict: " << opened.message() << "\n";
     rc = ExitCodeOfPredict(opened);
   } else if (input_csv == "-") {
-    rc = PredictStdin(predictor, names, classes, tmp, out);
+    rc = PredictStdin(predictor, names, classes, targets, tmp, out);
   } else {
     auto preds = predictor.Predict(*table);
     if (!preds.ok()) {
       std::cerr << "ensemblectl predict: " << preds.status().message() << "\n";
       rc = ExitCodeOfPredict(preds.status());
     } else {
-      WriteBlock(out, *preds, committed->member_dirs.size(), table->rows(), classes, predictor.gaussian());
+      WriteBlock(out, *preds, committed->member_dirs.size(), table->rows(), classes, predictor.gaussian(), targets);
     }
   }
   predictor.Close();

@@ -20,6 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const ens::Table& table = t.value();
     if (table.features < 1 || table.rows() < 1) __builtin_trap();
     if (table.x.size() != table.rows() * static_cast<size_t>(table.features)) __builtin_trap();
+    if (table.targets < 1 || table.y.size() != table.rows() * static_cast<size_t>(table.targets)) __builtin_trap();
+    if (table.target_names.size() != static_cast<size_t>(table.targets)) __builtin_trap();
   }
   return 0;
 }

@@ -34,13 +34,16 @@ nlohmann::json EnsembleSummary::ToJson() const {
             {"mean_epistemic_std", mean_epistemic_std},
             {"ensemble_error", ensemble_error},
             {"mean_disagreement", mean_disagreement}};
-  if (classes == 0)
-    return {{"members", members},
-            {"member_rmse_mean", member_rmse_mean},
-            {"member_rmse_std", member_rmse_std},
-            {"ensemble_rmse", ensemble_rmse},
-            {"ensemble_error", ensemble_error},
-            {"mean_disagreement", mean_disagreement}};
+  if (classes == 0) {
+    nlohmann::json j = {{"members", members},
+                        {"member_rmse_mean", member_rmse_mean},
+                        {"member_rmse_std", member_rmse_std},
+                        {"ensemble_rmse", ensemble_rmse},
+                        {"ensemble_error", ensemble_error},
+                        {"mean_disagreement", mean_disagreement}};
+    if (!ensemble_rmse_per_target.empty()) j["ensemble_rmse_per_target"] = ensemble_rmse_per_target;
+    return j;
+  }
   return {{"members", members},
           {"classes", classes},
           {"member_accuracy_mean", member_accuracy_mean},
@@ -53,7 +56,7 @@ nlohmann::json EnsembleSummary::ToJson() const {
 }
 
 EnsembleSummary SummariseEnsemble(const std::vector<MemberResult>& results, const std::vector<float>& holdout_y,
-                                  int classes, bool gaussian) {
+                                  int classes, bool gaussian, int targets) {
   EnsembleSummary s;
   s.members = static_cast<int>(results.size());
   s.classes = classes;
@@ -93,14 +96,24 @@ EnsembleSummary SummariseEnsemble(const std::vector<MemberResult>& results, cons
   }
   if (classes == 0) {
     std::tie(s.member_rmse_mean, s.member_rmse_std) = MeanStd(results, "holdout_rmse");
-    std::vector<double> spread = CommitteeScores("std", preds, 1);
-    double se = 0, dis = 0;
-    for (size_t i = 0; i < holdout_y.size(); ++i) {
-      se += (mean[i] - holdout_y[i]) * (mean[i] - holdout_y[i]);
+    const size_t w = static_cast<size_t>(std::max(targets, 1)), rows = holdout_y.size() / w;
+    const double nr = std::max<double>(1.0, static_cast<double>(rows));
+    std::vector<double> spread = CommitteeScores("std", preds, static_cast<int>(w));
+    std::vector<double> se(w, 0.0);
+    double dis = 0;
+    for (size_t i = 0; i < rows; ++i) {
+      for (size_t t = 0; t < w; ++t) {
+        const double e = mean[i * w + t] - holdout_y[i * w + t];
+        se[t] += e * e;
+      }
       dis += spread[i];
     }
-    s.ensemble_rmse = s.ensemble_error = std::sqrt(se / n);
-    s.mean_disagreement = dis / n;
+    double rmse = 0;
+    for (size_t t = 0; t < w; ++t) rmse += std::sqrt(se[t] / nr);
+    s.ensemble_rmse = s.ensemble_error = rmse / static_cast<double>(w);
+    if (w > 1)
+      for (size_t t = 0; t < w; ++t) s.ensemble_rmse_per_target.push_back(std::sqrt(se[t] / nr));
+    s.mean_disagreement = dis / nr;
     return s;
   }
   std::tie(s.member_accuracy_mean, s.member_accuracy_std) = MeanStd(results, "holdout_accuracy");

@@ -4,6 +4,10 @@
 //   member_rmse_mean / member_rmse_std  holdout RMSE over members (std: sample, n-1; 0 for one)
 //   ensemble_rmse                       RMSE of the members' mean prediction
 //   mean_disagreement                   mean over holdout rows of the members' prediction std
+// Several targets (targets > 1; predictions rows x targets): every RMSE is the mean over the
+// targets of each target's RMSE (a member's holdout_rmse is that already), and
+//   ensemble_rmse_per_target            each target's ensemble RMSE, in target order
+//   mean_disagreement                   also averaged over the targets
 // Classification (the ensemble predicts the members' mean probabilities):
 //   member_accuracy_mean / _std         holdout accuracy over members
 //   ensemble_accuracy, ensemble_nll, ensemble_brier   of the mean probabilities
@@ -37,12 +41,14 @@ struct EnsembleSummary {
   double mean_disagreement = 0;
   bool gaussian = false;
   double member_nll_mean = 0, mean_aleatoric_std = 0, mean_epistemic_std = 0;  // ensemble_nll: above
+  std::vector<double> ensemble_rmse_per_target;  // several targets only
   nlohmann::json ToJson() const;
 };
 
-// REQUIRES: every result's holdout_pred has holdout_y.size() values (x classes).
+// REQUIRES: every result's holdout_pred has holdout_y.size() values (x classes; holdout_y
+// holds `targets` values per row).
 EnsembleSummary SummariseEnsemble(const std::vector<MemberResult>& results, const std::vector<float>& holdout_y,
-                                  int classes = 0, bool gaussian = false);
+                                  int classes = 0, bool gaussian = false, int targets = 1);
 
 // The error stop_below_error compares in a summary's JSON (of any version): ensemble_error,
 // else ensemble_rmse; INFINITY when neither is there.

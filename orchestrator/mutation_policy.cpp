@@ -28,6 +28,7 @@ Mutation AppendFromPool(const MutationSpec& spec, const MutationContext& c) {
   for (size_t i = 0; i < k; ++i) std::swap(ids[i], ids[i + rng.Below(ids.size() - i)]);
   Mutation m;
   m.add.features = c.features;
+  m.add.targets = c.targets;
   m.pool_ids.assign(ids.begin(), ids.begin() + k);
   return m;
 }
@@ -35,7 +36,7 @@ Mutation AppendFromPool(const MutationSpec& spec, const MutationContext& c) {
 Mutation QueryByCommittee(const MutationSpec& spec, const MutationContext& c) {
   std::vector<const std::vector<float>*> preds;
   for (const auto& r : *c.members) preds.push_back(&r.pool_pred);
-  const int width = c.classes ? c.classes->size() : c.gaussian ? 2 : 1;
+  const int width = c.classes ? c.classes->size() : c.gaussian ? 2 : c.targets;
   std::string score = spec.score.empty() ? "std" : spec.score;
   if (c.gaussian && score == "std") score = "epistemic";  // the spread of the means, as without heads
   // No members to ask: every row scores 0, so the lowest unused ids are taken.
@@ -48,6 +49,7 @@ Mutation QueryByCommittee(const MutationSpec& spec, const MutationContext& c) {
   });
   Mutation m;
   m.add.features = c.features;
+  m.add.targets = c.targets;
   m.pool_ids.assign(ids.begin(), ids.begin() + k);
   return m;
 }
@@ -87,7 +89,7 @@ StatusOr<std::string> RunCommand(const std::vector<std::string>& argv, const std
 }  // namespace
 
 StatusOr<Mutation> ParseCommandOutput(const std::string& text, int features, uint64_t train_rows,
-                                      const std::string& origin, const ClassList* classes) {
+                                      const std::string& origin, const ClassList* classes, int targets) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     return Status::InvalidArgument(origin + ": output is not a JSON object");
@@ -96,16 +98,19 @@ StatusOr<Mutation> ParseCommandOutput(const std::string& text, int features, uin
       return Status::InvalidArgument(origin + ": /" + it.key() + ": unknown key");
   Mutation m;
   m.add.features = features;
+  m.add.targets = classes ? 1 : targets;
+  const size_t width = static_cast<size_t>(features + m.add.targets);
   if (j.contains("add")) {
     if (!j["add"].is_array()) return Status::InvalidArgument(origin + ": /add: must be an array of rows");
-    std::vector<float> row(features);
+    std::vector<float> row(width);
     for (size_t r = 0; r < j["add"].size(); ++r) {
       const auto& a = j["add"][r];
       std::string where = origin + ": /add/" + std::to_string(r);
-      if (!a.is_array() || a.size() != static_cast<size_t>(features) + 1)
-        return Status::InvalidArgument(where + ": must be an array of " + std::to_string(features + 1) +
+      if (!a.is_array() || a.size() != width)
+        return Status::InvalidArgument(where + ": must be an array of " + std::to_string(width) +
                                        (classes ? " values (feature numbers then a class label)"
-                                                : " numbers (features then target)"));
+                                        : m.add.targets > 1 ? " numbers (features then " + std::to_string(m.add.targets) + " targets)"
+                                                            : " numbers (features then target)"));
       float target = 0;
       if (classes) {
         const auto& y = a[features];
@@ -120,8 +125,9 @@ StatusOr<Mutation> ParseCommandOutput(const std::string& text, int features, uin
         if (!std::isfinite(v) || std::fabs(v) > std::numeric_limits<float>::max())
           return Status::InvalidArgument(where + "/" + std::to_string(c) + ": not a finite float32 number");
       }
-      for (int c = 0; c < features; ++c) row[c] = a[c].get<float>();
-      m.add.AppendRow(row.data(), classes ? target : a[features].get<float>());
+      for (size_t c = 0; c < (classes ? a.size() - 1 : a.size()); ++c) row[c] = a[c].get<float>();
+      if (classes) row[static_cast<size_t>(features)] = target;
+      m.add.AppendRow(row.data(), row.data() + features);
     }
   }
   if (j.contains("drop")) {
@@ -145,10 +151,11 @@ StatusOr<Mutation> DecideMutation(const MutationSpec& spec, const MutationContex
   if (spec.policy == "command") {
     auto out = RunCommand(spec.argv, c.round_summary.dump() + "\n", spec.timeout_s, c.on_wait, c.command_env);
     if (!out.ok()) return out.status();
-    return ParseCommandOutput(*out, c.features, c.train_rows, "mutation command " + spec.argv[0], c.classes);
+    return ParseCommandOutput(*out, c.features, c.train_rows, "mutation command " + spec.argv[0], c.classes, c.targets);
   }
   Mutation none;
   none.add.features = c.features;
+  none.add.targets = c.targets;
   return none;
 }
 

@@ -52,6 +52,7 @@ struct MutationContext {
   const ClassList* classes = nullptr;
   // Gaussian heads: predictions are rows of [mean, variance]; "std" then means "epistemic".
   bool gaussian = false;
+  int targets = 1;  // regression targets per row (table.h): predictions are rows x targets
 };
 
 struct Mutation {
@@ -64,8 +65,10 @@ struct Mutation {
 StatusOr<Mutation> DecideMutation(const MutationSpec& spec, const MutationContext& ctx);
 
 // Parses and validates a command's output. `origin` names the command in errors. `classes`
-// (classification): each row's target is a label, stored as its class index.
+// (classification): each row's target is a label, stored as its class index. An added row
+// is features then `targets` target numbers (one label for classification).
 StatusOr<Mutation> ParseCommandOutput(const std::string& text, int features, uint64_t train_rows,
-                                      const std::string& origin, const ClassList* classes = nullptr);
+                                      const std::string& origin, const ClassList* classes = nullptr,
+                                      int targets = 1);
 
 }  // namespace ens

@@ -6,8 +6,8 @@
 // and hands the program, as "run" in its stdin JSON and as ENSEMBLED_* variables (README
 // "Mutation commands"), where everything is: the state and round directories, round and
 // generation, the training table (path and layout: a kSegmentHeaderBytes header, then rows of
-// features + 1 float32, target last), the holdout and pool features (.npy), each finished
-// member's holdout and pool predictions (raw float32 files: a value per row, or for a
+// features + targets float32, targets last), the holdout and pool features (.npy), each finished
+// member's holdout and pool predictions (raw float32 files: a value per row and target, or for a
 // classification run a probability per class and row, row-major, "classes" naming them; the
 // table's target is then the class index; for Gaussian heads a [mean, variance] per row,
 // "prediction" says "gaussian"), and the ensemblectl binary, whose
@@ -32,6 +32,7 @@ struct MutationViewInputs {
   uint64_t generation = 0;                      // the generation the round trained on
   uint64_t table_rows = 0;                      // rows of that generation's table
   int features = 0;
+  int targets = 1;                              // regression targets per row
   std::vector<std::string> feature_names;
   std::vector<std::string> classes;             // classification: the run's classes; else empty
   bool gaussian = false;                        // Gaussian heads: predictions are [mean, variance] rows

@@ -6,9 +6,9 @@
 
 namespace ens {
 
-int RequiredOutputs(const Config& cfg, int classes) {
+int RequiredOutputs(const Config& cfg, int classes, int targets) {
   if (cfg.task == TaskKind::kClassification) return classes;
-  return !cfg.members.empty() && cfg.members[0].loss == LossKind::kGaussianNll ? 2 : 1;
+  return !cfg.members.empty() && cfg.members[0].loss == LossKind::kGaussianNll ? 2 : targets;
 }
 
 std::vector<ConfigError> CheckScriptModels(const std::vector<MemberSpec>& members, int features, int outputs,

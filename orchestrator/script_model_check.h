@@ -16,8 +16,8 @@
 namespace ens {
 
 // The width a run's members must output: classes (classification; 0 = not known yet, any
-// width), 2 for Gaussian heads, else 1.
-int RequiredOutputs(const Config& cfg, int classes);
+// width), 2 for Gaussian heads, else the regression target count.
+int RequiredOutputs(const Config& cfg, int classes, int targets = 1);
 
 // One error per failing path. Empty when there are no TorchScript members.
 std::vector<ConfigError> CheckScriptModels(const std::vector<MemberSpec>& members, int features, int outputs,

@@ -85,7 +85,7 @@ Status Supervisor::Prepare() {
 Status Supervisor::CheckScriptMembers() const {
   if (cfg_.resources.executor != "local") return Status::Ok();
   auto errors = CheckScriptModels(cfg_.members, static_cast<int>(train_->header().features),
-                                  RequiredOutputs(cfg_, classes_.size()), opts_.worker_binary);
+                                  RequiredOutputs(cfg_, classes_.size(), holdout_.targets), opts_.worker_binary);
   if (errors.empty()) return Status::Ok();
   std::string msg;
   for (const auto& e : errors) msg += (msg.empty() ? "" : "\n") + opts_.config_path + ": " + e.pointer + ": " + e.message;
@@ -151,7 +151,7 @@ Status Supervisor::PublishFreshData() {
   std::unique_ptr<DatasetWriter> writer;
   auto add = [&](const Table& chunk) {
     if (!writer) {
-      auto w = DatasetWriter::Begin(RunLayout::TrainSegment(layout_.DataDir()), chunk.features, 0, 0);
+      auto w = DatasetWriter::Begin(RunLayout::TrainSegment(layout_.DataDir()), chunk.features, 0, 0, chunk.targets);
       if (!w.ok()) return w.status();
       writer = std::move(*w);
     }
@@ -161,6 +161,10 @@ Status Supervisor::PublishFreshData() {
   auto data = StreamRunData(cfg_.data, cfg_.run_seed, kLoadChunkBytes, add, &train_rows, cfg_.task);
   if (!data.ok()) return data.status();
   RunData& d = *data;
+  // An npy y of several columns: the same check validate-config makes of target_columns.
+  if (std::string why = TargetCountProblem(cfg_, d.train.targets, "data " + (cfg_.data.source == "npy" ? cfg_.data.y_path : cfg_.data.train_path));
+      !why.empty())
+    return Status::InvalidArgument(why);
   if (!d.classes.empty()) {
     auto classes = ClassList::FromLabels(d.classes, "data");
     if (!classes.ok()) return classes.status();
@@ -169,7 +173,7 @@ Status Supervisor::PublishFreshData() {
   if (!writer) return Status::InvalidArgument("data: no training rows");
   s = writer->Commit();
   if (!s.ok()) return s;
-  for (auto* t : {&d.holdout, &d.pool}) t->features = d.train.features;
+  for (auto* t : {&d.holdout, &d.pool}) t->features = d.train.features, t->targets = d.train.targets;
   auto holdout = DatasetWriter::Create(RunLayout::HoldoutSegment(layout_.DataDir()), d.holdout, 0);
   if (!holdout.ok()) return holdout.status();
   auto pool = DatasetWriter::Create(RunLayout::PoolSegment(layout_.DataDir()), d.pool, 0);
@@ -181,9 +185,10 @@ Status Supervisor::PublishFreshData() {
   s = PublishFeatureFiles();
   if (!s.ok()) return s;
   json run = {{"run_id", run_id_}, {"run_name", cfg_.run_name}, {"features", d.train.features},
-              {"feature_names", d.train.feature_names}, {"target_name", d.train.target_name},
+              {"feature_names", d.train.feature_names}, {"target_name", d.train.target_names[0]},
               {"holdout_rows", holdout_.rows()}, {"pool_rows", pool_.rows()}};
   if (!classes_.empty()) run.update({{"task", Name(cfg_.task)}, {"classes", classes_.ToJson()}});
+  if (d.train.targets > 1) run.update({{"targets", d.train.targets}, {"target_names", d.train.target_names}});
   s = WriteFileAtomic(layout_.RunFile(), run.dump(2) + "\n");
   if (!s.ok()) return s;
   progress_.train_rows = train_rows;
@@ -498,7 +503,7 @@ Status Supervisor::CommitRound(int round, double wall_seconds, bool* stop_now) {
     members.push_back(r->metrics);
     results.push_back(std::move(*r));
   }
-  EnsembleSummary ens = SummariseEnsemble(results, holdout_.y, classes_.size(), Gaussian());
+  EnsembleSummary ens = SummariseEnsemble(results, holdout_.y, classes_.size(), Gaussian(), holdout_.targets);
   bool last = round + 1 >= cfg_.rounds.count;
   bool converged = cfg_.rounds.stop_below_error && ens.ensemble_error < *cfg_.rounds.stop_below_error;
   *stop_now = last || converged;
@@ -547,6 +552,7 @@ Status Supervisor::DecideAndAppend(int round, const json& summary,
                                    const std::vector<MemberResult>& results, bool skip, AppliedMutation* out) {
   Mutation mut;
   mut.add.features = static_cast<int>(train_->header().features);
+  mut.add.targets = static_cast<int>(TargetCount(train_->header()));
   if (!skip) {
     // A mutation command may run for minutes: keep pinging the watchdog, answering
     // ensemblectl and noting signals. One stop request is acted on after the commit (the
@@ -559,7 +565,7 @@ Status Supervisor::DecideAndAppend(int round, const json& summary,
     };
     MutationContext ctx{round, cfg_.run_seed, &pool_, &pool_used_, &results, summary,
                         mut.add.features, train_->header().rows, on_wait, {}, classes_.empty() ? nullptr : &classes_,
-                        Gaussian()};
+                        Gaussian(), mut.add.targets};
     const MutationSpec spec = cfg_.mutation;
     if (spec.policy == "command") {  // the program sees the run: data, predictions, ensemblectl
       auto view = CommandMutationView(round, summary.value("generation", uint64_t{0}), results);
@@ -573,8 +579,9 @@ Status Supervisor::DecideAndAppend(int round, const json& summary,
   }
   Table rows;
   rows.features = mut.add.features;
-  for (uint64_t id : mut.pool_ids) rows.AppendRow(&pool_.x[id * pool_.features], pool_.y[id]);
-  for (size_t r = 0; r < mut.add.rows(); ++r) rows.AppendRow(&mut.add.x[r * rows.features], mut.add.y[r]);
+  rows.targets = mut.add.targets;
+  for (uint64_t id : mut.pool_ids) rows.AppendRow(&pool_.x[id * pool_.features], pool_.TargetsOf(id));
+  for (size_t r = 0; r < mut.add.rows(); ++r) rows.AppendRow(&mut.add.x[r * rows.features], mut.add.TargetsOf(r));
   out->generation = progress_.generation + 1;
   Status s = train_->Append(rows, out->generation);
   if (!s.ok()) return s;
@@ -611,6 +618,7 @@ StatusOr<MutationView> Supervisor::CommandMutationView(int round, uint64_t gener
   in.generation = generation;
   in.table_rows = train_->header().rows;
   in.features = static_cast<int>(train_->header().features);
+  in.targets = static_cast<int>(TargetCount(train_->header()));
   auto run = ReadFile(layout_.RunFile());
   if (!run.ok()) return run.status();
   json run_json = json::parse(*run, nullptr, false);
@@ -639,7 +647,7 @@ Status Supervisor::ApplyDeferredMutation() {
     if (!r.ok()) return r.status();
     results.push_back(std::move(*r));
   }
-  EnsembleSummary ens = SummariseEnsemble(results, holdout_.y, classes_.size(), Gaussian());
+  EnsembleSummary ens = SummariseEnsemble(results, holdout_.y, classes_.size(), Gaussian(), holdout_.targets);
   // What round `round` would have handed its mutation had it not been the last round.
   json summary = {{"round", round}, {"generation", last.value("generation", uint64_t{1}) - 1},
                   {"train_rows", last.value("trained_rows", uint64_t{0})}, {"ensemble", ens.ToJson()},

@@ -113,11 +113,13 @@ class Supervisor {
   std::unique_ptr<DatasetWriter> train_;
   Table holdout_, pool_;
   ClassList classes_;  // classification: the run's classes (run.json); empty for regression
-  // Values per row in a member's prediction files: 1, or the class count.
+  // Values per row in a member's prediction files: the target count (1 but for
+  // target_columns), or the class count.
   // Gaussian heads (every member's loss gaussian_nll, config.h): rows of [mean, variance].
   bool Gaussian() const { return !cfg_.members.empty() && cfg_.members[0].loss == LossKind::kGaussianNll; }
   size_t PredictionWidth() const {
-    return classes_.empty() ? (Gaussian() ? 2 : 1) : static_cast<size_t>(classes_.size());
+    return classes_.empty() ? (Gaussian() ? 2 : static_cast<size_t>(holdout_.targets))
+                            : static_cast<size_t>(classes_.size());
   }
   std::vector<bool> pool_used_;
   std::vector<uint64_t> excluded_;

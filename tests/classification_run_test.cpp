@@ -14,6 +14,7 @@
 #include "common/run_layout.h"
 #include "common/seed.h"
 #include "support/env_spawn.h"
+#include "support/predict_csv.h"
 #include "support/process_harness.h"
 #include "support/temp_dir.h"
 
@@ -85,21 +86,12 @@ TEST_CASE("a classification run learns the classes, predicts them and verifies b
 
   // predict: the class, a probability per class, the disagreement; a row at a blob's centre
   // gets that blob's class.
-  WriteText(tmp / "in.csv", "a,b,c,d\n0,0,0,0\n3,0,0,1\n0,3,1,0\n");
-  auto predict = Run({BinaryPath("ensemblectl"), "predict", "-s", state, "-i", tmp / "in.csv", "-o", tmp / "out.csv"},
-                     tmp.path());
-  INFO(predict.out << predict.err);
-  REQUIRE(predict.code == 0);
-  std::istringstream lines(ReadText(tmp / "out.csv"));
-  std::string line;
-  std::getline(lines, line);
-  CHECK(line == "row,class,p_blue,p_green,p_red,disagreement");
-  for (const char* want : {"blue", "green", "red"}) {
-    REQUIRE(std::getline(lines, line));
-    INFO(line);
-    std::vector<std::string> cells;
-    std::stringstream fields(line);
-    for (std::string c; std::getline(fields, c, ',');) cells.push_back(c);
+  const PredictedCsv predicted = PredictCsv(tmp, state, "a,b,c,d\n0,0,0,0\n3,0,0,1\n0,3,1,0\n");
+  CHECK(predicted.header == "row,class,p_blue,p_green,p_red,disagreement");
+  REQUIRE(predicted.rows.size() == 3);
+  for (size_t r = 0; r < 3; ++r) {
+    const char* want = r == 0 ? "blue" : r == 1 ? "green" : "red";
+    const std::vector<std::string>& cells = predicted.rows[r];
     REQUIRE(cells.size() == 6);
     CHECK(cells[1] == want);
     CHECK(std::stod(cells[2]) + std::stod(cells[3]) + std::stod(cells[4]) == Approx(1.0).epsilon(1e-4));

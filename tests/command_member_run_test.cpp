@@ -13,6 +13,7 @@
 
 #include "common/run_layout.h"
 #include "support/env_spawn.h"
+#include "support/predict_csv.h"
 #include "support/process_harness.h"
 #include "support/temp_dir.h"
 
@@ -111,22 +112,15 @@ TEST_CASE("torch command members train next to built-in ones, survive a killed w
   // ensemblectl predict runs torch members through predict_argv and built-in ones through
   // their checkpoints: 4 members, one line per row.
   const auto run_json = nlohmann::json::parse(ReadText(state + "/run.json"));
-  std::ofstream csv(tmp / "in.csv");
+  std::ostringstream csv;
   const auto names = run_json["feature_names"].get<std::vector<std::string>>();
   for (size_t i = 0; i < names.size(); ++i) csv << (i ? "," : "") << names[i];
   csv << "\n";
   for (int r = 0; r < 5; ++r)
     for (size_t i = 0; i < names.size(); ++i) csv << (i ? "," : "") << 0.1 * (r + 1) << (i + 1 == names.size() ? "\n" : "");
-  csv.close();
-  auto predict = Run({BinaryPath("ensemblectl"), "predict", "-s", state, "-i", tmp / "in.csv", "-o", tmp / "out.csv"},
-                     tmp.path());
-  INFO(predict.out << predict.err);
-  REQUIRE(predict.code == 0);
-  std::istringstream lines(ReadText(tmp / "out.csv"));
-  std::string line;
-  int n = 0;
-  while (std::getline(lines, line)) ++n;
-  CHECK(n == 6);  // header + 5 rows
+  const PredictedCsv predicted = PredictCsv(tmp, state, csv.str());
+  CHECK(predicted.header == "row,mean,std");
+  CHECK(predicted.rows.size() == 5);
 
   // verify reruns the program and finds the same predictions (torch on the CPU, seeded): the
   // retried torch1 of round 0 wrote what an undisturbed run writes.

@@ -846,5 +846,66 @@ TEST_CASE("a number too large for a double is a config error, not a crash", "[co
   REQUIRE(errors.size() == 1);
 }
 
+// A regression config over a csv file with two targets; tests change one thing in it.
+json TwoTargets() {
+  json doc = Minimal();
+  doc["data"] = {{"source", "csv"}, {"train_path", "t.csv"}, {"target_columns", {"a", "b"}}};
+  return doc;
+}
+
+TEST_CASE("target_columns: several regression targets, written back only when several", "[config][targets]") {
+  Config c = MustParse(TwoTargets());
+  CHECK(c.data.target_columns == std::vector<std::string>{"a", "b"});
+  CHECK(c.data.target_column == "a");
+  json normal = ConfigToJson(c);
+  CHECK(normal["data"]["target_columns"] == json({"a", "b"}));
+  CHECK_FALSE(normal["data"].contains("target_column"));
+
+  json one = TwoTargets();
+  one["data"]["target_columns"] = {"a"};  // one listed target is target_column
+  Config c1 = MustParse(one);
+  CHECK(c1.data.target_column == "a");
+  CHECK(ConfigToJson(c1)["data"]["target_column"] == "a");
+  CHECK_FALSE(ConfigToJson(c1)["data"].contains("target_columns"));
+  json single = TwoTargets();
+  single["data"].erase("target_columns");
+  single["data"]["target_column"] = "a";
+  CHECK(ConfigToJson(MustParse(single)) == ConfigToJson(c1));
+}
+
+TEST_CASE("target_columns that do not fit the data, the task or the members are errors at their pointers",
+          "[config][targets]") {
+  json both = TwoTargets();
+  both["data"]["target_column"] = "a";
+  RequireOnlyError(both, "/data/target_columns", "not both");
+  json twice = TwoTargets();
+  twice["data"]["target_columns"] = {"a", "b", "a"};
+  RequireOnlyError(twice, "/data/target_columns/2", "listed twice");
+  json empty = TwoTargets();
+  empty["data"]["target_columns"] = json::array();
+  RequireOnlyError(empty, "/data/target_columns", "at least one");
+  json feature = TwoTargets();
+  feature["data"]["feature_columns"] = {"x", "b"};
+  RequireOnlyError(feature, "/data/feature_columns/1", "must not be a target column");
+  json npy = TwoTargets();
+  npy["data"] = {{"source", "npy"}, {"train_path", "t"}, {"target_columns", {"a", "b"}}};
+  RequireOnlyError(npy, "/data/target_columns", "an npy y of shape (rows, T) has T targets");
+  json classify = TwoTargets();
+  classify["task"] = "classification";
+  RequireOnlyError(classify, "/data/target_columns", "one label column");
+  json gaussian = TwoTargets();
+  gaussian["members"]["defaults"]["loss"] = "gaussian_nll";
+  RequireOnlyError(gaussian, "/data/target_columns", "gaussian_nll head, which predicts one target");
+  json command = TwoTargets();
+  command["members"] = {{"count", 1}, {"defaults", {{"model", {{"kind", "command"}, {"argv", {"./train.py"}}}}}}};
+  RequireOnlyError(command, "/data/target_columns", "is a command member, which predicts one target");
+  // The same check for an npy y of several columns, which only the data file tells.
+  Config c = MustParse(Minimal());
+  CHECK(TargetCountProblem(c, 1, "y.npy").empty());
+  CHECK(TargetCountProblem(c, 3, "y.npy").empty());
+  c.task = TaskKind::kClassification;
+  CHECK_THAT(TargetCountProblem(c, 3, "y.npy"), Catch::Contains("y.npy gives 3 targets"));
+}
+
 }  // namespace
 }  // namespace ens

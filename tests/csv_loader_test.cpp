@@ -43,10 +43,33 @@ TEST_CASE("LoadCsv selects named columns in the requested order, target anywhere
   REQUIRE(t.ok());
   CHECK(t->features == 2);
   CHECK(t->feature_names == std::vector<std::string>{"a", "b"});
-  CHECK(t->target_name == "y");
+  CHECK(t->target_names == std::vector<std::string>{"y"});
   CHECK(t->x == std::vector<float>{4.0f, 2.5f, 8.0f, -0.6f});
   CHECK(t->y == std::vector<float>{3.0f, 7.0f});
   CHECK(t->rows() == 2);
+}
+
+TEST_CASE("LoadCsv reads several target columns in the order given, the rest are features") {
+  TempDir dir;
+  const std::string path = dir.Write("d.csv", "b,x1,a,x2\n1,2,3,4\n5,6,7,8\n");
+  StatusOr<Table> t = LoadCsv(path, {}, std::vector<std::string>{"a", "b"});
+  REQUIRE(t.ok());
+  CHECK(t->rows() == 2);
+  CHECK(t->targets == 2);
+  CHECK(t->target_names == std::vector<std::string>{"a", "b"});
+  CHECK(t->feature_names == std::vector<std::string>{"x1", "x2"});
+  CHECK(t->x == std::vector<float>{2, 4, 6, 8});
+  CHECK(t->y == std::vector<float>{3, 1, 7, 5});
+  auto twice = LoadCsv(path, {}, std::vector<std::string>{"a", "a"});
+  REQUIRE_FALSE(twice.ok());
+  CHECK_THAT(twice.status().message(), Contains("target column 'a' listed twice"));
+  auto both = LoadCsv(path, {"x1", "a"}, std::vector<std::string>{"a", "b"});
+  REQUIRE_FALSE(both.ok());
+  CHECK_THAT(both.status().message(), Contains("column 'a' is both target and feature"));
+  auto bad = dir.Write("bad.csv", "a,b,x\n1,2,3\n4,oops,6\n");
+  auto parsed = LoadCsv(bad, {}, std::vector<std::string>{"a", "b"});
+  REQUIRE_FALSE(parsed.ok());
+  CHECK_THAT(parsed.status().message(), StartsWith(bad + ":3:2"));
 }
 
 TEST_CASE("LoadCsv defaults to every column but the target") {
@@ -55,7 +78,7 @@ TEST_CASE("LoadCsv defaults to every column but the target") {
   StatusOr<Table> t = LoadCsv(path, {}, "target");
   REQUIRE(t.ok());
   CHECK(t->feature_names == std::vector<std::string>{"a", "b"});
-  CHECK(t->target_name == "target");
+  CHECK(t->target_names == std::vector<std::string>{"target"});
   CHECK(t->x == std::vector<float>{1, 3, 4, 6});
   CHECK(t->y == std::vector<float>{2, 5});
 }

@@ -112,6 +112,41 @@ TEST_CASE("Create then Map round-trips every value and fills the header", "[segm
   CHECK_FALSE(w->Read(20, 38).ok());
 }
 
+TEST_CASE("A table of several targets keeps them after its features, in the header's count", "[segment]") {
+  TempDir dir;
+  const std::string path = dir.File("train.bin");
+  Table t;
+  t.features = 2;
+  t.targets = 3;
+  for (int r = 0; r < 5; ++r) {
+    const float x[2] = {static_cast<float>(r), r + 0.5f}, y[3] = {-1.0f * r, 10.0f * r, 100.0f + r};
+    t.AppendRow(x, y);
+  }
+  auto w = MustCreate(path, t, 0);
+  auto v = MustMap(path);
+  CHECK(v->header().targets == 3);
+  CHECK(v->targets() == 3);
+  CHECK(v->stride() == 5);
+  CHECK(v->data()[3 * 5 + 0] == 3.0f);
+  CHECK(v->data()[3 * 5 + 2] == -3.0f);
+  CHECK(v->data()[3 * 5 + 4] == 103.0f);
+  auto back = w->Read(1, 5);
+  REQUIRE(back.ok());
+  CHECK(back->targets == 3);
+  CHECK(back->rows() == 4);
+  CHECK(back->y[4] == 20.0f);  // row 2's second target (row 1 of the rows read)
+  Table one = MakeTable(2, 2);
+  Status wrong = w->Append(one, 1);
+  REQUIRE_FALSE(wrong.ok());
+  CHECK_THAT(wrong.message(), Catch::Contains("1 targets to a segment of 3"));
+
+  // A header written before several targets existed holds 0 there: one target.
+  SegmentHeader old = v->header();
+  old.targets = 0;
+  CHECK(TargetCount(old) == 1);
+  CHECK(RowFloats(old) == 3);
+}
+
 TEST_CASE("a segment written in chunks appears only at Commit and equals one written whole", "[segment]") {
   TempDir dir;
   const std::string path = dir.File("train.bin");

@@ -48,6 +48,25 @@ TEST_CASE("A 3-member ensemble summarises as computed by hand", "[summary]") {
   CHECK(j.size() == 6);
 }
 
+TEST_CASE("Several targets: each target's ensemble RMSE, their mean, and the disagreement averaged", "[summary]") {
+  // Two targets, rows of [t0, t1]: t0 is ThreeMembers' column, t1 is exact (error 0) but its
+  // members disagree by +-2 on every row.
+  const std::vector<float> y = {1, 10, 2, 20, 3, 30, 4, 40};
+  std::vector<MemberResult> members = {Member("a", 0.5, {1, 8, 2, 18, 3, 28, 4, 38}),
+                                       Member("b", 1.0, {2, 12, 2, 22, 3, 32, 6, 42}),
+                                       Member("c", 1.5, {0, 10, 2, 20, 6, 30, 5, 40})};
+  EnsembleSummary s = SummariseEnsemble(members, y, 0, false, 2);
+  REQUIRE(s.ensemble_rmse_per_target.size() == 2);
+  CHECK(s.ensemble_rmse_per_target[0] == Approx(std::sqrt(0.5)));
+  CHECK(s.ensemble_rmse_per_target[1] == Approx(0.0).margin(1e-12));
+  CHECK(s.ensemble_rmse == Approx(std::sqrt(0.5) / 2));
+  CHECK(s.ensemble_error == s.ensemble_rmse);
+  // t1's members: {-2, +2, 0} around the truth, population std sqrt(8/3) on every row.
+  CHECK(s.mean_disagreement == Approx(((2 * std::sqrt(2.0 / 3.0) + std::sqrt(2.0)) / 4 + std::sqrt(8.0 / 3.0)) / 2));
+  CHECK(s.ToJson()["ensemble_rmse_per_target"].size() == 2);
+  CHECK_FALSE(SummariseEnsemble(ThreeMembers(), kHoldoutY).ToJson().contains("ensemble_rmse_per_target"));
+}
+
 TEST_CASE("An ensemble beats its members when their errors cancel", "[summary]") {
   // Two members off by +1 and -1 everywhere: each RMSE 1, the mean is exact.
   std::vector<MemberResult> r = {Member("up", 1.0, {2, 3, 4}), Member("down", 1.0, {0, 1, 2})};

@@ -10,6 +10,7 @@
 
 #include "common/run_layout.h"
 #include "support/env_spawn.h"
+#include "support/predict_csv.h"
 #include "support/process_harness.h"
 #include "support/temp_dir.h"
 
@@ -48,27 +49,17 @@ TEST_CASE("a run of Gaussian heads scores its mixture, predicts its uncertainty 
     for (const auto& m : summary["members"]) CHECK(m.contains("holdout_nll"));
   }
 
-  WriteText(tmp / "in.csv", "x0,x1,x2,x3,x4,x5,x6,x7,x8,x9\n0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5\n"
-                            "0.1,0.9,0.2,0.8,0.3,0.7,0.4,0.6,0.5,0.5\n");
-  auto predict = Run({BinaryPath("ensemblectl"), "predict", "-s", state, "-i", tmp / "in.csv", "-o", tmp / "out.csv"},
-                     tmp.path());
-  INFO(predict.out << predict.err);
-  REQUIRE(predict.code == 0);
-  std::istringstream lines(ReadText(tmp / "out.csv"));
-  std::string line;
-  std::getline(lines, line);
-  CHECK(line == "row,mean,aleatoric_std,epistemic_std,total_std");
-  int rows = 0;
-  while (std::getline(lines, line)) {
-    std::vector<double> v;
-    std::stringstream fields(line);
-    for (std::string c; std::getline(fields, c, ',');) v.push_back(std::stod(c));
+  const PredictedCsv predicted = PredictCsv(tmp, state,
+                                            "x0,x1,x2,x3,x4,x5,x6,x7,x8,x9\n0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5\n"
+                                            "0.1,0.9,0.2,0.8,0.3,0.7,0.4,0.6,0.5,0.5\n");
+  CHECK(predicted.header == "row,mean,aleatoric_std,epistemic_std,total_std");
+  CHECK(predicted.rows.size() == 2);
+  for (const auto& cells : predicted.rows) {
+    const std::vector<double> v = Numbers(cells);
     REQUIRE(v.size() == 5);
     CHECK(v[2] > 0.0);
     CHECK(v[4] * v[4] == Approx(v[2] * v[2] + v[3] * v[3]).epsilon(1e-4));  // total^2 = aleatoric^2 + epistemic^2
-    ++rows;
   }
-  CHECK(rows == 2);
 
   auto exported = Run({BinaryPath("ensemblectl"), "export", "-s", state, "-o", tmp / "ensemble.pt"}, tmp.path());
   INFO(exported.out << exported.err);

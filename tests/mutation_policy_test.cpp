@@ -372,6 +372,18 @@ TEST_CASE("command values beyond float range are refused", "[mutation]") {
   CHECK_THAT(m.status().message(), Catch::Contains("/add/0/0"));
 }
 
+TEST_CASE("ParseCommandOutput takes rows of features then every target of a run with several", "[mutation]") {
+  StatusOr<Mutation> m = ParseCommandOutput(R"({"add": [[1, 2, 10, 20], [3, 4, 30, 40]]})", 2, 10, "cmd", nullptr, 2);
+  REQUIRE(m.ok());
+  CHECK(m->add.targets == 2);
+  CHECK(m->add.rows() == 2);
+  CHECK(m->add.x == std::vector<float>{1, 2, 3, 4});
+  CHECK(m->add.y == std::vector<float>{10, 20, 30, 40});
+  StatusOr<Mutation> short_row = ParseCommandOutput(R"({"add": [[1, 2, 10]]})", 2, 10, "cmd", nullptr, 2);
+  REQUIRE_FALSE(short_row.ok());
+  CHECK_THAT(short_row.status().message(), Catch::Contains("/add/0: must be an array of 4 numbers (features then 2 targets)"));
+}
+
 TEST_CASE("ParseCommandOutput accepts an empty object as no change", "[mutation]") {
   StatusOr<Mutation> m = ParseCommandOutput("{}", 3, 10, "cmd");
   REQUIRE(m.ok());

@@ -68,7 +68,7 @@ TEST_CASE("LoadNpyPair reads <f4 X and (rows,) y") {
   REQUIRE(t.ok());
   CHECK(t->features == 2);
   CHECK(t->feature_names == std::vector<std::string>{"x0", "x1"});
-  CHECK(t->target_name == "y");
+  CHECK(t->target_names == std::vector<std::string>{"y"});
   CHECK(t->x == kX6);
   CHECK(t->y == std::vector<float>{7, 8, 9});
 }
@@ -125,15 +125,30 @@ TEST_CASE("LoadNpyPair rejects truncated files and trailing bytes") {
   CHECK_THAT(s.message(), StartsWith(xp + ": truncated .npy header"));
 }
 
+TEST_CASE("LoadNpyPair reads a y of several columns as that many targets, row-major") {
+  TempDir dir;
+  const std::string x = dir.Write("x.npy", Npy("<f4", "(3, 2)", Bytes(kX6)));
+  const std::string y = dir.Write("y.npy", Npy("<f8", "(3, 2)", Bytes(std::vector<double>{1, 2, 3, 4, 5, 6})));
+  StatusOr<Table> t = LoadNpyPair(x, y);
+  REQUIRE(t.ok());
+  CHECK(t->rows() == 3);
+  CHECK(t->targets == 2);
+  CHECK(t->target_names == std::vector<std::string>{"y0", "y1"});
+  CHECK(t->y == std::vector<float>{1, 2, 3, 4, 5, 6});
+  CHECK(t->x == kX6);
+}
+
 TEST_CASE("LoadNpyPair rejects shape mismatches between X and y") {
   TempDir dir;
   std::string xp, yp;
   const std::string x = Npy("<f4", "(3, 2)", Bytes(kX6));
   Status s = PairError(x, Npy("<f4", "(2,)", Bytes(std::vector<float>{1, 2})), &xp, &yp, dir);
-  CHECK_THAT(s.message(), StartsWith(yp + ": y must have shape (3,) or (3, 1)"));
+  CHECK_THAT(s.message(), StartsWith(yp + ": y must have shape (3,) or (3, targets) with 1 <= targets <= 1024"));
   CHECK_THAT(s.message(), Contains("found (2,)"));
-  s = PairError(x, Npy("<f4", "(3, 2)", Bytes(kX6)), &xp, &yp, dir);
-  CHECK_THAT(s.message(), Contains("found (3, 2)"));
+  s = PairError(x, Npy("<f4", "(3, 2, 1)", Bytes(kX6)), &xp, &yp, dir);
+  CHECK_THAT(s.message(), Contains("found (3, 2, 1)"));
+  s = PairError(x, Npy("<f4", "(3, 0)", ""), &xp, &yp, dir);
+  CHECK_THAT(s.message(), Contains("found (3, 0)"));
   s = PairError(Npy("<f4", "(6,)", Bytes(kX6)), x, &xp, &yp, dir);
   CHECK_THAT(s.message(), StartsWith(xp + ": X must have shape (rows, features)"));
 }

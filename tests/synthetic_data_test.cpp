@@ -30,7 +30,7 @@ TEST_CASE("GenerateFriedman1 shapes, names and ranges") {
   CHECK(t.features == 7);
   CHECK(t.rows() == 500);
   CHECK(t.x.size() == 500u * 7u);
-  CHECK(t.target_name == "y");
+  CHECK(t.target_names == std::vector<std::string>{"y"});
   CHECK(t.feature_names == std::vector<std::string>{"x0", "x1", "x2", "x3", "x4", "x5", "x6"});
   for (float v : t.x) {
     REQUIRE(v >= 0.0f);

@@ -10,6 +10,7 @@
 
 #include "common/run_layout.h"
 #include "support/env_spawn.h"
+#include "support/predict_csv.h"
 #include "support/process_harness.h"
 #include "support/temp_dir.h"
 
@@ -73,12 +74,10 @@ TEST_CASE("the example TorchScript model trains in a run, predicts, exports and 
     CHECK(summary["members"].size() == 3);
   }
 
-  WriteText(tmp / "in.csv", "x0,x1,x2,x3,x4,x5,x6,x7,x8,x9\n0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5\n");
-  auto predict = Run({BinaryPath("ensemblectl"), "predict", "-s", state, "-i", tmp / "in.csv", "-o", tmp / "out.csv"},
-                     tmp.path());
-  INFO(predict.out << predict.err);
-  CHECK(predict.code == 0);
-  CHECK(ReadText(tmp / "out.csv").find("row,mean,std") == 0);
+  const PredictedCsv predicted =
+      PredictCsv(tmp, state, "x0,x1,x2,x3,x4,x5,x6,x7,x8,x9\n0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5\n");
+  CHECK(predicted.header == "row,mean,std");
+  CHECK(predicted.rows.size() == 1);
 
   auto exported = Run({BinaryPath("ensemblectl"), "export", "-s", state, "-o", tmp / "ensemble.pt"}, tmp.path());
   INFO(exported.out << exported.err);

@@ -1,8 +1,9 @@
 // TorchScript members in-process (worker/script_model.h): the user's module trained by the one
 // loop learns, retrains to the same bits (dropout inside the module included), draws its
 // kernels from the member's seed or keeps the file's, checkpoints as a callable module,
-// continues from its previous round when warm-started, and a missing file, a file that is not
-// a module or a module of the wrong width is an error naming the path.
+// continues from its previous round when warm-started, predicts several targets, and a
+// missing file, a file that is not a module or a module of the wrong width is an error naming
+// the path.
 #include "support/trainer_fixture.h"
 
 #include <fstream>
@@ -196,6 +197,27 @@ TEST_CASE("a TorchScript classifier beats chance on three classes", "[trainer][s
   CHECK(o.metrics["holdout_accuracy"].get<double>() > 0.7);  // chance: about 1/3
   REQUIRE(o.holdout_pred.size() == 200 * 3);
   CHECK(o.holdout_pred[0] + o.holdout_pred[1] + o.holdout_pred[2] == Approx(1.0).epsilon(1e-5));
+}
+
+TEST_CASE("a TorchScript member of two outputs predicts two targets, one output is refused for them",
+          "[trainer][script][targets]") {
+  Fixture f;
+  f.AddTarget();
+  const std::string model = f.dir.File("net2.pt");
+  SaveNet(model, 2);
+  TrainOutputs o = MustTrain(f.Inputs(f.Task(ScriptMember(model, 0), 0), "t"));
+  INFO(o.metrics.dump());
+  REQUIRE(o.holdout_pred.size() == 200 * 2);
+  REQUIRE(o.metrics["holdout_rmse_per_target"].size() == 2);
+  // The second target (100 (x0 + 0.5 x1) + 300, std ~110) is linear: far below a constant's RMSE.
+  CHECK(o.metrics["holdout_rmse_per_target"][1].get<double>() < 25.0);
+
+  const std::string narrow = f.dir.File("net1.pt");
+  SaveNet(narrow, 1);
+  TrainOutputs refused = TrainAlone(f.Inputs(f.Task(ScriptMember(narrow, 1), 1), "t"));
+  REQUIRE_FALSE(refused.status.ok());
+  CHECK(refused.permanent_failure);
+  CHECK_THAT(refused.status.message(), Catch::Contains("returned [2, 1]; this run needs [2, 2]"));
 }
 
 }  // namespace

@@ -22,6 +22,7 @@ std::string ForwardSource(const MemberParts& parts) {
               ? "    r = h[:, 1]\n"
                 "    v = torch.log1p(torch.exp(-torch.abs(r))) + torch.relu(r) + 1e-6\n"
                 "    return torch.stack([h[:, 0] * self.y_std + self.y_mean, v * self.y_std * self.y_std], 1)\n"
+          : parts.y_mean.numel() > 1 ? "    return h * self.y_std + self.y_mean\n"  // several targets: [n, T]
               : "    return h.squeeze(1) * self.y_std + self.y_mean\n");
 }
 

@@ -3,16 +3,17 @@
 // checkpoint.pt is a TorchScript archive (torch.jit.save format) holding
 //   attribute "spec"   str: the MemberSpec JSON
 //   buffers            the model's named tensors (MLP: layer<i>_weight [out, in], layer<i>_bias [out])
-//                      then x_mean, x_std [features], y_mean, y_std [1] (float32)
+//                      then x_mean, x_std [features], y_mean, y_std [1] (float32; several
+//                      regression targets: [targets])
 //   submodule "net"    a TorchScript member's own module, with its trained parameters
 //   forward(x)         raw feature rows [n, features] -> predictions [n] in target units
-//                      (regression), rows of [mean, variance] [n, 2] in target units (a
+//                      (regression; several targets: [n, targets]), rows of [mean, variance] [n, 2] in target units (a
 //                      gaussian_nll head), or class probabilities [n, classes] (classification)
 // so `torch.jit.load(path)(x)` works from Python and C++ alike. The worker computes a
 // member's holdout and pool predictions with this same module, one forward call for up to
 // kPredictChunkRows rows, so a caller that passes the same rows gets the same bits.
 // An ensemble export holds the members as submodules m<i> and forward(x) returns the mean and
-// the (population) std over them: of predictions [n], or of class probabilities [n, classes];
+// the (population) std over them: of predictions [n] (or [n, targets]), or of class probabilities [n, classes];
 // for Gaussian heads the mixture's (mean, aleatoric std, epistemic std, total std), each [n].
 // Includes libtorch: include only from worker/*.cpp files that already pay for it.
 #pragma once
@@ -66,7 +67,7 @@ StatusOr<torch::jit::Module> LoadMember(const std::string& path);
 NamedTensors MemberBuffers(const torch::jit::Module& member);
 int64_t MemberFeatures(const torch::jit::Module& member);
 // Predictions for rows [n, features] (any strides), chunked by kPredictChunkRows: n values,
-// or n x classes probabilities (row-major) for a classifier.
+// n x targets, or n x classes probabilities (row-major) for a classifier.
 std::vector<float> PredictRows(torch::jit::Module& member, const torch::Tensor& x);
 
 // train_state.pt: what a warm_start member leaves for its next round (torch pickle of a

@@ -260,6 +260,9 @@ CommandMemberResult RunCommandMember(const CommandMemberJob& job) {
     r.permanent = permanent;
     return std::move(r);
   };
+  if (job.train->targets() != 1)  // the config refuses it (TargetCountProblem); a table changed under us
+    return fail(Status::InvalidArgument("member " + t.member.name + ": a command member predicts one target; the table has " +
+                                        std::to_string(job.train->targets())), true);
   const auto t0 = Clock::now();
   for (const std::string& f : {RunLayout::HoldoutFeatures(job.data_dir), RunLayout::PoolFeatures(job.data_dir)})
     if (::access(f.c_str(), R_OK) != 0) return fail(Status::FromErrno(f, errno), false);

@@ -18,23 +18,13 @@ class RegressionObjective : public Objective {
         ys_(ys) {}
 
   torch::Tensor ElementLoss(const torch::Tensor& out, const torch::Tensor& y) const override {
+    if (y.dim() == 3) return MeanOverTargets(Loss(out - (y - ym_) / ys_, delta_.unsqueeze(-1)));
     torch::Tensor e = out.select(-1, 0) - (y - ym_) / ys_;
-    switch (kind_) {
-      case LossKind::kGaussianNll: {
-        torch::Tensor var = Softplus(out.select(-1, 1)) + 1e-6;
-        return 0.5 * (var.log() + e * e / var);
-      }
-      case LossKind::kMae:
-        return e.abs();
-      case LossKind::kHuber: {
-        torch::Tensor a = e.abs();
-        return torch::where(a <= delta_, 0.5 * e * e, delta_ * (a - 0.5 * delta_));
-      }
-      case LossKind::kMse:
-      case LossKind::kCrossEntropy:  // not a regression loss (config refuses it)
-        break;
+    if (kind_ == LossKind::kGaussianNll) {
+      torch::Tensor var = Softplus(out.select(-1, 1)) + 1e-6;
+      return 0.5 * (var.log() + e * e / var);
     }
-    return e * e;
+    return Loss(e, delta_);
   }
 
   const std::vector<std::string>& MetricNames() const override {
@@ -43,14 +33,39 @@ class RegressionObjective : public Objective {
   }
 
   std::vector<torch::Tensor> MetricSums(const torch::Tensor& out, const torch::Tensor& y) const override {
+    if (y.dim() == 3) {
+      torch::Tensor err = out * ys_ + ym_ - y;
+      return {RowSums(MeanOverTargets(err.abs())), RowSums(MeanOverTargets(err * err))};
+    }
     torch::Tensor err = out.select(-1, 0) * ys_ + ym_ - y;
     return {RowSums(err.abs()), RowSums(err * err)};
   }
 
  private:
+  // The loss of each standardised error e (mse | mae | huber, delta broadcast against e).
+  torch::Tensor Loss(const torch::Tensor& e, const torch::Tensor& delta) const {
+    switch (kind_) {
+      case LossKind::kMae:
+        return e.abs();
+      case LossKind::kHuber: {
+        torch::Tensor a = e.abs();
+        return torch::where(a <= delta, 0.5 * e * e, delta * (a - 0.5 * delta));
+      }
+      case LossKind::kMse:
+      case LossKind::kGaussianNll:   // one target only (config.h TargetCountProblem)
+      case LossKind::kCrossEntropy:  // not a regression loss (config refuses it)
+        break;
+    }
+    return e * e;
+  }
+  // [K, B, T] -> [K, B]: the mean over the targets, summed in order (pack-invariant, as RowSums).
+  static torch::Tensor MeanOverTargets(const torch::Tensor& v) {
+    return v.cumsum(-1).select(-1, -1) / static_cast<double>(v.size(-1));
+  }
+
   LossKind kind_;
   torch::Tensor delta_;  // [K, 1] huber_delta per member
-  torch::Tensor ym_, ys_;  // [K, 1]
+  torch::Tensor ym_, ys_;  // [K, 1]; several targets: [K, 1, T]
 };
 
 class ClassificationObjective : public Objective {

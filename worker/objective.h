@@ -4,6 +4,8 @@
 //  regression (RegressionObjective): one output. Each member standardises the target with its
 //    own training split's mean and std (the checkpoint undoes it); the loss is mse | mae |
 //    huber (huber_delta per member); metrics mae and mse in target units.
+//    Several targets (data.target_columns): one output per target, y [K, B, T], each target
+//    standardised on its own; a row's loss and metrics are the means over its targets.
 //    gaussian_nll: two outputs, the mean and r, whose variance is softplus(r) + 1e-6
 //    (standardised units); the loss is 0.5 (log var + (y - mean)^2 / var); metrics of the mean.
 //  classification (ClassificationObjective): one output per class (logits); the target is
@@ -28,7 +30,8 @@ namespace ens {
 class Objective {
  public:
   virtual ~Objective() = default;
-  // Per-element loss [K, B] of outputs [K, B, O] against the batch's raw targets y [K, B].
+  // Per-element loss [K, B] of outputs [K, B, O] against the batch's raw targets y [K, B]
+  // (several regression targets: y [K, B, T], O = T).
   // Train on .mean(-1) (its gradient is elementwise); report RowSums(...) / B.
   virtual torch::Tensor ElementLoss(const torch::Tensor& out, const torch::Tensor& y) const = 0;
   // The metrics' names, in the order MetricSums returns them.
@@ -42,7 +45,7 @@ class Objective {
   static torch::Tensor RowSums(const torch::Tensor& x);
 };
 
-// ym, ys: [K] the members' target mean and std (standardisation).
+// ym, ys: [K, 1] the members' target mean and std (standardisation); several targets [K, 1, T].
 // REQUIRES: every spec has the same loss kind (PackKey equal).
 std::unique_ptr<Objective> MakeRegressionObjective(const std::vector<const MemberSpec*>& specs,
                                                    const torch::Tensor& ym, const torch::Tensor& ys,

@@ -86,6 +86,8 @@ Status TaskRunner::EnsureMapped(const TaskSpec& task) {
   if (holdout_->header().features != (*train)->header().features ||
       pool_->header().features != (*train)->header().features)
     return Status::Corruption(task.data_dir + ": segments disagree on the feature count");
+  if (holdout_->targets() != (*train)->targets() || pool_->targets() != (*train)->targets())
+    return Status::Corruption(task.data_dir + ": segments disagree on the target count");
   train_ = std::move(*train);
   data_dir_ = task.data_dir;
   return Status::Ok();
@@ -98,15 +100,16 @@ Status TaskRunner::Prepare(const TaskSpec& task, TrainInputs* in, bool* permanen
   in->task = &task;
   in->rows = train_->data();
   in->features = static_cast<int>(train_->header().features);
+  in->targets = train_->targets();
   in->holdout = holdout_->data();
   in->holdout_rows = holdout_->header().rows;
   in->pool = pool_->data();
   in->pool_rows = pool_->header().rows;
-  const int stride = in->features + 1;
+  const uint64_t stride = train_->stride(), label = static_cast<uint64_t>(in->features);
   const float* table = in->rows;
   MemberRows::ClassOf class_of;
-  if (task.classes > 0)  // stratified validation (member_rows.h)
-    class_of = [table, stride](uint64_t row) { return static_cast<uint32_t>(table[row * stride + stride - 1]); };
+  if (task.classes > 0)  // stratified validation (member_rows.h); a classifier has one target
+    class_of = [table, stride, label](uint64_t row) { return static_cast<uint32_t>(table[row * stride + label]); };
   auto split = MemberRows::Make(task, class_of);
   if (!split.ok()) {
     *permanent = true;

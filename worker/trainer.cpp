@@ -24,7 +24,7 @@ class DeviceDataCache {
  public:
   torch::Tensor Rows(const TrainInputs& in, torch::Device dev) {
     const TaskSpec& t = *in.task;
-    const int64_t n = static_cast<int64_t>(t.rows), stride = in.features + 1;
+    const int64_t n = static_cast<int64_t>(t.rows), stride = in.features + in.targets;
     torch::Tensor host = torch::from_blob(const_cast<float*>(in.rows), {n, stride});
     if (!dev.is_cuda()) return host;
     if (!data_.defined() || dir_ != t.data_dir || data_.size(1) != stride || data_.device() != dev) {
@@ -58,9 +58,10 @@ torch::Device PickDevice() {
 }
 
 // A member's outputs: one per class (classification), a mean and a raw variance (a Gaussian
-// head), or one prediction. Every member of a pack has the same (PackKey equal).
-int OutputsOf(const TaskSpec& t) {
-  return t.classes > 0 ? t.classes : t.member.loss == LossKind::kGaussianNll ? 2 : 1;
+// head), or one prediction per target. Every member of a pack has the same (PackKey equal).
+int OutputsOf(const TrainInputs& in) {
+  const TaskSpec& t = *in.task;
+  return t.classes > 0 ? t.classes : t.member.loss == LossKind::kGaussianNll ? 2 : in.targets;
 }
 
 // A member's own state through the loop.
@@ -91,27 +92,28 @@ std::string WarmMismatch(const TrainState& state, const std::vector<torch::Tenso
   return "";
 }
 
-// Mean and std (population, floored) of a member's training split, in double, row order.
+// Mean and std (population, floored) of every column (features, then targets) of a member's
+// training split, in double, row order.
 void Standardise(const TrainInputs& in, std::vector<float>* mean, std::vector<float>* stdv, nlohmann::json* norm) {
-  const int f = in.features;
-  std::vector<double> sum(f + 1, 0.0), sq(f + 1, 0.0);
+  const int f = in.features, w = in.features + in.targets;
+  std::vector<double> sum(w, 0.0), sq(w, 0.0);
   std::vector<int64_t> chunk(4096);
   const uint64_t total = in.split.train_size();
   for (uint64_t pos = 0; pos < total; pos += chunk.size()) {
     const uint64_t len = std::min<uint64_t>(chunk.size(), total - pos);
     in.split.Train(pos, len, chunk.data());
     for (uint64_t i = 0; i < len; ++i) {
-      const float* row = in.rows + chunk[i] * (f + 1);
-      for (int c = 0; c <= f; ++c) {
+      const float* row = in.rows + chunk[i] * w;
+      for (int c = 0; c < w; ++c) {
         sum[c] += row[c];
         sq[c] += static_cast<double>(row[c]) * row[c];
       }
     }
   }
   const double n = static_cast<double>(total);
-  mean->resize(f + 1);
-  stdv->resize(f + 1);
-  for (int c = 0; c <= f; ++c) {
+  mean->resize(w);
+  stdv->resize(w);
+  for (int c = 0; c < w; ++c) {
     (*mean)[c] = static_cast<float>(sum[c] / n);
     double var = std::max(0.0, sq[c] / n - (sum[c] / n) * (sum[c] / n));
     (*stdv)[c] = static_cast<float>(std::max(std::sqrt(var), 1e-6));
@@ -120,9 +122,14 @@ void Standardise(const TrainInputs& in, std::vector<float>* mean, std::vector<fl
            {"x_std", std::vector<float>(stdv->begin(), stdv->begin() + f)},
            {"y_mean", (*mean)[f]},
            {"y_std", (*stdv)[f]}};
+  if (in.targets > 1) {
+    (*norm)["y_mean"] = std::vector<float>(mean->begin() + f, mean->end());
+    (*norm)["y_std"] = std::vector<float>(stdv->begin() + f, stdv->end());
+  }
 }
 
-// Every member's standardisation, stacked for the pack: x [K,1,F], y [K,1].
+// Every member's standardisation, stacked for the pack: x [K,1,F], y [K,1] (several
+// targets: [K,1,T]).
 struct PackNorm {
   torch::Tensor xm, xs, ym, ys;
   torch::Tensor Member(const torch::Tensor& t, int64_t k) const { return t[k].reshape({-1}); }
@@ -142,10 +149,11 @@ PackNorm StandardiseAll(const std::vector<TrainInputs>& in, std::vector<TrainOut
     }
     xm.push_back(torch::tensor(std::vector<float>(mean.begin(), mean.begin() + f)));
     xs.push_back(torch::tensor(std::vector<float>(stdv.begin(), stdv.begin() + f)));
-    ym.push_back(torch::tensor(std::vector<float>{mean[f]}));
-    ys.push_back(torch::tensor(std::vector<float>{stdv[f]}));
+    ym.push_back(torch::tensor(std::vector<float>(mean.begin() + f, mean.end())));
+    ys.push_back(torch::tensor(std::vector<float>(stdv.begin() + f, stdv.end())));
   }
   auto stack = [&](std::vector<torch::Tensor>& v) { return torch::stack(v).unsqueeze(1).to(dev); };
+  if (in[0].targets > 1) return {stack(xm), stack(xs), stack(ym), stack(ys)};
   return {stack(xm), stack(xs), stack(ym).squeeze(-1), stack(ys).squeeze(-1)};
 }
 
@@ -218,7 +226,7 @@ class PackLoop {
     }
     norm_ = StandardiseAll(in, out, dev);
     const int classes = in[0].task->classes;
-    const int outputs = OutputsOf(*in[0].task);
+    const int outputs = OutputsOf(in[0]);
     model_ = user_module ? BuildScriptModel(mm[0], std::move(*user_module), outputs, dev)
                          : BuildMlp(mm, in[0].features, outputs, dev);
     objective_ = classes > 0 ? MakeClassificationObjective(specs, dev)
@@ -284,6 +292,12 @@ class PackLoop {
     return offsets;
   }
 
+  // A batch's targets: [K, B] for one, [K, B, T] for several (objective.h).
+  torch::Tensor Targets(const torch::Tensor& rows) const {
+    const int f = in_[0].features, t = in_[0].targets;
+    return t == 1 ? rows.select(2, f) : rows.narrow(2, f, t);
+  }
+
   // Sums that accumulate on the device, one [K] double tensor per metric.
   std::vector<torch::Tensor> ZeroSums(const torch::Tensor& like) const {
     std::vector<torch::Tensor> v;
@@ -305,9 +319,9 @@ class PackLoop {
     std::vector<torch::Tensor> sums = ZeroSums(loss_sum);
     auto fill = [&](int64_t k, int64_t pos, int64_t len, int64_t* out) { runs_[k].order->Rows(pos, len, out); };
     ForEachBatch(members, n, batch, dev_, fill, [&](const torch::Tensor& ix) {
-      torch::Tensor rows = all.index({ix});  // [K, len, F+1]
+      torch::Tensor rows = all.index({ix});  // [K, len, F+T]
       torch::Tensor x = (rows.narrow(2, 0, f) - norm_.xm) / norm_.xs;
-      torch::Tensor y = rows.select(2, f);
+      torch::Tensor y = Targets(rows);
       torch::Tensor pred = model_->Forward(x, true);
       torch::Tensor elem = objective_->ElementLoss(pred, y);
       if (poison.defined()) elem = elem * poison.unsqueeze(1);
@@ -339,7 +353,7 @@ class PackLoop {
     auto fill = [&](int64_t k, int64_t pos, int64_t len, int64_t* out) { in_[k].split.Val(pos, len, out); };
     ForEachBatch(members, n, batch, dev_, fill, [&](const torch::Tensor& ix) {
       torch::Tensor rows = all.index({ix});
-      torch::Tensor y = rows.select(2, f);
+      torch::Tensor y = Targets(rows);
       torch::Tensor pred = model_->Forward((rows.narrow(2, 0, f) - norm_.xm) / norm_.xs, false);
       loss.add_(Objective::RowSums(objective_->ElementLoss(pred, y)));
       AddSums(sums, objective_->MetricSums(pred, y));
@@ -425,10 +439,31 @@ class PackLoop {
   int64_t steps_ = 0;
 };
 
+// Several targets (rows x targets): holdout_rmse and holdout_mae are the means over the
+// targets of each target's, which holdout_rmse_per_target and holdout_mae_per_target list.
+nlohmann::json TargetsHoldoutMetrics(const TrainInputs& in, const std::vector<float>& pred) {
+  const size_t f = static_cast<size_t>(in.features), w = static_cast<size_t>(in.targets);
+  const double hn = std::max<double>(1.0, static_cast<double>(in.holdout_rows));
+  std::vector<double> se(w, 0.0), ae(w, 0.0), rmse(w), mae(w);
+  for (uint64_t i = 0; i < in.holdout_rows; ++i)
+    for (size_t t = 0; t < w; ++t) {
+      const double d = static_cast<double>(pred[i * w + t]) - in.holdout[i * (f + w) + f + t];
+      se[t] += d * d, ae[t] += std::abs(d);
+    }
+  double rmse_mean = 0, mae_mean = 0;
+  for (size_t t = 0; t < w; ++t) {
+    rmse[t] = std::sqrt(se[t] / hn), mae[t] = ae[t] / hn;
+    rmse_mean += rmse[t] / static_cast<double>(w), mae_mean += mae[t] / static_cast<double>(w);
+  }
+  return {{"holdout_rmse", rmse_mean}, {"holdout_mae", mae_mean},
+          {"holdout_rmse_per_target", rmse}, {"holdout_mae_per_target", mae}};
+}
+
 // A member's scores on the holdout from its predictions (rows x outputs): holdout_rmse and
 // holdout_mae (and holdout_nll for a Gaussian head: rows of [mean, variance]), or
 // holdout_accuracy, holdout_nll and holdout_brier (member_result.h).
 nlohmann::json HoldoutMetrics(const TrainInputs& in, const std::vector<float>& pred) {
+  if (in.targets > 1) return TargetsHoldoutMetrics(in, pred);
   const int f = in.features, classes = in.task->classes;
   const bool gaussian = in.task->member.loss == LossKind::kGaussianNll;
   const double hn = std::max<double>(1.0, static_cast<double>(in.holdout_rows));
@@ -473,7 +508,7 @@ void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train
   }
   const int f = in.features;
   auto rows = [&](const float* p, uint64_t n) {
-    return torch::from_blob(const_cast<float*>(p), {static_cast<int64_t>(n), f + 1}).narrow(1, 0, f);
+    return torch::from_blob(const_cast<float*>(p), {static_cast<int64_t>(n), f + in.targets}).narrow(1, 0, f);
   };
   o->holdout_pred = PredictRows(*module, rows(in.holdout, in.holdout_rows));
   o->pool_pred = PredictRows(*module, rows(in.pool, in.pool_rows));
@@ -523,7 +558,7 @@ void TrainPackOnce(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>
   InjectTorchErrors(in);
   std::optional<torch::jit::Module> user_module;
   if (in[0].task->member.model.kind == ModelKind::kTorchscript) {  // a pack of one (pack_plan.h)
-    auto loaded = LoadUserModule(in[0].task->member.model.path, in[0].features, OutputsOf(*in[0].task));
+    auto loaded = LoadUserModule(in[0].task->member.model.path, in[0].features, OutputsOf(in[0]));
     if (!loaded.ok())  // the file or its shape: the same on every retry
       return FailAll(Status::InvalidArgument("member " + in[0].task->member.name + ": " + loaded.status().message()),
                      true, out, in.size());
@@ -561,7 +596,8 @@ void TrainPackOnce(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>
 Status CheckCompatible(const std::vector<TrainInputs>& in) {
   for (const auto& i : in)
     if (i.split.train_size() != in[0].split.train_size() || i.split.val_size() != in[0].split.val_size() ||
-        i.features != in[0].features || i.rows != in[0].rows || i.task->rows != in[0].task->rows)
+        i.features != in[0].features || i.targets != in[0].targets || i.rows != in[0].rows ||
+        i.task->rows != in[0].task->rows)
       return Status::InvalidArgument("pack members " + in[0].task->member.name + " and " + i.task->member.name +
                                      " do not share rows and split sizes");
   return Status::Ok();

@@ -50,8 +50,9 @@ constexpr int64_t kIndexWindowBytes = int64_t{1} << 20;
 
 struct TrainInputs {
   const TaskSpec* task = nullptr;
-  const float* rows = nullptr;          // train segment rows, stride features+1, target last
+  const float* rows = nullptr;          // train segment rows, stride features+targets, targets last
   int features = 0;
+  int targets = 1;                      // regression targets per row (a classifier: 1, the label)
   MemberRows split;                     // its training (may repeat: bootstrap) and validation rows
   const float* holdout = nullptr;
   uint64_t holdout_rows = 0;
@@ -74,7 +75,7 @@ struct TrainOutputs {
   bool permanent_failure = false;       // with !status.ok(): retrying cannot help
   std::vector<nlohmann::json> history;  // one object per epoch
   nlohmann::json metrics;               // training metrics (member_result.h keys it owns)
-  nlohmann::json norm;                  // {"x_mean":[..],"x_std":[..],"y_mean":v,"y_std":v}
+  nlohmann::json norm;                  // {"x_mean":[..],"x_std":[..],"y_mean":v,"y_std":v} (several targets: [..])
   std::vector<float> holdout_pred;
   std::vector<float> pool_pred;
   std::string train_state;              // warm_start members: train_state.pt's bytes (checkpoint.h)
@@ -87,7 +88,7 @@ std::string TorchDeviceDescription();
 
 // Trains in[0..K) together; (*out)[k] is member k's result (its on_outputs already called). A member whose loss turns
 // non-finite fails alone (permanent) while the others go on.
-// REQUIRES: K >= 1; equal PackKey, rows, features and split sizes.
+// REQUIRES: K >= 1; equal PackKey, rows, features, targets and split sizes.
 void TrainPack(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* out);
 
 // Frees what the allocator caches (CUDA caching allocator) after a task.

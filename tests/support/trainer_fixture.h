@@ -53,6 +53,18 @@ inline std::vector<float> Classes(std::vector<float> t) {
   return t;
 }
 
+// The same table with a second target on another scale: 100 (x0 + 0.5 x1) + 300 + noise,
+// rows of kFeatures features then both targets.
+inline std::vector<float> TwoTargets(const std::vector<float>& t, uint64_t seed) {
+  SeededRng rng(seed);
+  std::vector<float> out;
+  for (size_t i = 0; i < t.size(); i += kFeatures + 1) {
+    out.insert(out.end(), t.begin() + static_cast<std::ptrdiff_t>(i), t.begin() + static_cast<std::ptrdiff_t>(i + kFeatures + 1));
+    out.push_back(static_cast<float>(100.0 * (t[i] + 0.5 * t[i + 1]) + 300.0 + 2.0 * rng.Normal()));
+  }
+  return out;
+}
+
 // A scratch directory. Not tests/support/temp_dir.h: it uses std::filesystem, and libtorch.so
 // exports its own (ABI-incompatible) std::filesystem symbols that win at link time here.
 class ScratchDir {
@@ -76,10 +88,16 @@ struct Fixture {
   std::vector<float> train, holdout = Table(200, 2), pool = Table(100, 3);
   std::map<int, TaskSpec> tasks;
   int classes = 0;  // 3 after Classify()
+  int targets = 1;  // 2 after AddTarget()
 
   void Classify() {
     for (auto* t : {&train, &holdout, &pool}) *t = Classes(*t);
     classes = 3;
+  }
+  void AddTarget() {
+    uint64_t seed = 11;
+    for (auto* t : {&train, &holdout, &pool}) *t = TwoTargets(*t, seed++);
+    targets = 2;
   }
 
   TaskSpec& Task(const MemberSpec& spec, int index) {
@@ -87,7 +105,7 @@ struct Fixture {
     t.task_id = "r0-" + spec.name;
     t.member_index = index;
     t.seed = MemberSeed(7, index, 0);
-    t.rows = train.size() / (kFeatures + 1);
+    t.rows = train.size() / (kFeatures + targets);
     t.data_dir = dir.path();
     t.classes = classes;
     t.member = spec;
@@ -100,6 +118,7 @@ struct Fixture {
     in.task = &t;
     in.rows = train.data();
     in.features = kFeatures;
+    in.targets = targets;
     auto split = MemberRows::Make(t);
     REQUIRE(split.ok());
     in.split = std::move(*split);
