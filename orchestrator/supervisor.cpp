@@ -149,8 +149,13 @@ Status Supervisor::PublishFreshData() {
   // Train rows go straight from the file into the segment, a chunk at a time: the supervisor
   // never holds the training table (peak: holdout + pool + a few chunks of kLoadChunkBytes).
   std::unique_ptr<DatasetWriter> writer;
+  // An npy y of several columns: the check validate-config makes of target_columns, at the
+  // first chunk, before the file is streamed.
+  const std::string targets_from = "data " + (cfg_.data.source == "npy" ? cfg_.data.y_path : cfg_.data.train_path);
   auto add = [&](const Table& chunk) {
     if (!writer) {
+      if (std::string why = TargetCountProblem(cfg_, chunk.targets, targets_from); !why.empty())
+        return Status::InvalidArgument(why);
       auto w = DatasetWriter::Begin(RunLayout::TrainSegment(layout_.DataDir()), chunk.features, 0, 0, chunk.targets);
       if (!w.ok()) return w.status();
       writer = std::move(*w);
@@ -161,10 +166,6 @@ Status Supervisor::PublishFreshData() {
   auto data = StreamRunData(cfg_.data, cfg_.run_seed, kLoadChunkBytes, add, &train_rows, cfg_.task);
   if (!data.ok()) return data.status();
   RunData& d = *data;
-  // An npy y of several columns: the same check validate-config makes of target_columns.
-  if (std::string why = TargetCountProblem(cfg_, d.train.targets, "data " + (cfg_.data.source == "npy" ? cfg_.data.y_path : cfg_.data.train_path));
-      !why.empty())
-    return Status::InvalidArgument(why);
   if (!d.classes.empty()) {
     auto classes = ClassList::FromLabels(d.classes, "data");
     if (!classes.ok()) return classes.status();
@@ -533,10 +534,14 @@ Status Supervisor::CommitRound(int round, double wall_seconds, bool* stop_now) {
   for (uint64_t id : mut.pool_ids) pool_used_[id] = true;
   excluded_file_ = mut.excluded_file;
   const auto rows_trained = static_cast<unsigned long long>(rec["trained_rows"].get<uint64_t>());
+  std::string per_target;  // several targets: each one's ensemble RMSE, in target order
+  for (size_t t = 0; t < ens.ensemble_rmse_per_target.size(); ++t)
+    per_target += (t ? ", " : " (per target ") + fmt::format("{:.4f}", ens.ensemble_rmse_per_target[t]) +
+                  (t + 1 == ens.ensemble_rmse_per_target.size() ? ")" : "");
   if (classes_.empty())
-    std::printf("round %d committed: trained on %llu rows | member holdout RMSE %.4f ± %.4f | ensemble RMSE %.4f | "
+    std::printf("round %d committed: trained on %llu rows | member holdout RMSE %.4f ± %.4f | ensemble RMSE %.4f%s | "
                 "+%zu rows | %.1fs\n",
-                round, rows_trained, ens.member_rmse_mean, ens.member_rmse_std, ens.ensemble_rmse,
+                round, rows_trained, ens.member_rmse_mean, ens.member_rmse_std, ens.ensemble_rmse, per_target.c_str(),
                 static_cast<size_t>(mut.added), wall_seconds);
   else
     std::printf("round %d committed: trained on %llu rows | member holdout accuracy %.4f ± %.4f | ensemble accuracy "

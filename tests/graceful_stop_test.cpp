@@ -178,8 +178,10 @@ TEST_CASE("SIGTERM once lets running members finish and exits 0 and the run resu
 }
 
 TEST_CASE("SIGTERM twice stops at once and the run still resumes to the same bits", "[resilience][stop]") {
-  // Slow members (~5 s each): a graceful stop would take seconds, a stop at once does not.
-  const int rounds = 1, members = 2, epochs = 200;
+  // Slow members (~5 s each here): a graceful stop would take seconds, a stop at once does
+  // not. With 200 epochs they took ~1 s on this machine, and under ctest -j2 a member could
+  // finish in the 0.8 s between "both running" and the second signal.
+  const int rounds = 1, members = 2, epochs = 800;
   TempDir tmp;
   Watched run;
   TimedRun calm = CalmThenStart(tmp, rounds, members, epochs, &run);

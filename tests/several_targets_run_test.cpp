@@ -87,6 +87,7 @@ TEST_CASE("a run of two targets scores each, predicts and exports both, and veri
   auto run = RunEnsembled(tmp / "run.json", tmp.path(), {}, 600);
   INFO(run.out << run.err);
   REQUIRE(run.code == 0);
+  CHECK_THAT(run.out, Catch::Contains("| ensemble RMSE ") && Catch::Contains(" (per target "));
   const std::string state = tmp / "state";
   RunLayout layout(state);
   const auto run_json = nlohmann::json::parse(ReadText(layout.RunFile()));
