@@ -18,6 +18,7 @@
 #include "common/run_layout.h"
 #include "support/env_spawn.h"
 #include "support/process_harness.h"
+#include "support/python_imports.h"
 #include "support/npy_ids.h"
 #include "support/temp_dir.h"
 
@@ -28,10 +29,7 @@ using namespace ens::testing;
 
 TEST_CASE("active learning with its own candidates over mixed command and built-in members") {
   TempDir d;
-  if (Run({ENS_PYTHON, "-c", "import torch, numpy"}, d.path()).code != 0) {
-    std::fprintf(stderr, "SKIPPED: %s has no torch and numpy (run scripts/setup)\n", ENS_PYTHON);
-    std::_Exit(77);
-  }
+  SkipUnlessPythonImports(ENS_PYTHON, "torch, numpy");
   const std::string py = ENS_PYTHON, src = ENS_SOURCE_DIR;
   const std::string member = src + "/examples/torch_member.py";
   const std::string model = R"({"kind": "command", "argv": [")" + py + R"(", ")" + member +

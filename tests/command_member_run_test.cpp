@@ -15,6 +15,7 @@
 #include "support/env_spawn.h"
 #include "support/predict_csv.h"
 #include "support/process_harness.h"
+#include "support/python_imports.h"
 #include "support/temp_dir.h"
 
 namespace ens {
@@ -40,17 +41,8 @@ if e["ENSEMBLED_MEMBER"] == "torch1" and e.get("ENSEMBLED_ROUND") == "0" and not
 os.execv(python, [python, script] + sys.argv[4:])
 )PY";
 
-bool PythonHasTorch() {
-  TempDir d;
-  auto r = Run({ENS_PYTHON, "-c", "import torch, numpy"}, d.path());
-  return r.code == 0;
-}
-
 TEST_CASE("torch command members train next to built-in ones, survive a killed worker, predict and verify") {
-  if (!PythonHasTorch()) {
-    std::fprintf(stderr, "SKIPPED: %s has no torch and numpy (run scripts/setup)\n", ENS_PYTHON);
-    std::_Exit(77);
-  }
+  SkipUnlessPythonImports(ENS_PYTHON, "torch, numpy");
   TempDir tmp;
   const std::string example = std::string(ENS_SOURCE_DIR) + "/examples/torch_member.py";
   WriteText(tmp / "wrapper.py", kWrapper);

@@ -18,6 +18,7 @@
 #include "support/env_spawn.h"
 #include "support/predict_csv.h"
 #include "support/process_harness.h"
+#include "support/python_imports.h"
 #include "support/temp_dir.h"
 
 namespace ens {
@@ -70,11 +71,7 @@ const char* kMembers = R"({"count": 4, "defaults": {"epochs": 60, "layers": [{"u
 
 TEST_CASE("a run of two targets scores each, predicts and exports both, and verifies bit for bit") {
   TempDir tmp;
-  auto has_torch = Run({ENS_PYTHON, "-c", "import torch"}, tmp.path());
-  if (has_torch.code != 0) {
-    std::fprintf(stderr, "SKIPPED: %s has no torch (run scripts/setup)\n", ENS_PYTHON);
-    std::_Exit(77);
-  }
+  SkipUnlessPythonImports(ENS_PYTHON, "torch");
   const TwoTargetData train(500, 1), pool(300, 2);
   WriteText(tmp / "train.csv", train.Csv());
   WriteText(tmp / "pool.csv", pool.Csv());

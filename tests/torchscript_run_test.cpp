@@ -12,6 +12,7 @@
 #include "support/env_spawn.h"
 #include "support/predict_csv.h"
 #include "support/process_harness.h"
+#include "support/python_imports.h"
 #include "support/temp_dir.h"
 
 namespace ens {
@@ -31,11 +32,7 @@ std::string Config(const TempDir& tmp, const std::string& model) {
 
 TEST_CASE("the example TorchScript model trains in a run, predicts, exports and verifies bit for bit") {
   TempDir tmp;
-  auto has_torch = Run({ENS_PYTHON, "-c", "import torch"}, tmp.path());
-  if (has_torch.code != 0) {
-    std::fprintf(stderr, "SKIPPED: %s has no torch (run scripts/setup)\n", ENS_PYTHON);
-    std::_Exit(77);
-  }
+  SkipUnlessPythonImports(ENS_PYTHON, "torch");
   const std::string example = std::string(ENS_SOURCE_DIR) + "/examples/torchscript/model.py";
   for (auto [outputs, file] : {std::pair{"1", "model.pt"}, std::pair{"3", "wide.pt"}}) {
     auto made = Run({ENS_PYTHON, example, "--features", "10", "--outputs", outputs, "--output", tmp / file}, tmp.path());

@@ -118,14 +118,15 @@ void Standardise(const TrainInputs& in, std::vector<float>* mean, std::vector<fl
     double var = std::max(0.0, sq[c] / n - (sum[c] / n) * (sum[c] / n));
     (*stdv)[c] = static_cast<float>(std::max(std::sqrt(var), 1e-6));
   }
+  // The targets' part: a number for one target, a list for several.
+  auto y = [&](const std::vector<float>& v) -> nlohmann::json {
+    if (in.targets == 1) return v[f];
+    return std::vector<float>(v.begin() + f, v.end());
+  };
   *norm = {{"x_mean", std::vector<float>(mean->begin(), mean->begin() + f)},
            {"x_std", std::vector<float>(stdv->begin(), stdv->begin() + f)},
-           {"y_mean", (*mean)[f]},
-           {"y_std", (*stdv)[f]}};
-  if (in.targets > 1) {
-    (*norm)["y_mean"] = std::vector<float>(mean->begin() + f, mean->end());
-    (*norm)["y_std"] = std::vector<float>(stdv->begin() + f, stdv->end());
-  }
+           {"y_mean", y(*mean)},
+           {"y_std", y(*stdv)}};
 }
 
 // Every member's standardisation, stacked for the pack: x [K,1,F], y [K,1] (several
