@@ -587,11 +587,12 @@ void ReadSynthetic(Validator& v, const json& data, const std::string& ptr, DataS
 
 // Requirements that depend on "source". npy files may also be named by train_path /
 // pool_path as "<path>.x.npy" + "<path>.y.npy"; that is resolved here, once, into x/y paths.
-void CheckDataSource(Validator& v, const std::string& p, bool targets_given, DataSpec* d) {
+void CheckDataSource(Validator& v, const json& data, const std::string& p, DataSpec* d) {
   const std::string why = " when source is \"" + d->source + "\"";
+  const bool listed = Find(data, "target_columns") != nullptr;  // an empty list is its own error
   if (d->source == "csv") {
     if (d->train_path.empty()) v.Error(Child(p, "train_path"), "is required" + why);
-    if (d->target_column.empty() && !targets_given)
+    if (d->target_columns.empty() && !listed)
       v.Error(Child(p, "target_column"), "is required" + why + " (or target_columns)");
     for (size_t i = 0; i < d->feature_columns.size(); ++i) {
       if (std::find(d->target_columns.begin(), d->target_columns.end(), d->feature_columns[i]) !=
@@ -600,7 +601,7 @@ void CheckDataSource(Validator& v, const std::string& p, bool targets_given, Dat
       }
     }
   } else if (d->source == "npy") {
-    if (!d->target_columns.empty())
+    if (listed)
       v.Error(Child(p, "target_columns"), "is for csv sources; an npy y of shape (rows, T) has T targets");
     if (d->x_path.empty() && d->y_path.empty() && !d->train_path.empty()) {
       d->x_path = d->train_path + ".x.npy";
@@ -620,8 +621,10 @@ void CheckDataSource(Validator& v, const std::string& p, bool targets_given, Dat
 }
 
 // target_columns (distinct names, at most kMaxTargets), or target_column ("" = not given):
-// not both. Resolves target_columns to the targets and target_column to the first.
+// not both, into d->target_columns.
 void ReadTargetColumns(Validator& v, const json& data, const std::string& p, DataSpec* d) {
+  std::string target_column;
+  v.String(data, p, "target_column", &target_column);
   const std::string at = Child(p, "target_columns");
   if (v.Strings(data, p, "target_columns", /*allow_empty=*/false, &d->target_columns)) {
     if (d->target_columns.empty()) v.Error(at, "must name at least one column");
@@ -632,11 +635,10 @@ void ReadTargetColumns(Validator& v, const json& data, const std::string& p, Dat
       for (size_t k = 0; k < i; ++k)
         if (d->target_columns[k] == d->target_columns[i])
           v.Error(Child(at, i), "'" + d->target_columns[i] + "' is listed twice (first at " + std::to_string(k) + ")");
-    if (!d->target_column.empty())
+    if (!target_column.empty())
       v.Error(at, "give target_column (one target) or target_columns, not both");
   }
-  if (d->target_columns.empty() && !d->target_column.empty()) d->target_columns = {d->target_column};
-  if (!d->target_columns.empty()) d->target_column = d->target_columns[0];
+  if (d->target_columns.empty() && !target_column.empty()) d->target_columns = {target_column};
 }
 
 void ReadData(Validator& v, const json& root, const std::string& base_dir, DataSpec* d) {
@@ -655,10 +657,9 @@ void ReadData(Validator& v, const json& root, const std::string& base_dir, DataS
       {"pool_y_path", &DataSpec::pool_y_path}};
   for (const auto& [key, field] : kPaths) v.Path(*j, p, key, base_dir, &(d->*field));
   v.Strings(*j, p, "feature_columns", /*allow_empty=*/false, &d->feature_columns);
-  v.String(*j, p, "target_column", &d->target_column);
   ReadTargetColumns(v, *j, p, d);
   v.Number(*j, p, "holdout_fraction", kOpenFraction, &d->holdout_fraction);
-  CheckDataSource(v, p, Find(*j, "target_columns") != nullptr, d);
+  CheckDataSource(v, *j, p, d);
 }
 
 void ReadMutation(Validator& v, const json& root, const std::string& base_dir, MutationSpec* m) {
@@ -970,7 +971,8 @@ nlohmann::json ConfigToJson(const Config& c) {
                                    {"initial_rows", d.initial_rows}, {"pool_rows", d.pool_rows},
                                    {"holdout_rows", d.holdout_rows}}},
                     {"train_path", d.train_path}, {"pool_path", d.pool_path}, {"holdout_path", d.holdout_path},
-                    {"feature_columns", d.feature_columns}, {"target_column", d.target_column},
+                    {"feature_columns", d.feature_columns},
+                    {"target_column", d.target_columns.size() == 1 ? d.target_columns[0] : std::string()},
                     {"x_path", d.x_path}, {"y_path", d.y_path}, {"pool_x_path", d.pool_x_path},
                     {"pool_y_path", d.pool_y_path}, {"holdout_fraction", d.holdout_fraction}}},
           {"members", {{"list", std::move(members)}}},

@@ -124,10 +124,9 @@ struct DataSpec {
   std::string pool_path;             // optional candidate pool (same columns)
   std::string holdout_path;          // optional; else holdout_fraction of train
   std::vector<std::string> feature_columns;  // Default: every column but the targets
-  // csv: REQUIRED, target_column (one target) or target_columns (one or more, regression:
-  // the members predict them all). Resolved once read: target_columns lists the targets and
-  // target_column is the first. npy: y's columns are the targets (config.h TargetCountProblem).
-  std::string target_column;
+  // csv: REQUIRED, the target columns: the file's "target_column" (one target) or
+  // "target_columns" (one or more, regression: the members predict them all). npy: y's
+  // columns are the targets (TargetCountProblem below).
   std::vector<std::string> target_columns;
   std::string x_path, y_path;        // npy: REQUIRED (float32/float64, C order)
   std::string pool_x_path, pool_y_path;

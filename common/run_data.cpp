@@ -189,23 +189,16 @@ struct SourceFiles {
   std::string pool_name, holdout_name;
 };
 
-// A csv source's targets: target_columns as the config resolved it, else target_column (a
-// DataSpec made without the config's parser).
-std::vector<std::string> CsvTargets(const DataSpec& spec) {
-  if (!spec.target_columns.empty() || spec.target_column.empty()) return spec.target_columns;
-  return {spec.target_column};
-}
-
 // `train_labels` maps train's targets, `labels` the pool's and holdout's (both null: numbers).
 StatusOr<SourceFiles> CsvFiles(const DataSpec& spec, LabelMap* train_labels, LabelMap* labels) {
   if (spec.train_path.empty()) return Status::InvalidArgument("data.train_path is required");
   SourceFiles f;
-  auto train = OpenCsv(spec.train_path, spec.feature_columns, CsvTargets(spec), train_labels);
+  auto train = OpenCsv(spec.train_path, spec.feature_columns, spec.target_columns, train_labels);
   if (!train.ok()) return train.status();
   f.train = std::move(*train);
   f.train_name = spec.train_path;
   auto loader = [&spec, labels](const std::string& path) {
-    return [&spec, path, labels] { return LoadCsv(path, spec.feature_columns, CsvTargets(spec), labels); };
+    return [&spec, path, labels] { return LoadCsv(path, spec.feature_columns, spec.target_columns, labels); };
   };
   if (!spec.pool_path.empty()) f.load_pool = loader(spec.pool_path), f.pool_name = spec.pool_path;
   if (!spec.holdout_path.empty()) f.load_holdout = loader(spec.holdout_path), f.holdout_name = spec.holdout_path;

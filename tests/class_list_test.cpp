@@ -120,7 +120,7 @@ TEST_CASE("A classification run's classes come from every file - its holdout is 
   spec.source = "csv";
   spec.train_path = d / "train.csv";
   spec.pool_path = d / "pool.csv";
-  spec.target_column = "y";
+  spec.target_columns = {"y"};
   spec.holdout_fraction = 0.25;
   auto data = LoadRunData(spec, 7, TaskKind::kClassification);
   REQUIRE(data.ok());

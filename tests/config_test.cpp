@@ -856,7 +856,6 @@ json TwoTargets() {
 TEST_CASE("target_columns: several regression targets, written back only when several", "[config][targets]") {
   Config c = MustParse(TwoTargets());
   CHECK(c.data.target_columns == std::vector<std::string>{"a", "b"});
-  CHECK(c.data.target_column == "a");
   json normal = ConfigToJson(c);
   CHECK(normal["data"]["target_columns"] == json({"a", "b"}));
   CHECK_FALSE(normal["data"].contains("target_column"));
@@ -864,7 +863,7 @@ TEST_CASE("target_columns: several regression targets, written back only when se
   json one = TwoTargets();
   one["data"]["target_columns"] = {"a"};  // one listed target is target_column
   Config c1 = MustParse(one);
-  CHECK(c1.data.target_column == "a");
+  CHECK(c1.data.target_columns == std::vector<std::string>{"a"});
   CHECK(ConfigToJson(c1)["data"]["target_column"] == "a");
   CHECK_FALSE(ConfigToJson(c1)["data"].contains("target_columns"));
   json single = TwoTargets();
@@ -890,6 +889,10 @@ TEST_CASE("target_columns that do not fit the data, the task or the members are 
   json npy = TwoTargets();
   npy["data"] = {{"source", "npy"}, {"train_path", "t"}, {"target_columns", {"a", "b"}}};
   RequireOnlyError(npy, "/data/target_columns", "an npy y of shape (rows, T) has T targets");
+  json npy_column = npy;  // target_column on an npy source stays ignored, as before target_columns
+  npy_column["data"].erase("target_columns");
+  npy_column["data"]["target_column"] = "y";
+  CHECK(Validate(npy_column).empty());
   json classify = TwoTargets();
   classify["task"] = "classification";
   RequireOnlyError(classify, "/data/target_columns", "one label column");

@@ -50,7 +50,7 @@ DataSpec CsvSpec(const std::string& train_path) {
   DataSpec spec;
   spec.source = "csv";
   spec.train_path = train_path;
-  spec.target_column = "y";
+  spec.target_columns = {"y"};
   return spec;
 }
 
