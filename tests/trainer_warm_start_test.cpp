@@ -44,21 +44,12 @@ struct TwoRounds {
 
   std::map<int, TrainOutputs> Round1(const std::vector<int>& indices, const std::string& tag,
                                      MemberSpec (*make)(int) = Warm) {
-    std::vector<TrainInputs> in;
-    for (int i : indices) {
-      TaskSpec& t = f.Task(make(i), i);
+    return f.Train(indices, make, tag, [this](TaskSpec& t) {
       t.round = 1;
-      t.seed = MemberSeed(7, i, 1);
+      t.seed = MemberSeed(7, t.member_index, 1);
       t.task_id = "r1-" + t.member.name;
-      t.warm_from = t.member.warm_start ? f.dir.File("state-" + std::to_string(i) + ".pt") : "";
-      in.push_back(f.Inputs(t, tag));
-    }
-    std::vector<TrainOutputs> out;
-    TrainPack(in, &out);
-    REQUIRE(out.size() == indices.size());
-    std::map<int, TrainOutputs> by;
-    for (size_t k = 0; k < indices.size(); ++k) by[indices[k]] = out[k];
-    return by;
+      t.warm_from = t.member.warm_start ? f.dir.File("state-" + std::to_string(t.member_index) + ".pt") : "";
+    });
   }
 };
 

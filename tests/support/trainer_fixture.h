@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -131,9 +132,15 @@ struct Fixture {
   }
 
   // Trains members `indices` (spec from make) as one pack; outputs by member index.
-  std::map<int, TrainOutputs> Train(const std::vector<int>& indices, MemberSpec (*make)(int), const std::string& tag) {
+  // `setup`, when given, changes each task before its inputs are made (a later round).
+  std::map<int, TrainOutputs> Train(const std::vector<int>& indices, MemberSpec (*make)(int), const std::string& tag,
+                                    const std::function<void(TaskSpec&)>& setup = {}) {
     std::vector<TrainInputs> in;
-    for (int i : indices) in.push_back(Inputs(Task(make(i), i), tag));
+    for (int i : indices) {
+      TaskSpec& t = Task(make(i), i);
+      if (setup) setup(t);
+      in.push_back(Inputs(t, tag));
+    }
     std::vector<TrainOutputs> out;
     TrainPack(in, &out);
     REQUIRE(out.size() == indices.size());
