@@ -177,7 +177,8 @@ void SlurmExecutor::Signal(const WorkerHandle& worker, int sig) {
 }
 
 std::string SlurmExecutor::Ended(const Job& job, const std::string& state, ExitInfo* exit) const {
-  std::string how = "Slurm job " + job.id + " " + (state.empty() ? "left the queue" : state);
+  // The pool names the worker by its handle ("worker Slurm job 57"): `how` is only what happened.
+  std::string how = state.empty() ? "left the queue" : state;
   if (state == "COMPLETED") {
     *exit = {};
   } else if (state == "FAILED" || state == "OUT_OF_MEMORY") {

@@ -250,6 +250,7 @@ TEST_CASE("a worker job cancelled mid-round is retried with the same bits and re
   REQUIRE_FALSE(timed_out);
   REQUIRE(code == 0);
   CHECK(err.find("Slurm job " + cancelled[0] + " CANCELLED") != std::string::npos);
+  CHECK(err.find("Slurm job " + cancelled[0] + " Slurm job") == std::string::npos);  // named once
   CHECK(RetriedMembers(JournalOf(state)) >= 1);          // the member in flight ran again
   CHECK(JobScripts(state) >= 3);                          // and a replacement job was submitted
   CHECK(Joined(CompareRuns(local, state, kRounds, kMembers, scratch)) == "");
