@@ -1,6 +1,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -213,6 +214,16 @@ class RoundPredictor {
   size_t members() const { return committed_->member_dirs.size(); }
 };
 
+// A value as the shortest text that reads back (strtof, numpy.float32, torch) to the same
+// float32: the members' outputs are float32, so nothing of them is lost, and two predictions
+// are the same bits exactly when their texts are equal. Means and stds are computed in double
+// and rounded to float32 once, here.
+std::string F32(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, static_cast<float>(v));
+  return std::string(buf, r.ptr);
+}
+
 // One CSV block: a header, then per row its ensemble mean and std over the members; for a
 // classifier (classes non-empty), the class of highest mean probability, each class's mean
 // probability (p_<label>), and the members' disagreement (BALD, committee_score.h).
@@ -231,7 +242,8 @@ void WriteBlock(std::ostream& out, const std::vector<float>& preds, size_t membe
       }
       const double k = static_cast<double>(members), mean = sum / k;
       const double alea = var / k, epi = std::max(0.0, sq / k - mean * mean);
-      out << r << "," << mean << "," << std::sqrt(alea) << "," << std::sqrt(epi) << "," << std::sqrt(alea + epi) << "\n";
+      out << r << "," << F32(mean) << "," << F32(std::sqrt(alea)) << "," << F32(std::sqrt(epi)) << ","
+          << F32(std::sqrt(alea + epi)) << "\n";
     }
     return;
   }
@@ -252,8 +264,8 @@ void WriteBlock(std::ostream& out, const std::vector<float>& preds, size_t membe
     for (size_t r = 0; r < rows; ++r) {
       const double* p = &mean[r * w];
       out << r << "," << classes[static_cast<size_t>(std::max_element(p, p + w) - p)];
-      for (size_t c = 0; c < w; ++c) out << "," << p[c];
-      out << "," << bald[r] << "\n";
+      for (size_t c = 0; c < w; ++c) out << "," << F32(p[c]);
+      out << "," << F32(bald[r]) << "\n";
     }
     return;
   }
@@ -272,7 +284,7 @@ void WriteBlock(std::ostream& out, const std::vector<float>& preds, size_t membe
         sq += v * v;
       }
       double mean = sum / static_cast<double>(members);
-      out << "," << mean << "," << std::sqrt(std::max(0.0, sq / static_cast<double>(members) - mean * mean));
+      out << "," << F32(mean) << "," << F32(std::sqrt(std::max(0.0, sq / static_cast<double>(members) - mean * mean)));
     }
     out << "\n";
   }
