@@ -151,7 +151,26 @@ Verdict CompareMember(const std::string& recorded, const std::string& fresh, con
     std::string diff = r["max_abs_diff"].is_number() ? std::to_string(r["max_abs_diff"].get<double>()) : "shape";
     return {Verdict::kDiffers, "tensor " + r.value("tensor", "?") + " differs (max abs diff " + diff + ")"};
   }
-  return ComparePredictions(recorded, fresh);
+  Verdict v = ComparePredictions(recorded, fresh);
+  const json blocked = r.value("blocked", json());
+  if (v.kind == Verdict::kDiffers && blocked.is_array() && blocked.size() == 2 && blocked[0] == false &&
+      blocked[1] == true)
+    v.text += " while every tensor is equal: the recorded checkpoint predates batch-independent predictions "
+              "(its forward did not run in fixed blocks, so its predictions depended on the batch's shape)";
+  return v;
+}
+
+// Why a member that differs may differ, when its records say: it was trained on another device
+// than the one it was retrained on (bits are promised per device model), or in a pack on CUDA
+// (packed = alone is promised on the CPU only). "" when they do not.
+std::string DeviceNote(const std::string& recorded, const std::string& fresh) {
+  json a = ReadJson(recorded + "/metrics.json"), b = ReadJson(fresh + "/metrics.json");
+  const std::string was = a.is_object() ? a.value("device", "") : "", now = b.is_object() ? b.value("device", "") : "";
+  if (!was.empty() && !now.empty() && was != now)
+    return "; trained on " + was + ", retrained on " + now + ": bits are promised on one device model only";
+  if (was == "cuda" && a.value("pack_size", 1) > 1)
+    return "; trained in a pack on cuda: packed = alone is promised on the CPU only (ARCHITECTURE.md)";
+  return "";
 }
 
 // Retrains `name` alone (one train-one task) under `scratch` and compares it with the
@@ -170,7 +189,9 @@ Verdict VerifyMember(const RunLayout& layout, int round, const std::string& name
   ::setenv("OMP_NUM_THREADS", std::to_string(task->threads).c_str(), 1);
   int rc = RunAndWait({WorkerBinary(), "train-one", "--task", task_file}, scratch + "/train.out");
   if (rc != 0) return {Verdict::kNotCompared, "retraining failed (ensemble-worker exit " + std::to_string(rc) + ")"};
-  return CompareMember(recorded, fresh, scratch);
+  Verdict v = CompareMember(recorded, fresh, scratch);
+  if (v.kind == Verdict::kDiffers) v.text += DeviceNote(recorded, fresh);
+  return v;
 }
 
 // The members to verify: `member` alone, else `sample` of them chosen repeatably, else all.

@@ -28,7 +28,7 @@ std::vector<std::string> Lines(const std::string& text) {
 // "mean,std" of row r of a block, without its row number.
 std::string Values(const std::string& line) { return line.substr(line.find(',') + 1); }
 
-TEST_CASE("batches on stdin are answered block by block with the file-mode numbers") {
+TEST_CASE("batches on stdin are answered block by block with the file-mode numbers", "[bits]") {
   TempDir tmp;
   const std::string state = tmp / "state";
   WriteText(tmp / "cfg.json", R"({"run_name": "stream", "state_dir": ")" + state + R"(", "run_seed": 2,

@@ -8,6 +8,7 @@
 #include "common/protocol.h"
 #include "common/run_layout.h"
 #include "support/process_harness.h"
+#include "support/temp_dir.h"
 
 namespace ens {
 namespace {
@@ -40,7 +41,7 @@ std::string Compare(const std::string& a, const std::string& b, const std::strin
   return "equal";
 }
 
-TEST_CASE("one worker and three workers produce bitwise identical members", "[reproducibility]") {
+TEST_CASE("one worker and three workers produce bitwise identical members", "[reproducibility][bits]") {
   TempDir tmp;
   for (int workers : {1, 3}) {
     std::string cfg = tmp / ("w" + std::to_string(workers) + ".json");
@@ -69,15 +70,21 @@ TEST_CASE("one worker and three workers produce bitwise identical members", "[re
     std::filesystem::copy_file(one.MemberDir(1, "m000") + "/checkpoint.pt",
                                one.MemberDir(1, "m002") + "/checkpoint.pt",
                                std::filesystem::copy_options::overwrite_existing);
+    // Its record says it trained on CUDA: verify, retraining on the CPU, says why it may differ.
+    json metrics = json::parse(ReadText(one.MemberDir(1, "m002") + "/metrics.json"));
+    metrics["device"] = "cuda";
+    WriteText(one.MemberDir(1, "m002") + "/metrics.json", metrics.dump());
     auto v = Run({BinaryPath("ensemblectl"), "verify", "--state-dir", tmp / "state1", "--round", "1"}, tmp.path());
     INFO(v.out << v.err);
     CHECK(v.code == 3);
     CHECK(v.out.find("m002            1  tensor layer0_weight differs") != std::string::npos);
+    CHECK(v.out.find("; trained on cuda, retrained on cpu: bits are promised on one device model only") !=
+          std::string::npos);
     CHECK(v.out.find("m000            1  equal (trained in a pack of 3, packs/r1-m000-a1.json)") != std::string::npos);
   }
 }
 
-TEST_CASE("a worker that trained another member first gives the same bits as a fresh one", "[reproducibility]") {
+TEST_CASE("a worker that trained another member first gives the same bits as a fresh one", "[reproducibility][bits]") {
   TempDir tmp;
   WriteText(tmp / "cfg.json", Config(tmp / "state", 2, "1"));
   auto r = Run({BinaryPath("ensembled"), "run", "--config", tmp / "cfg.json"}, tmp.path());
@@ -112,6 +119,36 @@ TEST_CASE("a worker that trained another member first gives the same bits as a f
   CHECK(Compare(tmp / "seq/m000", tmp / "alone/m000", tmp.path()) == "equal");
   CHECK(Compare(tmp / "seq/m000", layout.MemberDir(1, "m000"), tmp.path()) == "equal");
   CHECK(Compare(tmp / "seq/m001", tmp / "seq/m000", tmp.path()) != "equal");
+}
+
+// A member file holds only its member: x_mean, x_std, y_mean and y_std saved as views into a
+// pack's storage would carry every pack-mate's statistics (288 B for a pack of 8 where alone
+// has 36 B), so the file would differ from the lone member's and grow with the pack.
+TEST_CASE("a packed member's checkpoint.pt is byte for byte that of the same member trained alone",
+          "[reproducibility][bits]") {
+  TempDir tmp;
+  for (const char* pack : {"8", "1"}) {
+    WriteText(tmp / (std::string("p") + pack + ".json"), R"({"run_name": "files", "state_dir": ")" +
+              tmp / (std::string("p") + pack) + R"(", "run_seed": 9, "pack_size": )" + pack + R"(,
+      "resources": {"gpus": "none", "cpu_workers": 1, "threads_per_worker": 1},
+      "data": {"synthetic": {"initial_rows": 100, "pool_rows": 40, "holdout_rows": 50}},
+      "members": {"defaults": {"epochs": 2, "layers": [{"units": 8}]}, "count": 8}})");
+    auto r = Run({BinaryPath("ensembled"), "run", "--config", tmp / (std::string("p") + pack + ".json")}, tmp.path());
+    INFO(r.out << r.err);
+    REQUIRE(r.code == 0);
+  }
+  RunLayout packed(tmp / "p8"), alone(tmp / "p1");
+  const json metrics = json::parse(ReadText(packed.MemberDir(0, "m003") + "/metrics.json"));
+  REQUIRE(metrics.value("pack_size", 0) == 8);  // really trained in one pack of 8
+  for (const char* m : {"m000", "m003", "m007"}) {
+    INFO("member " << m);
+    for (const char* f : {"checkpoint.pt", "holdout_pred.f32", "pool_pred.f32"}) {
+      INFO("file " << f);
+      const std::string a = ReadText(packed.MemberDir(0, m) + "/" + f), b = ReadText(alone.MemberDir(0, m) + "/" + f);
+      CHECK(a.size() == b.size());
+      CHECK((a == b));
+    }
+  }
 }
 
 }  // namespace

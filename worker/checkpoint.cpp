@@ -12,18 +12,71 @@ namespace {
 
 constexpr const char* kNormNames[] = {"x_mean", "x_std", "y_mean", "y_std"};
 
-// The whole forward: standardise, the model's statements, then the head.
+// Every prediction is computed in blocks of kPredictBlockRows rows (the last one padded with
+// zero rows, their outputs dropped), and each block's rows are laid out with a row stride of a
+// multiple of 16 floats (64 bytes) before every statement of the model: so every GEMM and
+// every elementwise kernel sees one shape and one alignment per row, whatever the batch and
+// wherever the row sits in it. MKL's small-output sgemm path takes another summation order for
+// a row that is not 16-byte aligned (measured: features not a multiple of 4, outputs <= 9),
+// and other shapes take other kernels; ARCHITECTURE.md "Batch-independent predictions".
+std::string BlockLoopSource(const std::string& block_method, int arity) {
+  const std::string b = std::to_string(kPredictBlockRows);
+  std::string src =
+      "    n = x.size(0)\n"
+      "    outs: List[List[Tensor]] = []\n"
+      "    for s in range(0, max(n, 1), " + b + "):\n"
+      "        m = min(" + b + ", n - s)\n"
+      "        blk = x.narrow(0, s, m)\n"
+      "        if m < " + b + ":\n"
+      "            blk = torch.cat([blk, torch.zeros([" + b + " - m, x.size(1)], dtype=x.dtype, device=x.device)])\n"
+      "        r = self." + block_method + "(blk)\n"
+      "        outs.append([t.narrow(0, 0, m) for t in r])\n";
+  if (arity == 1) return src + "    return torch.cat([o[0] for o in outs])\n";
+  src += "    return (";
+  for (int i = 0; i < arity; ++i)
+    src += (i ? ", " : "") + std::string("torch.cat([o[") + std::to_string(i) + "] for o in outs])";
+  return src + ")\n";
+}
+
+constexpr const char* kAlignRowsSource =
+    "def align_rows(self, h):\n"
+    "    if h.dim() != 2:\n"
+    "        return h\n"
+    "    w = h.size(1)\n"
+    "    buf = torch.zeros([h.size(0), (w + 15) // 16 * 16], dtype=h.dtype, device=h.device)\n"
+    "    buf.narrow(1, 0, w).copy_(h)\n"
+    "    return buf.narrow(1, 0, w)\n";
+
+// The model's statements, each given its input with aligned rows.
+std::string AlignedStatements(const std::string& statements) {
+  std::string out;
+  size_t at = 0;
+  while (at < statements.size()) {
+    size_t end = statements.find('\n', at);
+    end = end == std::string::npos ? statements.size() : end + 1;
+    const std::string line = statements.substr(at, end - at);
+    if (line.size() > 4 && line.compare(0, 4, "    ") == 0 && line[4] != ' ')  // a top-level statement
+      out += "    h = self.align_rows(h)\n";
+    out += line;
+    at = end;
+  }
+  return out;
+}
+
+// The whole forward: standardise, the model's statements, then the head, in blocks.
 std::string ForwardSource(const MemberParts& parts) {
-  return "def forward(self, x):\n"
+  return std::string(kAlignRowsSource) +
+         "def forward_block(self, x):\n"
          "    h = (x - self.x_mean) / self.x_std\n" +
-         parts.forward_source +
-         (parts.classes > 0 ? "    return torch.softmax(h, 1)\n"
+         AlignedStatements(parts.forward_source) +
+         (parts.classes > 0 ? "    return [torch.softmax(h, 1)]\n"
           : parts.spec.loss == LossKind::kGaussianNll
               ? "    r = h[:, 1]\n"
                 "    v = torch.log1p(torch.exp(-torch.abs(r))) + torch.relu(r) + 1e-6\n"
-                "    return torch.stack([h[:, 0] * self.y_std + self.y_mean, v * self.y_std * self.y_std], 1)\n"
-          : parts.y_mean.numel() > 1 ? "    return h * self.y_std + self.y_mean\n"  // several targets: [n, T]
-              : "    return h.squeeze(1) * self.y_std + self.y_mean\n");
+                "    return [torch.stack([h[:, 0] * self.y_std + self.y_mean, v * self.y_std * self.y_std], 1)]\n"
+          : parts.y_mean.numel() > 1 ? "    return [h * self.y_std + self.y_mean]\n"  // several targets: [n, T]
+              : "    return [h.squeeze(1) * self.y_std + self.y_mean]\n") +
+         "def forward(self, x):\n" + BlockLoopSource("forward_block", 1);
 }
 
 }  // namespace
@@ -113,9 +166,14 @@ std::vector<float> PredictRows(torch::jit::Module& member, const torch::Tensor& 
   torch::NoGradGuard no_grad;
   const int64_t n = x.size(0);
   std::vector<float> out;
-  for (int64_t b = 0; b < n; b += kPredictChunkRows) {
-    int64_t len = std::min(kPredictChunkRows, n - b);
-    torch::Tensor p = member.forward({x.narrow(0, b, len)}).toTensor().to(torch::kCPU).contiguous();
+  // Blocks of kPredictBlockRows, the last padded: a member module written before its forward
+  // blocked on its own (or any module) still sees one shape whatever the batch.
+  torch::Tensor block = torch::zeros({kPredictBlockRows, x.size(1)}, x.options());
+  for (int64_t b = 0; b < n; b += kPredictBlockRows) {
+    const int64_t len = std::min(kPredictBlockRows, n - b);
+    block.narrow(0, 0, len).copy_(x.narrow(0, b, len));
+    if (len < kPredictBlockRows) block.narrow(0, len, kPredictBlockRows - len).zero_();
+    torch::Tensor p = member.forward({block}).toTensor().narrow(0, 0, len).to(torch::kCPU).contiguous();
     if (out.empty()) out.reserve(static_cast<size_t>(n * (p.numel() / std::max<int64_t>(len, 1))));
     out.insert(out.end(), p.data_ptr<float>(), p.data_ptr<float>() + p.numel());
   }
@@ -182,17 +240,21 @@ StatusOr<torch::jit::Module> BuildEnsembleModule(const std::vector<std::string>&
       ens.register_module(name, *m);
       calls += (i ? ", self." : "self.") + name + ".forward(x)";
     }
+    // Blocked like the members' own forward (same block size: each member sees one block),
+    // so the mean and std of a row are the same bits on any batch.
     if (gaussian)  // the mixture: aleatoric = mean variance, epistemic = variance of the means
-      ens.define("def forward(self, x):\n"
+      ens.define("def forward_block(self, x):\n"
                  "    p = torch.stack([" + calls + "])\n"
                  "    mean = torch.mean(p[:, :, 0], 0)\n"
                  "    aleatoric = torch.mean(p[:, :, 1], 0)\n"
                  "    epistemic = torch.var(p[:, :, 0], 0, False)\n"
-                 "    return mean, torch.sqrt(aleatoric), torch.sqrt(epistemic), torch.sqrt(aleatoric + epistemic)\n");
+                 "    return [mean, torch.sqrt(aleatoric), torch.sqrt(epistemic), torch.sqrt(aleatoric + epistemic)]\n"
+                 "def forward(self, x):\n" + BlockLoopSource("forward_block", 4));
     else
-      ens.define("def forward(self, x):\n"
+      ens.define("def forward_block(self, x):\n"
                  "    p = torch.stack([" + calls + "])\n"
-                 "    return torch.mean(p, 0), torch.std(p, 0, False)\n");
+                 "    return [torch.mean(p, 0), torch.std(p, 0, False)]\n"
+                 "def forward(self, x):\n" + BlockLoopSource("forward_block", 2));
     ens.eval();
     return ens;
   } catch (const std::exception& e) {  // c10::Error, or a TorchScript compile error

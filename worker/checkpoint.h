@@ -9,12 +9,16 @@
 //   forward(x)         raw feature rows [n, features] -> predictions [n] in target units
 //                      (regression; several targets: [n, targets]), rows of [mean, variance] [n, 2] in target units (a
 //                      gaussian_nll head), or class probabilities [n, classes] (classification)
-// so `torch.jit.load(path)(x)` works from Python and C++ alike. The worker computes a
-// member's holdout and pool predictions with this same module, one forward call for up to
-// kPredictChunkRows rows, so a caller that passes the same rows gets the same bits.
+// so `torch.jit.load(path)(x)` works from Python and C++ alike. forward(x) runs in blocks of
+// kPredictBlockRows rows (the last padded with zero rows) with 64-byte aligned rows, through
+// forward_block(x) ([kPredictBlockRows, features] -> [outputs]): a row's numbers are a
+// function of the row and the member only, whatever the batch and the row's place in it
+// (ARCHITECTURE.md "Batch-independent predictions"). The worker computes a member's holdout
+// and pool predictions with this same module (PredictRows), so every caller gets the same bits.
 // An ensemble export holds the members as submodules m<i> and forward(x) returns the mean and
 // the (population) std over them: of predictions [n] (or [n, targets]), or of class probabilities [n, classes];
-// for Gaussian heads the mixture's (mean, aleatoric std, epistemic std, total std), each [n].
+// for Gaussian heads the mixture's (mean, aleatoric std, epistemic std, total std), each [n];
+// blocked like the members, so a row's numbers do not depend on the batch either.
 // Includes libtorch: include only from worker/*.cpp files that already pay for it.
 #pragma once
 
@@ -31,7 +35,9 @@
 
 namespace ens {
 
-inline constexpr int64_t kPredictChunkRows = 65536;
+// The rows of one forward block: every GEMM of a prediction has this many rows. A multiple of
+// 16, so a block's elementwise kernels end on whole vectors.
+inline constexpr int64_t kPredictBlockRows = 256;
 
 struct MemberParts {
   MemberSpec spec;
@@ -66,8 +72,9 @@ StatusOr<torch::jit::Module> LoadMember(const std::string& path);
 // "net" (verify compares them bit for bit).
 NamedTensors MemberBuffers(const torch::jit::Module& member);
 int64_t MemberFeatures(const torch::jit::Module& member);
-// Predictions for rows [n, features] (any strides), chunked by kPredictChunkRows: n values,
-// n x targets, or n x classes probabilities (row-major) for a classifier.
+// Predictions for rows [n, features] (any strides), forward called on blocks of exactly
+// kPredictBlockRows rows (the last padded with zero rows): n values, n x targets, n x 2
+// (Gaussian heads), or n x classes probabilities (row-major) for a classifier.
 std::vector<float> PredictRows(torch::jit::Module& member, const torch::Tensor& x);
 
 // train_state.pt: what a warm_start member leaves for its next round (torch pickle of a

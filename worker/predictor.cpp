@@ -78,22 +78,29 @@ StatusOr<nlohmann::json> CompareCheckpoints(const std::string& a, const std::str
   if (!ma.ok()) return ma.status();
   auto mb = LoadMember(b);
   if (!mb.ok()) return mb.status();
+  // Whether each forward runs in fixed blocks (checkpoint.h): one written before that gave
+  // predictions that depended on their batch.
+  const nlohmann::json blocked = {ma->find_method("forward_block").has_value(), mb->find_method("forward_block").has_value()};
+  auto result = [&](nlohmann::json r) {
+    r["blocked"] = blocked;
+    return r;
+  };
   NamedTensors ta = MemberBuffers(*ma), tb = MemberBuffers(*mb);
   if (ta.size() != tb.size())
-    return nlohmann::json{{"equal", false}, {"tensor", "(tensor count)"}, {"max_abs_diff", nullptr}};
+    return result({{"equal", false}, {"tensor", "(tensor count)"}, {"max_abs_diff", nullptr}});
   for (size_t i = 0; i < ta.size(); ++i) {
     const auto& [name, x] = ta[i];
     const torch::Tensor& y = tb[i].second;
     if (name != tb[i].first || x.sizes() != y.sizes() || x.dtype() != y.dtype())
-      return nlohmann::json{{"equal", false}, {"tensor", name}, {"max_abs_diff", nullptr}};
+      return result({{"equal", false}, {"tensor", name}, {"max_abs_diff", nullptr}});
     // Bitwise: compare the raw bytes, so -0.0 vs 0.0 and NaN payloads count as different.
     torch::Tensor xc = x.contiguous(), yc = y.contiguous();
     if (std::memcmp(xc.data_ptr(), yc.data_ptr(), xc.nbytes()) != 0) {
       double diff = (xc.to(torch::kDouble) - yc.to(torch::kDouble)).abs().max().item<double>();
-      return nlohmann::json{{"equal", false}, {"tensor", name}, {"max_abs_diff", diff}};
+      return result({{"equal", false}, {"tensor", name}, {"max_abs_diff", diff}});
     }
   }
-  return nlohmann::json{{"equal", true}};
+  return result({{"equal", true}});
 }
 
 Status ExportEnsemble(const std::vector<std::string>& checkpoints, const std::string& output) {

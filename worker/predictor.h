@@ -27,7 +27,8 @@ StatusOr<std::vector<std::vector<float>>> PredictWithCheckpoints(
 Status PredictStream(const std::vector<std::string>& checkpoints, int features, int in_fd, int out_fd);
 
 // Compares every tensor of two checkpoints bit for bit. Result: {"equal": bool,
-// "tensor": first differing name, "max_abs_diff": value} (tensor absent when equal).
+// "tensor": first differing name, "max_abs_diff": value, "blocked": [a, b]} (tensor absent
+// when equal; blocked: whether each module's forward runs in fixed blocks, checkpoint.h).
 StatusOr<nlohmann::json> CompareCheckpoints(const std::string& a, const std::string& b);
 
 // Writes one TorchScript module over the member checkpoints to `output` (0600, durable):
