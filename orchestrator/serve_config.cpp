@@ -1,0 +1,80 @@
+#include "orchestrator/serve_config.h"
+
+#include <cerrno>
+#include <filesystem>
+
+#include "common/atomic_file.h"
+#include "common/config_validator.h"
+#include "orchestrator/control_socket.h"
+
+namespace ens {
+namespace {
+
+using namespace config_detail;
+
+// The serve config's keys. Change rules do not apply (a serve config is read once, at start).
+const ConfigKey kResourceKeys[] = {{"gpus", ChangeRule::kRestart, {}}, {"cpu_workers", ChangeRule::kRestart, {}}};
+const ConfigKey kTopKeys[] = {{"runs_dir", ChangeRule::kRestart, {}},
+                              {"state_root", ChangeRule::kRestart, {}},
+                              {"resources", ChangeRule::kRestart, kResourceKeys},
+                              {"service", ChangeRule::kRestart, ConfigKeysOf("/service")}};
+
+void ReadServeResources(Validator& v, const json& root, ServeResources* r) {
+  const std::string p = "/resources";
+  const json* j = v.Section(root, "", "resources", kResourceKeys);
+  if (j == nullptr) return;
+  if (const json* g = Find(*j, "gpus"); g != nullptr && g->is_number()) {
+    if (v.Int(*j, p, "gpus", 1, 4096, &r->gpu_count)) r->gpus_mode = "count";
+  } else {
+    // The run config's rules for "auto", "none" and a list.
+    ResourcesSpec spec;
+    ReadGpus(v, *j, p, &spec);
+    r->gpus_mode = spec.gpus_mode;
+    r->gpu_list = spec.gpu_list;
+  }
+  v.Int(*j, p, "cpu_workers", 1, 4096, &r->cpu_workers);
+}
+
+}  // namespace
+
+std::vector<ConfigError> ValidateServeConfigText(const std::string& text, const std::string& base_dir,
+                                                 ServeConfig* out) {
+  Validator v;
+  std::vector<ConfigError> fatal;
+  std::optional<json> root = ParseDocument(text, v, &fatal);
+  if (!root) return fatal;
+  ServeConfig c;
+  if (v.Object(*root, "", kTopKeys)) {
+    for (const char* key : {"runs_dir", "state_root"}) {
+      if (!root->contains(key)) v.Error(std::string("/") + key, "is required");
+    }
+    v.Path(*root, "", "runs_dir", base_dir, &c.runs_dir);
+    v.Path(*root, "", "state_root", base_dir, &c.state_root);
+    ReadServeResources(v, *root, &c.resources);
+    ReadService(v, *root, base_dir, &c.service);
+  }
+  if (v.ok() && out != nullptr) *out = std::move(c);
+  return v.Take();
+}
+
+StatusOr<ServeConfig> LoadServeConfigFile(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text.ok()) return Status::NotFound("cannot read serve config " + path + ": " + text.status().message());
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(path, ec);
+  std::string base_dir = (ec ? std::filesystem::path(path) : abs).parent_path().string();
+  ServeConfig c;
+  std::vector<ConfigError> errors = ValidateServeConfigText(*text, base_dir, &c);
+  if (errors.empty()) return c;
+  std::string msg;
+  for (const ConfigError& e : errors) msg += (msg.empty() ? "" : "\n") + path + ": " + FormatError(e);
+  return Status::InvalidArgument(msg);
+}
+
+std::string ServeStateDir(const ServeConfig& c) { return c.state_root + "/.serve"; }
+
+std::string ServeControlSocket(const ServeConfig& c) {
+  return ControlSocketPath(c.service.control_socket, "ensembled-serve", ServeStateDir(c));
+}
+
+}  // namespace ens

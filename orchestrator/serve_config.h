@@ -1,0 +1,48 @@
+// ServeConfig: the config of `ensembled serve`, the daemon that runs many runs (configs/serve.json
+// documents it for users).
+//
+// Read with the run config's reader (common/config_validator.h): every problem reported as
+// "<JSON pointer>: <message>", unknown keys are errors, "service" has the run config's keys and
+// rules. Plain data. Thread-compatible.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/status.h"
+
+namespace ens {
+
+// What the daemon hands out to its runs.
+struct ServeResources {
+  // "auto" (every GPU this process may use) | "none" | "count" (the first gpu_count usable
+  // GPUs) | "list" (gpu_list: physical indices or UUIDs). Default: "auto"
+  std::string gpus_mode = "auto";
+  int gpu_count = 0;                  // gpus_mode "count": >= 1
+  std::vector<std::string> gpu_list;  // gpus_mode "list"
+  int cpu_workers = 2;  // CPU worker slots shared by the runs that use no GPU, >= 1. Default: 2
+};
+
+struct ServeConfig {
+  std::string runs_dir;    // REQUIRED: every *.json here is a run config (relative: to the config file)
+  std::string state_root;  // REQUIRED: a run without state_dir gets state_root/<run_name>
+  ServeResources resources;
+  // control_socket "" = $RUNTIME_DIRECTORY/ensembled-serve.sock under systemd, else
+  // <state_root>/.serve/control.sock; the other keys as a run's (config.h).
+  ServiceSpec service;
+};
+
+// Every error, each as {pointer, message}; empty when valid (then *out is filled).
+std::vector<ConfigError> ValidateServeConfigText(const std::string& text, const std::string& base_dir,
+                                                 ServeConfig* out);
+// Reads and validates a file; InvalidArgument lists every "<file>: <pointer>: <message>".
+StatusOr<ServeConfig> LoadServeConfigFile(const std::string& path);
+
+// Where the daemon keeps its own files: <state_root>/.serve (the queue journal, the runs'
+// effective configs, the default control socket). No run may have it as its state directory.
+std::string ServeStateDir(const ServeConfig& c);
+// The control socket the daemon listens on (service.control_socket or its default).
+std::string ServeControlSocket(const ServeConfig& c);
+
+}  // namespace ens
