@@ -228,7 +228,8 @@ StatusOr<Subprocess> Subprocess::Start(const SubprocessSpec& spec) {
     impl->in = p[1];
   }
   if (!spec.stdout_file.empty()) {
-    file_fd = ::open(spec.stdout_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int mode = spec.stdout_append ? O_APPEND : O_TRUNC;
+    file_fd = ::open(spec.stdout_file.c_str(), O_WRONLY | O_CREAT | mode | O_CLOEXEC, 0600);
     if (file_fd < 0) return fail("open " + spec.stdout_file, errno);
   } else if (spec.stdout_mode == SubprocessSpec::Stdio::kPipe) {
     if (::pipe2(p, O_CLOEXEC) != 0) return fail("pipe", errno);

@@ -44,6 +44,7 @@ struct SubprocessSpec {
   Stdio stdin_mode = Stdio::kInherit;
   Stdio stdout_mode = Stdio::kInherit;  // ignored when stdout_file is set
   std::string stdout_file;              // stdout (and stderr when stderr_to_stdout) to this file
+  bool stdout_append = false;           // stdout_file is appended to, not truncated (a log kept across restarts)
   bool stderr_to_stdout = false;
 };
 

@@ -27,6 +27,14 @@ int Verify(const std::string& state_dir, int round, const std::string& member, i
 // Writes one TorchScript module to `output` whose forward(x) returns (mean, std) over the
 // members of `round` (-1: latest committed), via `ensemble-worker export`.
 int Export(const std::string& state_dir, int round, const std::string& output);
+// `ensembled serve`'s queue, over its control socket (ctl/serve_commands.cpp). submit sends
+// the file's text and folder (relative paths are resolved against it) with its priority.
+int Submit(const std::string& socket, const std::string& file, int priority);
+// Every run of the daemon: name, state, priority, GPUs or CPU workers, progress, reason (and a
+// rejected config's errors); --json: {"runs": [...]}.
+int ListRuns(const std::string& socket, bool as_json);
+// Cancels a queued or running run (graceful stop; its state is kept). Only its submitter or root.
+int CancelRun(const std::string& socket, const std::string& name);
 // Prints every config error as "<JSON pointer>: <message>" (the TorchScript members' modules
 // are loaded and run once: script_model_check.h); non-zero exit when any.
 int ValidateConfig(const std::string& path);

@@ -117,11 +117,27 @@ int main(int argc, char** argv) {
   export_cmd->add_option("--round,-r", round, "round whose members are exported (default: latest committed)");
   export_cmd->add_option("--output,-o", export_file, "TorchScript file to write (e.g. ensemble.pt)")->required();
 
+  std::string file, run_name;
+  int priority = 0;
+  auto* submit = app.add_subcommand("submit", "queue a run config on an `ensembled serve` daemon");
+  submit->add_option("--socket", socket, "the daemon's control socket")->required();
+  submit->add_option("file", file, "run config file")->required();
+  submit->add_option("--priority", priority, "higher starts first (default 0)");
+  auto* list = app.add_subcommand("list", "every run of an `ensembled serve` daemon");
+  list->add_option("--socket", socket, "the daemon's control socket")->required();
+  list->add_flag("--json", as_json, "machine-readable output: {\"runs\": [...]}");
+  auto* cancel = app.add_subcommand("cancel", "stop a queued or running run of an `ensembled serve` daemon");
+  cancel->add_option("--socket", socket, "the daemon's control socket")->required();
+  cancel->add_option("name", run_name, "run_name of the run")->required();
+
   auto* validate = app.add_subcommand("validate-config", "check a config; print every error");
   validate->add_option("config", config, "config file")->required();
   CLI11_PARSE(app, argc, argv);
 
   if (*status) return ens::ctl::ShowStatus(state_dir, socket, as_json);
+  if (*submit) return ens::ctl::Submit(socket, file, priority);
+  if (*list) return ens::ctl::ListRuns(socket, as_json);
+  if (*cancel) return ens::ctl::CancelRun(socket, run_name);
   for (auto* c : control)
     if (*c) return ens::ctl::Control(state_dir, socket, c->get_name());
   if (*predict) return ens::ctl::Predict(state_dir, round, input, output);

@@ -66,7 +66,7 @@ ControlSocket::~ControlSocket() {
   }
 }
 
-Status ControlSocket::Listen(const std::string& path) {
+Status ControlSocket::Listen(const std::string& path, mode_t mode) {
   sockaddr_un addr;
   if (!FillAddress(path, &addr)) return Status::InvalidArgument(path + ": too long for a Unix socket path");
   fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -81,16 +81,24 @@ Status ControlSocket::Listen(const std::string& path) {
   int rc = ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
   ::umask(old);
   if (rc != 0) return Status::FromErrno("bind " + path, errno);
-  ::chmod(path.c_str(), 0600);
+  ::chmod(path.c_str(), mode);
   if (::listen(fd_, 16) != 0) return Status::FromErrno("listen " + path, errno);
   path_ = path;
   return Status::Ok();
 }
 
 void ControlSocket::Serve(const Handler& handler) {
+  ServeWithPeer([&](const nlohmann::json& request, const ControlPeer&) { return handler(request); });
+}
+
+void ControlSocket::ServeWithPeer(const PeerHandler& handler) {
   for (;;) {
     int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (c < 0) return;
+    ControlPeer peer;
+    struct ucred cred {};
+    socklen_t len = sizeof(cred);
+    if (::getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) peer = {cred.uid, cred.gid, cred.pid};
     auto deadline = Clock::now() + std::chrono::milliseconds(500);
     std::string line;
     nlohmann::json reply;
@@ -101,7 +109,7 @@ void ControlSocket::Serve(const Handler& handler) {
       if (req.is_discarded() || !req.is_object() || !req.contains("cmd") || !req["cmd"].is_string())
         reply = {{"ok", false}, {"error", "request must be a JSON object with a string \"cmd\""}};
       else
-        reply = handler(req);
+        reply = handler(req, peer);
     }
     WriteAll(c, reply.dump() + "\n", deadline + std::chrono::milliseconds(500));
     ::close(c);

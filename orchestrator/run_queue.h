@@ -1,0 +1,126 @@
+// RunQueue: the bookkeeping of `ensembled serve` (orchestrator/serve_daemon.h), no I/O.
+//
+// A ServedRun is one run config of the daemon's runs_dir. Its states and the one table of
+// which state may move to which (anything else is refused with a Status and changes nothing):
+//
+//   queued   -> running     its ask was granted and its `ensembled run` child started
+//   queued   -> cancelled   its file was removed, or `ensemblectl cancel`
+//   queued   -> rejected    its ask can never be met by this machine
+//   running  -> stopping    cancelled: SIGTERM sent to the child (a graceful stop)
+//   running  -> finished    the child exited 0 and the run's journal says run_finished
+//   running  -> failed      exit 78 (bad config or data: never restarted), or the restart budget spent
+//   running  -> queued      the child crashed: restarted after a backoff (it keeps its place)
+//   running  -> cancelled   the child exited 0 without finishing (stopped behind the daemon's back)
+//   stopping -> cancelled   the child exited after the SIGTERM (its state directory is kept)
+//   rejected: a config that does not validate, a duplicate run_name or state directory, an ask
+//   the machine can never meet; it is never a run's way out of another state but this one.
+//
+// GrantPool: the daemon's GPUs (by UUID, else index) and CPU worker slots; a grant is whole
+// GPUs, exclusively, or CPU worker slots when the run uses no GPU.
+// Order: runs that were running when the daemon stopped first (they resume), then the highest
+// priority, then the oldest submission. A run whose ask does not fit now waits and the ones
+// after it may start (a small run is not held up by a big one; a big one may wait long).
+// Single-threaded.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/status.h"
+
+namespace ens {
+
+enum class RunState { kQueued, kRunning, kStopping, kFinished, kFailed, kCancelled, kRejected };
+const char* RunStateName(RunState s);
+// finished, failed, cancelled, rejected: nothing more happens to the run.
+bool IsEnded(RunState s);
+
+// One GPU the daemon may hand out.
+struct ServeGpu {
+  std::string id;     // what CUDA_VISIBLE_DEVICES gets: the UUID, else the index
+  int index = 0;      // physical (nvidia-smi's) index
+};
+
+// What a run asks: GPUs (device ids of the daemon's), or CPU worker slots.
+struct RunAsk {
+  std::vector<std::string> gpus;  // empty: a CPU run
+  int cpu_workers = 0;            // a CPU run's workers
+};
+
+// What a run was given. Same shape as its ask.
+using Grant = RunAsk;
+
+class GrantPool {
+ public:
+  GrantPool(std::vector<ServeGpu> gpus, int cpu_workers);
+  const std::vector<ServeGpu>& gpus() const { return gpus_; }
+  int cpu_workers() const { return cpu_workers_; }
+  // The ask of a run config: gpus "none", or "auto" on a daemon without GPUs: its cpu_workers;
+  // "auto": every GPU of the daemon; a list: those GPUs (indices or UUIDs/prefixes of the
+  // daemon's). InvalidArgument, naming the config's pointer, when the machine can never meet
+  // it (a GPU the daemon does not have, more CPU workers than it has, a Slurm run).
+  StatusOr<RunAsk> AskOf(const ResourcesSpec& r) const;
+  // "" when the ask can be granted now, else why not ("needs 4 GPUs, 2 free").
+  std::string WhyNotNow(const RunAsk& ask) const;
+  // REQUIRES: WhyNotNow(ask) is "".
+  Grant Take(const RunAsk& ask);
+  void Release(const Grant& g);
+  int free_cpu_workers() const { return cpu_workers_ - cpu_used_; }
+  int free_gpus() const;
+
+ private:
+  std::vector<ServeGpu> gpus_;
+  int cpu_workers_;
+  int cpu_used_ = 0;
+  std::map<std::string, bool> gpu_taken_;  // id -> taken
+};
+
+struct ServedRun {
+  std::string name;         // run_name (a rejected file that has none: its file name)
+  std::string file;         // its config in runs_dir ("" once removed)
+  std::string config_file;  // the effective config the child runs (paths resolved, state_dir set)
+  std::string state_dir;
+  RunState state = RunState::kQueued;
+  int priority = 0;         // higher first. Default: 0
+  uint64_t seq = 0;         // submission order, kept across daemon restarts
+  uid_t submitter = 0;      // SO_PEERCRED of `ensemblectl submit`, or the file's owner
+  RunAsk ask;
+  Grant grant;
+  std::string reason;              // why it waits, failed, was rejected or cancelled
+  std::vector<ConfigError> errors; // rejected: every problem of its config
+  bool resume_first = false;       // was running when the daemon stopped: starts before the rest
+  int crashes = 0;                 // crashes in a row (a long run resets it)
+  double not_before = 0;           // a crashed run's restart time (seconds on the daemon's clock)
+  pid_t pid = 0;
+  int rounds = 0;                  // rounds.count of its config
+  int members = 0;                 // members per round
+};
+
+class RunQueue {
+ public:
+  explicit RunQueue(GrantPool pool) : pool_(std::move(pool)) {}
+  GrantPool& pool() { return pool_; }
+  const GrantPool& pool() const { return pool_; }
+
+  // Moves `run` to `to` if the table allows it (else an error naming both states). Moving to
+  // running takes its grant from the pool; moving out of running or stopping returns it.
+  Status Move(ServedRun& run, RunState to);
+
+  // The queued runs that can start now (their restart time come), in start order, each with
+  // its grant taken and moved to running. Every queued run left gets its reason.
+  // `now`: seconds on the caller's clock (the restart times' clock).
+  std::vector<ServedRun*> StartNow(std::vector<ServedRun*> runs, double now);
+
+ private:
+  GrantPool pool_;
+};
+
+// "2 GPUs (GPU-aa.., GPU-bb..)", "2 CPU workers".
+std::string DescribeGrant(const Grant& g);
+
+}  // namespace ens

@@ -1,0 +1,113 @@
+// ServeDaemon: `ensembled serve`, one daemon that runs many runs (README "Serving many runs",
+// ARCHITECTURE.md "Serve").
+//
+// Every *.json in runs_dir is a run config. The daemon validates it as `ensembled run` would (a
+// bad one is `rejected` with every error and the daemon goes on), queues it (RunQueue: state
+// table, grants, order), and runs it as a child `ensembled run --config <effective config>`
+// with CUDA_VISIBLE_DEVICES set to its grant ("" for a CPU run), in a process group of its own,
+// with PR_SET_PDEATHSIG (common/subprocess.h): a crash of one run touches no other, and a
+// daemon killed with SIGKILL leaves no run behind. A run's stdout and stderr are appended to
+// <state_dir>/serve.log. The queue is journaled (serve_journal.h); on start the daemon resumes
+// every run that was running (each from its own journal) and keeps the queue's order.
+//
+// Events, all taken in one poll(): a signalfd (SIGTERM/SIGINT: stop the runs gracefully and
+// exit; a second: SIGKILL them; SIGCHLD: a run ended; SIGHUP: re-read runs_dir), an inotify
+// watch on runs_dir (a file added, changed or removed), the control socket (ensemblectl submit,
+// list, cancel) and a timeout of at most 5 s (a crashed run's restart time, the watchdog).
+// Idle, it sleeps in that poll.
+// Single-threaded.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/config.h"
+#include "common/journal.h"
+#include "common/status.h"
+#include "common/subprocess.h"
+#include "orchestrator/control_socket.h"
+#include "orchestrator/run_queue.h"
+#include "orchestrator/serve_config.h"
+#include "orchestrator/systemd_notifier.h"
+
+namespace ens {
+
+struct ServeOptions {
+  std::string ensembled;  // the binary each run executes (`ensembled run`)
+  int signal_fd = -1;     // SIGTERM, SIGINT, SIGHUP and SIGCHLD, blocked and read here
+};
+
+// A crashed run is restarted at most this many times in a row; then it is `failed`.
+inline constexpr int kRunRestartBudget = 5;
+// A run that ran this long before it crashed starts a new count of crashes in a row.
+inline constexpr double kRunHealthySeconds = 600;
+
+// A run config as the daemon takes it: ValidateConfigText's errors, except that a config
+// without state_dir gets <state_root>/<run_name>. Empty when valid (then *out is filled).
+std::vector<ConfigError> ValidateServedRunConfig(const std::string& text, const std::string& base_dir,
+                                                 const std::string& state_root, Config* out);
+
+// The config file a served run's `ensembled run` reads: the normalised config (ConfigToJson:
+// every path absolute, state_dir set) less its unset values (null, ""), which the reader would
+// refuse. Reading it back gives the same normalised config (the run's config fingerprint), and
+// so the same run. Internal when it would not read back (a bug, named).
+StatusOr<std::string> EffectiveConfigText(const Config& cfg);
+
+class ServeDaemon {
+ public:
+  ServeDaemon(ServeConfig cfg, ServeOptions opts);
+  ~ServeDaemon();
+  // Runs until stopped; the exit code (common/exit_codes.h).
+  int Run();
+
+ private:
+  Status Start();
+  Status ResumeFromJournal();
+  void ScanRunsDir();
+  // Validates the file and queues its run (journaled), or records it as rejected (nullptr).
+  ServedRun* AdmitFile(const std::string& file, uid_t owner, int priority);
+  // Errors of a valid config that this daemon cannot take: a duplicate run_name or state
+  // directory, an ask the machine can never meet.
+  std::vector<ConfigError> Admissible(const Config& cfg);
+  void Reject(const std::string& file, const std::string& name, std::vector<ConfigError> errors);
+  void StartRuns();
+  void StartRun(ServedRun& run);
+  void ReapChildren();
+  void RunEnded(ServedRun& run, const ExitInfo& exit);
+  void Cancel(ServedRun& run, const std::string& why);
+  void End(ServedRun& run, RunState to, const std::string& reason);
+  void HandleSignals();
+  nlohmann::json Handle(const nlohmann::json& req, const ControlPeer& peer);
+  nlohmann::json Submit(const nlohmann::json& req, const ControlPeer& peer);
+  nlohmann::json List() const;
+  nlohmann::json Describe(const ServedRun& run) const;
+  ServedRun* FindRun(const std::string& name);
+  ServedRun* RunOfFile(const std::string& file);
+  bool StateDirTaken(const std::string& state_dir, const std::string& except) const;
+  void Append(nlohmann::json record);
+  double Now() const;
+
+  ServeConfig cfg_;
+  ServeOptions opts_;
+  std::unique_ptr<RunQueue> queue_;
+  std::unique_ptr<Journal> journal_;
+  ControlSocket control_;
+  SystemdNotifier notifier_;
+  int inotify_fd_ = -1;
+  std::map<std::string, ServedRun> runs_;  // by name: accepted runs, ended ones included
+  std::map<std::string, ServedRun> rejected_;  // by file: configs that were not accepted
+  std::map<std::string, std::pair<int64_t, int64_t>> rejected_stamp_;  // file -> (mtime ns, size)
+  std::map<std::string, Subprocess> children_;  // by run name
+  std::map<std::string, double> started_at_;    // by run name: Now() at its start
+  uint64_t next_seq_ = 1;
+  int stop_signals_ = 0;  // SIGTERM/SIGINT received
+};
+
+}  // namespace ens

@@ -1,0 +1,96 @@
+// `ensembled serve` killed with SIGKILL while one run is mid-round and another waits: its runs
+// die with it (PR_SET_PDEATHSIG: no run or worker left without a supervisor), and the daemon
+// started again resumes the running run first (from its own journal: members done before the
+// crash are not retrained, same bits as an undisturbed run) and keeps the queue's order. Also:
+// a run that fails for good (exit 78) is `failed` with its reason and not restarted.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "common/journal.h"
+#include "common/run_layout.h"
+#include "support/serve_harness.h"
+
+namespace ens {
+namespace {
+
+using json = nlohmann::json;
+using namespace ens::testing;
+
+TEST_CASE("the daemon SIGKILLed mid-run leaves no process; restarted, everything finishes with the same bits",
+          "[serve][integration][crash]") {
+  ServeDaemonHarness d(2);
+  constexpr int kRounds = 2, kMembers = 8;
+  WriteText(d.runs_dir() + "/first.json", TinyRunConfig("first", 2, kRounds, "", kMembers, 10));
+  d.Start();
+  d.WaitForState("first", "running", 20);
+  WriteText(d.runs_dir() + "/second.json", TinyRunConfig("second"));
+  d.WaitForState("second", "queued", 20);
+  d.WaitUntil([&] { return CountEvents(JournalOf(d.StateDir("first")), "member_done") >= 2; }, 60,
+              "first mid-round");
+  std::vector<pid_t> children = d.RunChildren();
+  REQUIRE(children.size() == 1);
+  std::string run_id = RunIdOf(d.StateDir("first"));
+  REQUIRE_FALSE(run_id.empty());
+
+  d.Stop(SIGKILL);
+  // The run's supervisor and its workers follow the daemon.
+  auto t0 = SteadyClock::now();
+  while ((IsLive(children[0]) || !LeftoversOf(run_id).empty()) && SecondsSince(t0) < 10)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK_FALSE(IsLive(children[0]));
+  INFO("left over: " << Joined(LeftoversOf(run_id), ", "));
+  CHECK(LeftoversOf(run_id).empty());
+  auto before = JournalOf(d.StateDir("first"));
+  REQUIRE_FALSE(ReplayJournal(before).finished);
+
+  d.Start();
+  d.WaitUntil([&] { return d.StateOf("first") == "finished" && d.StateOf("second") == "finished"; }, 120,
+              "both finished after the restart");
+  // Queue order kept: first resumed before second started.
+  std::vector<std::string> order;
+  for (const auto& r : QueueEvents(d.QueueJournal(), "started")) order.push_back(r["run"].get<std::string>());
+  CHECK(order == std::vector<std::string>{"first", "first", "second"});
+  // Members done before the crash were not trained again.
+  for (const auto& [key, n] : DoneCounts(JournalOf(d.StateDir("first")))) {
+    INFO("round " << key.first << " member " << key.second);
+    CHECK(n == 1);
+  }
+  CHECK(DoneCounts(JournalOf(d.StateDir("first"))).size() == static_cast<size_t>(kRounds * kMembers));
+  // Same bits as the run undisturbed.
+  WriteText(d.tmp() / "alone.json",
+            TinyRunConfig("first", 2, kRounds, "\"state_dir\": \"" + d.tmp() / "alone" + "\",", kMembers, 10));
+  auto alone = RunEnsembled(d.tmp() / "alone.json", d.tmp().path(), {}, 90);
+  REQUIRE(alone.code == 0);
+  auto diffs = CompareRuns(d.tmp() / "alone", d.StateDir("first"), kRounds, kMembers, d.tmp().path(), CompareMode::kBytes);
+  INFO(Joined(diffs));
+  CHECK(diffs.empty());
+  CHECK(d.Stop() == 0);
+}
+
+TEST_CASE("a run that fails for good (exit 78) is failed with its reason, never restarted; the others run",
+          "[serve][integration]") {
+  ServeDaemonHarness d(2);
+  // Valid config, missing data: `ensembled run` exits 78 at start.
+  WriteText(d.runs_dir() + "/nodata.json", R"({"run_name": "nodata", "resources": {"gpus": "none", "cpu_workers": 1},
+      "data": {"source": "csv", "train_path": "/nonexistent/train.csv", "target_column": "y"},
+      "members": {"defaults": {"layers": [{"units": 4}]}, "count": 1}})");
+  WriteText(d.runs_dir() + "/ok.json", TinyRunConfig("ok", 1));
+  d.Start();
+  d.WaitUntil([&] { return d.StateOf("nodata") == "failed" && d.StateOf("ok") == "finished"; }, 90,
+              "nodata failed and ok finished");
+  json r = d.Run("nodata");
+  CHECK_THAT(r["reason"].get<std::string>(), Catch::StartsWith("exited with 78"));
+  CHECK_THAT(r["reason"].get<std::string>(), Catch::Contains("/nonexistent/train.csv"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // a restart would come after 1 s
+  size_t starts = 0;
+  for (const auto& e : QueueEvents(d.QueueJournal(), "started")) starts += e["run"] == "nodata" ? 1 : 0;
+  CHECK(starts == 1);
+  CHECK(d.Stop() == 0);
+}
+
+}  // namespace
+}  // namespace ens

@@ -1,0 +1,227 @@
+// `ensembled serve` end to end (the real ensembled, ensemblectl and ensemble-worker): runs as
+// config files, exclusive CPU worker grants, rejected configs with their pointers, priorities,
+// submit/list/cancel over the control socket, cancel by removing a file. The daemon's crash:
+// tests/serve_crash_test.cpp.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "common/journal.h"
+#include "common/run_layout.h"
+#include "orchestrator/serve_daemon.h"
+#include "support/serve_harness.h"
+
+namespace ens {
+namespace {
+
+using json = nlohmann::json;
+using namespace ens::testing;
+
+bool Finished(const std::string& state_dir) { return ReplayJournal(JournalOf(state_dir)).finished; }
+
+std::vector<std::string> StartOrder(const ServeDaemonHarness& d) {
+  std::vector<std::string> out;
+  for (const auto& r : QueueEvents(d.QueueJournal(), "started")) out.push_back(r["run"].get<std::string>());
+  return out;
+}
+
+TEST_CASE("a run config without state_dir gets state_root/run_name; its other errors stay", "[serve]") {
+  Config c;
+  auto errors = ValidateServedRunConfig(TinyRunConfig("tiny"), "/etc/runs.d", "/var/lib/runs", &c);
+  REQUIRE(errors.empty());
+  CHECK(c.state_dir == "/var/lib/runs/tiny");
+  errors = ValidateServedRunConfig(TinyRunConfig("tiny", 2, 1, R"("state_dir": "here",)"), "/etc/runs.d", "/x", &c);
+  REQUIRE(errors.empty());
+  CHECK(c.state_dir == "/etc/runs.d/here");
+  errors = ValidateServedRunConfig(TinyRunConfig("tiny", 0, 0), "/etc/runs.d", "/x", &c);
+  REQUIRE(errors.size() == 2);  // and no "/state_dir: is required"
+  CHECK(errors[0].pointer == "/resources/cpu_workers");
+  CHECK(errors[1].pointer == "/rounds/count");
+}
+
+TEST_CASE("the effective config of a served run reads back as the same config with absolute paths", "[serve]") {
+  auto example = LoadConfigFile(std::string(ENS_SOURCE_DIR) + "/configs/example.json");
+  REQUIRE(example.ok());
+  Config csv;
+  REQUIRE(ValidateServedRunConfig(R"({"run_name": "c", "data": {"source": "csv", "train_path": "d/train.csv",
+      "target_column": "y"}, "members": {"count": 2, "defaults": {"layers": [{"units": 4}]}}, "rounds": {"count": 1, "stop_below_error": 0.5}})",
+                                  "/etc/runs.d", "/var/runs", &csv).empty());
+  for (const Config* c : {&*example, &csv}) {
+    auto text = EffectiveConfigText(*c);
+    INFO((text.ok() ? *text : text.status().message()));
+    REQUIRE(text.ok());
+    Config back;
+    REQUIRE(ValidateConfigText(*text, "/elsewhere", &back).empty());
+    CHECK(ConfigToJson(back) == ConfigToJson(*c));
+  }
+  CHECK(csv.data.train_path == "/etc/runs.d/d/train.csv");
+}
+
+TEST_CASE("three runs asking 2 CPU workers each on a daemon with 2 run one at a time and all finish",
+          "[serve][integration]") {
+  ServeDaemonHarness d(2);
+  for (const char* name : {"a", "b", "c"}) WriteText(d.runs_dir() + "/" + name + ".json", TinyRunConfig(name));
+  d.Start();
+  size_t most_children = 0, most_running = 0;
+  d.WaitUntil(
+      [&] {
+        most_children = std::max(most_children, d.RunChildren().size());
+        json runs = d.ListRuns();
+        if (runs.is_discarded()) return false;
+        size_t running = 0, finished = 0;
+        for (const auto& r : runs) {
+          running += r["state"] == "running" ? 1 : 0;
+          finished += r["state"] == "finished" ? 1 : 0;
+        }
+        most_running = std::max(most_running, running);
+        return finished == 3;
+      },
+      100, "three runs finished");
+  CHECK(most_children == 1);
+  CHECK(most_running == 1);
+  // The queue journal agrees: each run ended before the next started, oldest first.
+  auto recs = ReadJournal(d.QueueJournal());
+  REQUIRE(recs.ok());
+  std::vector<std::string> sequence;
+  for (const auto& r : *recs)
+    if (r["event"] == "started" || r["event"] == "ended") sequence.push_back(r["event"].get<std::string>() + " " + r["run"].get<std::string>());
+  CHECK(sequence == std::vector<std::string>{"started a", "ended a", "started b", "ended b", "started c", "ended c"});
+  for (const char* name : {"a", "b", "c"}) {
+    INFO(name);
+    CHECK(Finished(d.StateDir(name)));
+    CHECK_THAT(ReadText(d.StateDir(name) + "/serve.log"), Catch::Contains("run finished") || Catch::Contains("round"));
+    json r = d.Run(name);
+    CHECK(r["cpu_workers"] == 2);
+    CHECK(r["rounds_done"] == 1);
+  }
+  // A served run's members are the bits of the same config run alone.
+  WriteText(d.tmp() / "alone.json", TinyRunConfig("a", 2, 1, "\"state_dir\": \"" + d.tmp() / "alone" + "\","));
+  auto alone = RunEnsembled(d.tmp() / "alone.json", d.tmp().path(), {}, 90);
+  REQUIRE(alone.code == 0);
+  auto diffs = CompareRuns(d.tmp() / "alone", d.StateDir("a"), 1, 2, d.tmp().path(), CompareMode::kBytes);
+  INFO(Joined(diffs));
+  CHECK(diffs.empty());
+  CHECK(d.Stop() == 0);
+}
+
+TEST_CASE("a bad config is rejected with every error and its pointer while the others run", "[serve][integration]") {
+  ServeDaemonHarness d(2);
+  WriteText(d.runs_dir() + "/good.json", TinyRunConfig("good"));
+  WriteText(d.runs_dir() + "/bad.json", TinyRunConfig("bad", 0, 0));
+  WriteText(d.runs_dir() + "/big.json", TinyRunConfig("big", 3));          // more CPU workers than the daemon has
+  WriteText(d.runs_dir() + "/twin.json", TinyRunConfig("good", 1));        // a second "good"
+  WriteText(d.runs_dir() + "/.hidden.json", "not even JSON");              // ignored
+  WriteText(d.runs_dir() + "/notes.txt", "not a run");                     // ignored
+  d.Start();
+  d.WaitForState("good", "finished", 90);
+  json runs = d.ListRuns();
+  INFO(runs.dump(2));
+  REQUIRE(runs.size() == 4);
+  json bad = d.Run("bad");
+  CHECK(bad["state"] == "rejected");
+  REQUIRE(bad["errors"].size() == 2);
+  CHECK(bad["errors"][0]["pointer"] == "/resources/cpu_workers");
+  CHECK(bad["errors"][1]["pointer"] == "/rounds/count");
+  json big = d.Run("big");
+  CHECK(big["state"] == "rejected");
+  CHECK(big["errors"][0]["pointer"] == "/resources/cpu_workers");
+  CHECK(big["errors"][0]["message"] == "asks 3 CPU workers; this daemon has 2");
+  bool twin_refused = false;
+  for (const auto& r : runs)
+    if (r["file"].get<std::string>().find("twin.json") != std::string::npos) {
+      CHECK(r["state"] == "rejected");
+      CHECK(r["errors"][0]["pointer"] == "/run_name");
+      twin_refused = true;
+    }
+  CHECK(twin_refused);
+  // The text listing shows every error under its run.
+  auto text = d.Ctl({"list", "--socket", d.socket()});
+  REQUIRE(text.code == 0);
+  CHECK_THAT(text.out, Catch::Contains("/rounds/count: must be an integer >= 1"));
+  // A fixed file is taken.
+  WriteText(d.runs_dir() + "/bad.json", TinyRunConfig("bad"));
+  d.WaitForState("bad", "finished", 90);
+  CHECK(Finished(d.StateDir("bad")));
+  CHECK(d.Stop() == 0);
+}
+
+TEST_CASE("ensemblectl submit with priorities: a later, higher-priority run starts first", "[serve][integration]") {
+  ServeDaemonHarness d(2);
+  d.Start();
+  // "first" holds both workers a while (more members, more epochs) while the others queue.
+  WriteText(d.tmp() / "in/first.json", TinyRunConfig("first", 2, 1, "", 6, 20));
+  WriteText(d.tmp() / "in/low.json", TinyRunConfig("low"));
+  WriteText(d.tmp() / "in/high.json", TinyRunConfig("high"));
+  auto s = d.Ctl({"submit", "--socket", d.socket(), d.tmp() / "in/first.json"});
+  INFO(s.out << s.err);
+  REQUIRE(s.code == 0);
+  CHECK_THAT(s.out, Catch::Contains("submitted run first"));
+  d.WaitForState("first", "running", 20);
+  REQUIRE(d.Ctl({"submit", "--socket", d.socket(), d.tmp() / "in/low.json"}).code == 0);
+  REQUIRE(d.Ctl({"submit", "--socket", d.socket(), d.tmp() / "in/high.json", "--priority", "5"}).code == 0);
+  json low = d.Run("low");
+  if (d.StateOf("first") == "running") {  // (first may finish meanwhile on a fast machine)
+    CHECK(low["state"] == "queued");
+    CHECK(low["reason"] == "needs 2 CPU workers, 0 free");
+  }
+  CHECK(d.Run("high")["priority"] == 5);
+  CHECK(std::filesystem::exists(d.runs_dir() + "/high.json"));  // submit puts the config in runs_dir
+  // A second submission of a name in the queue is refused.
+  auto again = d.Ctl({"submit", "--socket", d.socket(), d.tmp() / "in/low.json"});
+  CHECK(again.code != 0);
+  CHECK_THAT(again.err, Catch::Contains("/run_name"));
+  d.WaitUntil([&] { return d.StateOf("low") == "finished" && d.StateOf("high") == "finished"; }, 120, "all finished");
+  CHECK(StartOrder(d) == std::vector<std::string>{"first", "high", "low"});
+  CHECK(d.Stop() == 0);
+}
+
+TEST_CASE("cancel: a queued run by ensemblectl, another by removing its file, a running one gracefully",
+          "[serve][integration]") {
+  ServeDaemonHarness d(2);
+  // Long enough to be cancelled while it trains: many short members, one at a time per worker.
+  WriteText(d.runs_dir() + "/long.json", TinyRunConfig("long", 2, 3, R"("stop_timeout_s": 30,)", 40, 5));
+  d.Start();
+  d.WaitForState("long", "running", 20);
+  WriteText(d.runs_dir() + "/byfile.json", TinyRunConfig("byfile"));
+  WriteText(d.tmp() / "in/byctl.json", TinyRunConfig("byctl"));
+  REQUIRE(d.Ctl({"submit", "--socket", d.socket(), d.tmp() / "in/byctl.json"}).code == 0);
+  d.WaitForState("byfile", "queued", 20);
+
+  auto c = d.Ctl({"cancel", "--socket", d.socket(), "byctl"});
+  INFO(c.out << c.err);
+  REQUIRE(c.code == 0);
+  CHECK(d.StateOf("byctl") == "cancelled");
+  CHECK_FALSE(std::filesystem::exists(d.runs_dir() + "/byctl.json"));
+  std::filesystem::remove(d.runs_dir() + "/byfile.json");
+  d.WaitForState("byfile", "cancelled", 20);
+  CHECK_THAT(d.Run("byfile")["reason"].get<std::string>(), Catch::Contains("was removed"));
+
+  // The running run: wait until it has trained something, then cancel it.
+  d.WaitUntil([&] { return CountEvents(JournalOf(d.StateDir("long")), "member_done") >= 1; }, 60, "a member of long");
+  std::vector<pid_t> children = d.RunChildren();
+  REQUIRE(children.size() == 1);
+  std::string run_id = RunIdOf(d.StateDir("long"));
+  c = d.Ctl({"cancel", "--socket", d.socket(), "long"});
+  REQUIRE(c.code == 0);
+  d.WaitForState("long", "cancelled", 60);
+  auto recs = JournalOf(d.StateDir("long"));
+  CHECK(CountEvents(recs, "run_started") == 1);  // its state is kept ...
+  CHECK(CountEvents(recs, "run_finished") == 0);  // ... unfinished
+  CHECK_FALSE(IsLive(children[0]));
+  CHECK(LeftoversOf(run_id).empty());
+  CHECK_THAT(ReadText(d.StateDir("long") + "/serve.log"), Catch::Contains("signal 15"));
+  // Cancelling what is no longer queued or running is refused.
+  auto again = d.Ctl({"cancel", "--socket", d.socket(), "long"});
+  CHECK(again.code != 0);
+  CHECK_THAT(again.err, Catch::Contains("no queued or running run named 'long'"));
+  // Nothing restarted what was cancelled, and the daemon idles with no child.
+  CHECK(d.RunChildren().empty());
+  CHECK(QueueEvents(d.QueueJournal(), "started").size() == 1);
+  CHECK(d.Stop() == 0);
+}
+
+}  // namespace
+}  // namespace ens

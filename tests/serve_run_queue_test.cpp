@@ -1,0 +1,171 @@
+// Tests of orchestrator/run_queue: what a run config asks of the daemon (GrantPool::AskOf),
+// exclusive grants of whole GPUs by UUID and of CPU worker slots, the reasons a run waits, the
+// start order (resumed runs, then priority, then age), and the state table.
+#include "orchestrator/run_queue.h"
+
+#include <catch2/catch.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace ens {
+namespace {
+
+std::vector<ServeGpu> FourGpus() {
+  return {{"GPU-aaaa", 0}, {"GPU-bbbb", 1}, {"GPU-cccc", 2}, {"GPU-dddd", 3}};
+}
+
+ResourcesSpec Cpu(int workers) {
+  ResourcesSpec r;
+  r.gpus_mode = "none";
+  r.cpu_workers = workers;
+  return r;
+}
+
+ResourcesSpec GpuList(std::vector<std::string> ids) {
+  ResourcesSpec r;
+  r.gpus_mode = "list";
+  r.gpu_list = std::move(ids);
+  return r;
+}
+
+ServedRun Queued(const std::string& name, uint64_t seq, RunAsk ask, int priority = 0) {
+  ServedRun r;
+  r.name = name;
+  r.seq = seq;
+  r.ask = std::move(ask);
+  r.priority = priority;
+  return r;
+}
+
+std::vector<std::string> Names(const std::vector<ServedRun*>& runs) {
+  std::vector<std::string> out;
+  for (const ServedRun* r : runs) out.push_back(r->name);
+  return out;
+}
+
+TEST_CASE("a run's ask: its GPUs by UUID, or its CPU workers", "[serve][queue]") {
+  GrantPool gpus(FourGpus(), 8);
+  ResourcesSpec all;  // "auto"
+  auto ask = gpus.AskOf(all);
+  REQUIRE(ask.ok());
+  CHECK(ask->gpus == std::vector<std::string>{"GPU-aaaa", "GPU-bbbb", "GPU-cccc", "GPU-dddd"});
+  ask = gpus.AskOf(GpuList({"2", "GPU-a"}));  // an index, a UUID prefix
+  REQUIRE(ask.ok());
+  CHECK(ask->gpus == std::vector<std::string>{"GPU-cccc", "GPU-aaaa"});
+  ask = gpus.AskOf(Cpu(3));
+  REQUIRE(ask.ok());
+  CHECK(ask->gpus.empty());
+  CHECK(ask->cpu_workers == 3);
+
+  GrantPool cpu_only({}, 2);
+  ask = cpu_only.AskOf(all);  // "auto" without GPUs: its CPU workers, as `ensembled run` does
+  REQUIRE(ask.ok());
+  CHECK(ask->cpu_workers == 2);
+}
+
+TEST_CASE("an ask the machine can never meet is refused with its pointer", "[serve][queue]") {
+  GrantPool gpus(FourGpus(), 2);
+  auto ask = gpus.AskOf(GpuList({"7"}));
+  REQUIRE_FALSE(ask.ok());
+  CHECK_THAT(ask.status().message(), Catch::StartsWith("/resources/gpus/0: '7' is none of this daemon's 4 GPUs"));
+  ask = gpus.AskOf(GpuList({"0", "GPU-"}));  // a prefix of every UUID
+  REQUIRE_FALSE(ask.ok());
+  CHECK_THAT(ask.status().message(), Catch::Contains("/resources/gpus/1: 'GPU-' is more than one"));
+  ask = gpus.AskOf(Cpu(3));
+  REQUIRE_FALSE(ask.ok());
+  CHECK(ask.status().message() == "/resources/cpu_workers: asks 3 CPU workers; this daemon has 2");
+  GrantPool cpu_only({}, 2);
+  ask = cpu_only.AskOf(GpuList({"0"}));
+  REQUIRE_FALSE(ask.ok());
+  ResourcesSpec slurm;
+  slurm.executor = "slurm";
+  CHECK_FALSE(gpus.AskOf(slurm).ok());
+}
+
+TEST_CASE("GPUs are granted whole and exclusively; a run that does not fit says why", "[serve][queue]") {
+  RunQueue q(GrantPool(FourGpus(), 2));
+  ServedRun a = Queued("a", 1, *q.pool().AskOf(GpuList({"0", "1"})));
+  ServedRun b = Queued("b", 2, *q.pool().AskOf(GpuList({"1", "2"})));
+  ServedRun c = Queued("c", 3, *q.pool().AskOf(GpuList({"2", "3"})));
+  auto started = q.StartNow({&a, &b, &c}, 0);
+  CHECK(Names(started) == std::vector<std::string>{"a", "c"});  // b overlaps both: it waits
+  CHECK(b.state == RunState::kQueued);
+  CHECK(b.reason == "needs 2 GPUs, 1 of them free");  // GPU 1 is a's (c, after b, was not started yet)
+  std::set<std::string> granted(a.grant.gpus.begin(), a.grant.gpus.end());
+  for (const std::string& id : c.grant.gpus) CHECK(granted.insert(id).second);  // none shared
+  CHECK(q.pool().free_gpus() == 0);
+  REQUIRE(q.Move(a, RunState::kFinished).ok());
+  CHECK(a.grant.gpus.empty());
+  CHECK(q.pool().free_gpus() == 2);
+  CHECK(q.StartNow({&a, &b, &c}, 0).empty());  // GPU 2 is still c's
+  CHECK(b.reason == "needs 2 GPUs, 1 of them free");
+  REQUIRE(q.Move(c, RunState::kStopping).ok());
+  CHECK(q.pool().free_gpus() == 2);  // a stopping run keeps its grant until its child is gone
+  REQUIRE(q.Move(c, RunState::kCancelled).ok());
+  CHECK(Names(q.StartNow({&a, &b, &c}, 0)) == std::vector<std::string>{"b"});
+  CHECK(b.grant.gpus == std::vector<std::string>{"GPU-bbbb", "GPU-cccc"});
+}
+
+TEST_CASE("CPU worker slots: three runs asking 2 of 2 run one at a time", "[serve][queue]") {
+  RunQueue q(GrantPool({}, 2));
+  ServedRun a = Queued("a", 1, {{}, 2}), b = Queued("b", 2, {{}, 2}), c = Queued("c", 3, {{}, 2});
+  CHECK(Names(q.StartNow({&a, &b, &c}, 0)) == std::vector<std::string>{"a"});
+  CHECK(b.reason == "needs 2 CPU workers, 0 free");
+  REQUIRE(q.Move(a, RunState::kFinished).ok());
+  CHECK(Names(q.StartNow({&a, &b, &c}, 0)) == std::vector<std::string>{"b"});
+  REQUIRE(q.Move(b, RunState::kFailed).ok());
+  CHECK(Names(q.StartNow({&a, &b, &c}, 0)) == std::vector<std::string>{"c"});
+  CHECK(q.pool().free_cpu_workers() == 0);
+}
+
+TEST_CASE("start order: resumed runs, then the highest priority, then the oldest", "[serve][queue]") {
+  RunQueue q(GrantPool({}, 1));
+  ServedRun old_low = Queued("old_low", 1, {{}, 1}, 0);
+  ServedRun new_high = Queued("new_high", 5, {{}, 1}, 10);
+  ServedRun mid_high = Queued("mid_high", 3, {{}, 1}, 10);
+  ServedRun resumed = Queued("resumed", 9, {{}, 1}, -5);
+  resumed.resume_first = true;
+  std::vector<ServedRun*> all = {&old_low, &new_high, &mid_high, &resumed};
+  std::vector<std::string> order;
+  for (int i = 0; i < 4; ++i) {
+    auto started = q.StartNow(all, 0);
+    REQUIRE(started.size() == 1);
+    order.push_back(started[0]->name);
+    REQUIRE(q.Move(*started[0], RunState::kFinished).ok());
+  }
+  CHECK(order == std::vector<std::string>{"resumed", "mid_high", "new_high", "old_low"});
+}
+
+TEST_CASE("a crashed run waits for its restart time; others may start meanwhile", "[serve][queue]") {
+  RunQueue q(GrantPool({}, 2));
+  ServedRun crashed = Queued("crashed", 1, {{}, 2}), next = Queued("next", 2, {{}, 1});
+  crashed.not_before = 100;
+  crashed.reason = "restart 1 of 5 in 1 s after: exited with 1";
+  CHECK(Names(q.StartNow({&crashed, &next}, 99.5)) == std::vector<std::string>{"next"});
+  CHECK(crashed.reason == "restart 1 of 5 in 1 s after: exited with 1");
+  REQUIRE(q.Move(next, RunState::kFinished).ok());
+  CHECK(Names(q.StartNow({&crashed, &next}, 100)) == std::vector<std::string>{"crashed"});
+}
+
+TEST_CASE("the state table refuses every other move and changes nothing", "[serve][queue]") {
+  RunQueue q(GrantPool({}, 2));
+  ServedRun r = Queued("r", 1, {{}, 2});
+  Status s = q.Move(r, RunState::kFinished);
+  CHECK(s.code() == Status::Code::kInternal);
+  CHECK(s.message() == "run r: no move from queued to finished");
+  CHECK(r.state == RunState::kQueued);
+  REQUIRE(q.Move(r, RunState::kRunning).ok());
+  CHECK(q.pool().free_cpu_workers() == 0);
+  CHECK_FALSE(q.Move(r, RunState::kRejected).ok());
+  REQUIRE(q.Move(r, RunState::kQueued).ok());  // a crash: back in the queue, grant returned
+  CHECK(q.pool().free_cpu_workers() == 2);
+  REQUIRE(q.Move(r, RunState::kCancelled).ok());
+  for (RunState to : {RunState::kQueued, RunState::kRunning, RunState::kStopping, RunState::kFinished})
+    CHECK_FALSE(q.Move(r, to).ok());
+  CHECK(IsEnded(r.state));
+  CHECK(std::string(RunStateName(r.state)) == "cancelled");
+}
+
+}  // namespace
+}  // namespace ens
