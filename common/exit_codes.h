@@ -19,6 +19,9 @@ inline constexpr int kPermanentFailure = 78;
 inline constexpr int kVerifyMismatch = 3;
 // The worker was told to exit for recycling after reporting (clean, respawn expected).
 inline constexpr int kWorkerRecycle = 0;
+// A worker whose CUDA context became unusable (illegal address, device-side assert, ...): it
+// exits without reporting its task, which the supervisor retries as after a crash (EX_TEMPFAIL).
+inline constexpr int kDeviceLost = 75;
 
 }  // namespace ens::exit_code
 

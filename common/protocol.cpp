@@ -138,6 +138,7 @@ std::string EncodeMessage(const Message& m) {
     case MessageType::kHeartbeat:
       j.update({{"pid", m.pid}, {"task_id", m.task_id}, {"epoch", m.epoch}, {"rss_kb", m.rss_kb},
                 {"phase", std::string(Name(m.phase))}});
+      if (m.gpu_reserved_kb > 0) j["gpu_reserved_kb"] = m.gpu_reserved_kb;
       break;
     case MessageType::kDone:
       j.update({{"pid", m.pid}, {"task_id", m.task_id},
@@ -190,7 +191,8 @@ StatusOr<Message> DecodeMessage(std::string_view bytes) {
     case MessageType::kReady: ok = GetInt(j, "pid", 1, INT32_MAX, &m.pid, &err); break;
     case MessageType::kHeartbeat:
       ok = GetInt(j, "pid", 1, INT32_MAX, &m.pid, &err) && GetString(j, "task_id", 256, &m.task_id, &err) &&
-           GetInt(j, "epoch", 0, 1 << 30, &epoch, &err) && GetInt(j, "rss_kb", 0, INT64_MAX, &m.rss_kb, &err);
+           GetInt(j, "epoch", 0, 1 << 30, &epoch, &err) && GetInt(j, "rss_kb", 0, INT64_MAX, &m.rss_kb, &err) &&
+           (!j.contains("gpu_reserved_kb") || GetInt(j, "gpu_reserved_kb", 0, INT64_MAX, &m.gpu_reserved_kb, &err));
       m.epoch = static_cast<int>(epoch);
       if (ok && j.contains("phase")) {
         std::string phase;

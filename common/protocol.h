@@ -4,9 +4,11 @@
 //   "v": kProtocolVersion, "type": one of the names below, "slot": worker slot (int >= 0).
 // Worker -> supervisor (the shared report queue):
 //   ready     {pid}                              after the worker mapped nothing yet but is up
-//   heartbeat {pid, task_id, epoch, rss_kb, phase}  in every phase of a task (setup, training,
-//                                                evaluating, predicting, writing), at most every
-//                                                --heartbeat-ms; phase optional, default training
+//   heartbeat {pid, task_id, epoch, rss_kb, phase, gpu_reserved_kb}  in every phase of a task
+//                                                (setup, training, evaluating, predicting, writing),
+//                                                at most every --heartbeat-ms; phase optional,
+//                                                default training; gpu_reserved_kb optional (a GPU
+//                                                worker's own allocator reservation), default 0
 //   done      {pid, task_id, metrics{...}, recycle}          results are on disk before this is sent
 //   failed    {pid, task_id, error, permanent, recycle}      permanent: retrying cannot help
 //   (recycle: optional bool, default false: this worker exits 0 right after the report)
@@ -83,6 +85,7 @@ struct Message {
   std::string task_id;       // heartbeat, done, failed
   int epoch = 0;             // heartbeat
   int64_t rss_kb = 0;        // heartbeat
+  int64_t gpu_reserved_kb = 0;  // heartbeat: the worker's CUDA caching allocator reservation
   TaskPhase phase = TaskPhase::kTraining;  // heartbeat
   nlohmann::json metrics;    // done: object
   std::string error;         // failed, unusable

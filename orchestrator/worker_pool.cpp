@@ -176,6 +176,8 @@ void WorkerPool::HandleMessage(const std::string& bytes, WorkerSlot& from, std::
     case MessageType::kHeartbeat:
       s->rss_kb = m->rss_kb;
       s->phase = m->phase;
+      // The worker's own figure: NVML's per-process reading needs host PIDs (none in a container).
+      if (m->gpu_reserved_kb > 0) s->gpu_reserved_mb = static_cast<double>(m->gpu_reserved_kb) / 1024.0;
       break;
     case MessageType::kDone:
     case MessageType::kFailed: {

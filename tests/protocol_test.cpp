@@ -97,6 +97,7 @@ TEST_CASE("Every message type round-trips", "[protocol]") {
     m.epoch = 12;
     m.rss_kb = 5'000'000'000LL;
     m.phase = TaskPhase::kWriting;
+    m.gpu_reserved_kb = 3'145'728;
     Message d = RoundTrip(m);
     CHECK(d.type == MessageType::kHeartbeat);
     CHECK(d.pid == 4242);
@@ -104,6 +105,10 @@ TEST_CASE("Every message type round-trips", "[protocol]") {
     CHECK(d.epoch == 12);
     CHECK(d.rss_kb == 5'000'000'000LL);
     CHECK(d.phase == TaskPhase::kWriting);
+    CHECK(d.gpu_reserved_kb == 3'145'728);
+    m.gpu_reserved_kb = 0;  // a CPU worker's heartbeat leaves it out
+    CHECK_FALSE(Encoded(m).contains("gpu_reserved_kb"));
+    CHECK(RoundTrip(m).gpu_reserved_kb == 0);
   }
   SECTION("done") {
     m.type = MessageType::kDone;
@@ -317,6 +322,15 @@ TEST_CASE("Malformed messages are rejected with the reason", "[protocol]") {
     json j = Encoded(hb);
     j.erase("task_id");
     RequireRejected(j.dump(), {"heartbeat", "'task_id'"});
+  }
+  SECTION("heartbeat with a negative GPU reservation") {
+    Message hb;
+    hb.type = MessageType::kHeartbeat;
+    hb.pid = 9;
+    hb.task_id = "t";
+    json j = Encoded(hb);
+    j["gpu_reserved_kb"] = -5;
+    RequireRejected(j.dump(), {"heartbeat", "'gpu_reserved_kb'"});
   }
   SECTION("heartbeat with an unknown phase") {
     Message hb;

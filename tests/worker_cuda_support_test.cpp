@@ -149,6 +149,11 @@ TEST_CASE("a GPU worker checks that CUDA sees the GPU it was given before it say
   CHECK(other.error.find("CUDA sees a different device, fa4e0002") != std::string::npos);
   Message same = FirstMessage(gpu, "given", tmp / "e3");
   CHECK(same.type == MessageType::kReady);
+  // A unique prefix, as CUDA accepts it (an inherited CUDA_VISIBLE_DEVICES passed through).
+  Message prefix = FirstMessage("GPU-fa4e0001", gpu, tmp / "e5");
+  CHECK(prefix.type == MessageType::kReady);
+  Message wrong_prefix = FirstMessage("GPU-fa4e0002", gpu, tmp / "e6");
+  CHECK(wrong_prefix.type == MessageType::kUnusable);
   // Without the hook, on a machine with no NVIDIA driver, the real check says so.
   if (::access("/proc/driver/nvidia", F_OK) != 0) {
     ServedWorker w;

@@ -104,7 +104,9 @@ Status CheckAssignedGpu() {
     return Status::InvalidArgument("given GPU " + given + ", but " + why +
                                    " (check the driver, the container's GPU access and CUDA_VISIBLE_DEVICES)");
   const bool by_uuid = given.rfind("GPU-", 0) == 0 || given.rfind("MIG-", 0) == 0;
-  if (by_uuid && BareUuid(given) != seen)
+  // CUDA accepts a unique prefix of a UUID ("GPU-8f6c"), as an inherited CUDA_VISIBLE_DEVICES
+  // may hold: the device seen must start with it.
+  if (by_uuid && seen.rfind(BareUuid(given), 0) != 0)
     return Status::InvalidArgument("given GPU " + given + ", but CUDA sees a different device, " + seen);
   return Status::Ok();
 }

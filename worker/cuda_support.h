@@ -38,7 +38,8 @@ Status RequireCudaSupport(const CudaSupportResult& r);
 // worker never trains on the CPU while everyone believes it has a GPU. CUDA must see a device,
 // and when CUDA_VISIBLE_DEVICES is a UUID ("GPU-..." or "MIG-..."), that device's UUID must be
 // it. Asked through the CUDA driver API (libcuda.so.1 by dlopen: cuInit, cuDeviceGetCount,
-// cuDeviceGet, cuDeviceGetUuid), which needs no libtorch and makes no context.
+// cuDeviceGet, cuDeviceGetUuid), which needs no libtorch and makes no context. A UUID prefix
+// (CUDA takes a unique one) matches a device whose UUID starts with it.
 // InvalidArgument (permanent: another process would see the same) naming the GPU and what CUDA
 // reported. OK for a CPU worker and for CUDA_VISIBLE_DEVICES unset.
 // Test hook: ENSEMBLED_TEST_CUDA_SEES replaces what CUDA reports: "none" (no device), a UUID

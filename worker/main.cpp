@@ -25,6 +25,7 @@
 #include "common/supervisor_link.h"
 #include "common/worker_channel.h"
 #include "worker/cuda_support.h"
+#include "worker/device_runtime.h"
 #include "worker/predictor.h"
 #include "worker/task_runner.h"
 #include "worker/trainer.h"
@@ -47,13 +48,27 @@ Status SendReport(WorkerChannel& c, const Message& m, int timeout_ms) {
   return c.Send(EncodeMessage(m), timeout_ms);
 }
 
+// The worker's CUDA caching allocator reservation in KiB (0 on the CPU, or before Init).
+int64_t GpuReservedKb(DeviceRuntime& rt) {
+  if (!rt.accelerated()) return 0;
+  auto stats = rt.Stats();
+  return stats.ok() ? stats->reserved / 1024 : 0;
+}
+
+// The cache policy (task_runner.h) from the recycle limit: a worker whose reservation nears the
+// limit at which it would be recycled first hands its cached blocks back; without a limit the
+// cache is kept for the next task.
+CachePolicy CachePolicyFor(const RecycleSpec& recycle) {
+  return {recycle.gpu_reserved_mb > 0 ? static_cast<int64_t>(recycle.gpu_reserved_mb * 1048576.0 * 0.75) : 0};
+}
+
 // placement: whether this worker can work where it was placed (cuda_support.h); when not, it
 // says so instead of ready and exits 78.
 // The link is the channel passed at channel_fd (a local worker), or, when `connect` is set, a
 // TCP connection back to the supervisor proven with the spawn token and the run's secret (a
 // Slurm pilot job; common/supervisor_link.h).
 int Serve(int channel_fd, const std::string& connect, const std::string& token_hex, const std::string& secret_file,
-          int slot, const RecycleSpec& recycle_spec, int heartbeat_ms, const Status& placement) {
+          int slot, const RecycleSpec& recycle_spec, int heartbeat_ms, const Status& placement, DeviceRuntime& runtime) {
   StatusOr<WorkerChannel> adopted = Status::Internal("no link");
   if (!connect.empty()) {
     auto token = ParseTokenHex(token_hex);
@@ -82,11 +97,13 @@ int Serve(int channel_fd, const std::string& connect, const std::string& token_h
   if (usable.ok()) {
     ConfigureTorchForDeterminism();
     // The driver sees the GPU; libtorch must be able to use it too, or this worker would train
-    // on the CPU while the run believes it has a GPU (the hook stands in for the whole check).
-    if (IsGpuSlot() && std::getenv("ENSEMBLED_TEST_CUDA_SEES") == nullptr && TorchDeviceDescription() != "cuda")
-      usable = Status::InvalidArgument("given GPU " + std::string(std::getenv("CUDA_VISIBLE_DEVICES")) +
-                                       ", which the CUDA driver sees, but libtorch cannot use CUDA (a driver too "
-                                       "old for this torch build's CUDA?)");
+    // on the CPU while the run believes it has a GPU. CUDA is initialised here, once, before
+    // anything asks its allocator (device_runtime.h).
+    if (Status init = runtime.Init(); !init.ok()) {
+      const char* given = std::getenv("CUDA_VISIBLE_DEVICES");
+      usable = Status::InvalidArgument(std::string("given GPU ") + (given != nullptr ? given : "(any)") +
+                                       ", which the CUDA driver sees, but " + init.message());
+    }
   }
   if (!usable.ok()) {
     Log(slot, usable.message());
@@ -106,7 +123,7 @@ int Serve(int channel_fd, const std::string& connect, const std::string& token_h
     Log(slot, s.ToString());
     return exit_code::kTransientFailure;
   }
-  TaskRunner runner;
+  TaskRunner runner(&runtime, CachePolicyFor(recycle_spec));
   RecyclePolicy recycle(recycle_spec);
   for (;;) {
     auto got = link.Receive(-1);
@@ -157,11 +174,19 @@ int Serve(int channel_fd, const std::string& connect, const std::string& token_h
       hb.epoch = epoch;
       hb.phase = phase;
       hb.rss_kb = CurrentRssKb();
+      hb.gpu_reserved_kb = GpuReservedKb(runtime);
       (void)SendReport(link, hb, 0);  // a full channel drops a heartbeat, never blocks training
     };
     auto note = [&](const std::string& what) { Log(slot, what, false); };
     std::vector<TaskOutcome> outcomes = runner.RunPack(tasks, beat, note);
-    std::string recycle_reason = recycle.AfterTask({CurrentRssKb(), CudaReservedKb()});
+    if (!outcomes.empty() && outcomes[0].device_lost) {
+      // Nothing more can run in this context: end, unreported; the supervisor retries the
+      // tasks as after a crash and a new worker starts with a new context.
+      Log(slot, "ending: " + outcomes[0].status.message());
+      return exit_code::kDeviceLost;
+    }
+    const int64_t gpu_reserved_kb = GpuReservedKb(runtime);
+    std::string recycle_reason = recycle.AfterTask({CurrentRssKb(), gpu_reserved_kb});
     Message rep;
     for (size_t k = 0; k < tasks.size(); ++k) {
       const TaskOutcome& outcome = outcomes[k];
@@ -173,7 +198,7 @@ int Serve(int channel_fd, const std::string& connect, const std::string& token_h
         rep.type = MessageType::kDone;
         // The member's headline numbers (the rest are in its metrics.json): only keys it has,
         // so the report never carries a value the metrics lack.
-        rep.metrics = {{"gpu_reserved_mb", static_cast<double>(CudaReservedKb()) / 1024.0}};
+        rep.metrics = {{"gpu_reserved_mb", static_cast<double>(gpu_reserved_kb) / 1024.0}};
         for (const char* key : {"holdout_rmse", "holdout_accuracy", "epochs_run", "seconds", "rss_kb_after"})
           if (outcome.metrics.contains(key)) rep.metrics[key] = outcome.metrics.at(key);
       } else {
@@ -201,9 +226,9 @@ int Serve(int channel_fd, const std::string& connect, const std::string& token_h
 
 // Runs the tasks in order, each alone, in this one process (verify and the reproducibility
 // tests use it to show that what a process trained before does not change a member's bits).
-int TrainSequence(const std::vector<std::string>& task_files) {
+int TrainSequence(const std::vector<std::string>& task_files, DeviceRuntime& runtime) {
   ConfigureTorchForDeterminism();
-  TaskRunner runner;
+  TaskRunner runner(&runtime);
   for (const auto& task_file : task_files) {
     auto text = ReadFile(task_file);
     if (!text.ok()) {
@@ -219,6 +244,7 @@ int TrainSequence(const std::vector<std::string>& task_files) {
     TaskOutcome o = runner.Run(task, nullptr);
     if (!o.status.ok()) {
       std::cerr << task_file << ": " << o.status.ToString() << "\n";
+      if (o.device_lost) return exit_code::kDeviceLost;
       return o.permanent ? exit_code::kPermanentFailure : exit_code::kTransientFailure;
     }
     std::cout << o.metrics.dump() << "\n";
@@ -324,9 +350,21 @@ int main(int argc, char** argv) {
     return ens::exit_code::kPermanentFailure;
   }
 
+  // A GPU slot trains on its GPU; a worker run by hand (CUDA_VISIBLE_DEVICES unset) where CUDA
+  // can be used; a CPU slot, and a GPU slot that the test hook fakes on a machine without one,
+  // on the CPU.
+  const bool faked_gpu = std::getenv("ENSEMBLED_TEST_CUDA_SEES") != nullptr;
+  const ens::DeviceChoice choice =
+      cuda.state != ens::CudaSupport::kLoaded || faked_gpu ? ens::DeviceChoice::kCpu
+      : ens::IsGpuSlot()                                   ? ens::DeviceChoice::kGpu
+                                                           : ens::DeviceChoice::kGpuIfAvailable;
+
   // The supervisor forwards signals; a worker dies with the default action.
-  if (*serve) return ens::Serve(channel_fd, connect, token, secret_file, slot, recycle, heartbeat_ms, gpu);
-  if (*one) return ens::TrainSequence(task_files);
+  if (*serve || *one) {
+    std::unique_ptr<ens::DeviceRuntime> runtime = ens::NewDeviceRuntime(choice);
+    if (*one) return ens::TrainSequence(task_files, *runtime);
+    return ens::Serve(channel_fd, connect, token, secret_file, slot, recycle, heartbeat_ms, gpu, *runtime);
+  }
   if (*exp) return ens::Export(output, checkpoints);
   if (*predict && stream) {
     ens::Status s = ens::PredictStream(checkpoints, features, 0, 1);

@@ -1,5 +1,4 @@
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/detail/CUDAHooksInterface.h>
 
 #include <cmath>
 
@@ -116,12 +115,27 @@ torch::Tensor InitKernel(Initializer init, int64_t in, int64_t out, at::Generato
   return InitWeight(init, {out, in}, gen);
 }
 
-// A generator of the device's kind, seeded: one per member for its dropout masks.
-at::Generator DeviceGenerator(torch::Device device, uint64_t seed) {
-  at::Generator g = device.is_cuda() ? at::detail::getCUDAHooks().getDefaultGenerator(device.index()).clone()
-                                     : at::make_generator<at::CPUGeneratorImpl>(seed);
-  g.set_current_seed(seed);
-  return g;
+// Dropout masks as a counter-based hash: member k keeps element e of its d-th draw when
+// Hash32(Hash32(e ^ a) ^ b) / 2^8 >= rate * 2^24, with a and b made from (its seed, d). Every
+// member's masks come from one batch of elementwise integer kernels (a few per layer and step,
+// whatever K), and member k's mask depends only on its seed, d and e: the same bits in a pack
+// of any size, on any device. Values stay below 2^32 and multipliers below 2^31, so int64
+// arithmetic never overflows.
+constexpr int64_t kLow32 = 0xffffffffLL;
+
+uint32_t Mix32(uint64_t x) {  // host side: seeds and draw counters to 32-bit keys
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return static_cast<uint32_t>(x);
+}
+
+torch::Tensor Hash32(torch::Tensor h) {  // h: int64 values in [0, 2^32)
+  h = h.bitwise_xor(h.bitwise_right_shift(16)).mul_(0x7feb352dLL).bitwise_and_(kLow32);
+  h = h.bitwise_xor(h.bitwise_right_shift(15)).mul_(0x2c1b3c6dLL).bitwise_and_(kLow32);
+  return h.bitwise_xor(h.bitwise_right_shift(16));
 }
 
 class PackedMlp : public Model {
@@ -130,6 +144,7 @@ class PackedMlp : public Model {
     const MemberSpec& s0 = *members[0].spec;
     for (const auto& l : s0.layers) activations_.push_back(l.activation);
     std::vector<std::vector<torch::Tensor>> w(s0.layers.size() + 1);
+    std::vector<int64_t> key_a, key_b;
     for (const auto& m : members) {
       at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(m.init_seed);
       int64_t in = features;
@@ -138,16 +153,28 @@ class PackedMlp : public Model {
         w[l].push_back(InitKernel(m.spec->initializer, in, out, gen));
         in = out;
       }
-      generators_.push_back(DeviceGenerator(device, m.dropout_seed));
+      key_a.push_back(Mix32(m.dropout_seed));
+      key_b.push_back(Mix32(m.dropout_seed ^ 0x9e3779b97f4a7c15ULL));
     }
+    seed_keys_[0] = torch::tensor(key_a).view({-1, 1, 1}).to(device);
+    seed_keys_[1] = torch::tensor(key_b).view({-1, 1, 1}).to(device);
     const int64_t k = static_cast<int64_t>(members.size());
     for (size_t l = 0; l < w.size(); ++l) {
       weights_.push_back(torch::stack(w[l]).to(device).requires_grad_(true));
       biases_.push_back(torch::zeros({k, 1, w[l][0].size(0)}).to(device).requires_grad_(true));
       if (l == s0.layers.size()) break;
-      std::vector<float> rate;
-      for (const auto& m : members) rate.push_back(static_cast<float>(m.spec->layers[l].dropout));
-      dropout_.push_back(rate);
+      std::vector<int64_t> threshold;
+      std::vector<float> keep;
+      bool any = false;
+      for (const auto& m : members) {
+        const double rate = m.spec->layers[l].dropout;
+        threshold.push_back(static_cast<int64_t>(std::llround(rate * 16777216.0)));
+        keep.push_back(static_cast<float>(1.0 - rate));
+        any = any || rate > 0;
+      }
+      dropout_.push_back(any ? LayerDropout{torch::tensor(threshold).view({-1, 1, 1}).to(device),
+                                            torch::tensor(keep).view({-1, 1, 1}).to(device)}
+                             : LayerDropout{});
     }
   }
 
@@ -196,29 +223,31 @@ class PackedMlp : public Model {
   }
 
  private:
-  // Inverted dropout with each member's own rate and generator; a member with rate 0 gets a
-  // mask of ones (h * 1 is h exactly, so it matches that member trained alone).
+  // Inverted dropout with each member's own rate and mask stream (Hash32 above): all members
+  // in one set of kernels. A member with rate 0 gets a mask of ones (h * 1 is h exactly, so it
+  // matches that member trained alone).
   torch::Tensor Dropout(const torch::Tensor& h, size_t layer) {
-    const std::vector<float>& rate = dropout_[layer];
-    bool any = false;
-    for (float r : rate) any = any || r > 0;
-    if (!any) return h;
-    std::vector<torch::Tensor> masks;
-    auto opts = h.options().requires_grad(false);
-    for (size_t k = 0; k < rate.size(); ++k) {
-      if (rate[k] <= 0) {
-        masks.push_back(torch::ones({h.size(1), h.size(2)}, opts));
-        continue;
-      }
-      torch::Tensor m = torch::empty({h.size(1), h.size(2)}, opts).bernoulli_(1.0 - rate[k], generators_[k]);
-      masks.push_back(m.div_(1.0 - rate[k]));
-    }
-    return h * torch::stack(masks);
+    const LayerDropout& d = dropout_[layer];
+    if (!d.threshold.defined()) return h;
+    const auto draw = static_cast<uint64_t>(draws_++);
+    // This draw's keys per member, on the device (the draw number is a kernel argument, not a copy).
+    torch::Tensor a = Hash32(seed_keys_[0].bitwise_xor(static_cast<int64_t>(Mix32(2 * draw))));
+    torch::Tensor b = Hash32(seed_keys_[1].bitwise_xor(static_cast<int64_t>(Mix32(2 * draw + 1))));
+    auto ints = torch::TensorOptions().dtype(torch::kLong).device(h.device());
+    torch::Tensor e = torch::arange(h.size(1) * h.size(2), ints).view({1, h.size(1), h.size(2)});
+    torch::Tensor r = Hash32(Hash32(e.bitwise_xor(a)).bitwise_xor_(b)).bitwise_right_shift_(8);
+    torch::Tensor mask = r.ge(d.threshold).to(h.scalar_type()).div_(d.keep);
+    return h * mask;
   }
 
+  struct LayerDropout {
+    torch::Tensor threshold;  // [K, 1, 1] int64: rate * 2^24 (undefined: no member drops out)
+    torch::Tensor keep;       // [K, 1, 1] float: 1 - rate
+  };
   std::vector<Activation> activations_;
-  std::vector<std::vector<float>> dropout_;  // [hidden layer][member]
-  std::vector<at::Generator> generators_;
+  std::vector<LayerDropout> dropout_;  // per hidden layer
+  torch::Tensor seed_keys_[2];         // [K, 1, 1] int64: two 32-bit keys of each member's seed
+  int64_t draws_ = 0;                  // masks drawn so far (one per hidden layer and step)
   std::vector<torch::Tensor> weights_;  // [K, out, in]
   std::vector<torch::Tensor> biases_;   // [K, 1, out]
 };

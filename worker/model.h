@@ -1,8 +1,8 @@
 // Model: the network of a pack of K >= 1 members, as stacked parameters [K, ...].
 //
 // Training never mixes members: every parameter's leading dimension is the member, every
-// operation on it is elementwise or a per-member matrix product, and each member draws its
-// dropout masks from its own generator. A member's slice therefore gets the same bits whether
+// operation on it is elementwise or a per-member matrix product, and each member's dropout
+// masks come from its own hash stream (mlp.cpp), drawn for the whole pack at once. A member's slice therefore gets the same bits whether
 // K is 1 or 512 (on the CPU; ARCHITECTURE.md says what holds on CUDA). Unpacked training is a
 // pack of one.
 //
@@ -39,7 +39,7 @@ class Model {
   virtual std::vector<torch::Tensor> Kernels() const = 0;
   // x [K, B, features] in standardised units -> outputs [K, B, outputs] (the objective's:
   // a standardised prediction, or class logits).
-  // `training` draws dropout masks (each member from its own generator).
+  // `training` draws dropout masks (each member from its own stream).
   virtual torch::Tensor Forward(const torch::Tensor& x, bool training) = 0;
   // One member's trainable tensors as they stand alone (CPU copies), named for the
   // checkpoint. `slices` are that member's slices of Parameters(), in the same order.
@@ -60,7 +60,7 @@ class Model {
 struct ModelMember {
   const MemberSpec* spec = nullptr;
   uint64_t init_seed = 0;     // weight init (a CPU generator owned by the build)
-  uint64_t dropout_seed = 0;  // this member's dropout mask generator
+  uint64_t dropout_seed = 0;  // keys this member's dropout mask stream
 };
 
 // The MLP kind: hidden layers from the spec, a linear output layer of `outputs` units (1 for

@@ -23,6 +23,17 @@ PackOptimizer::PackOptimizer(const std::vector<const MemberSpec*>& specs, std::v
   lr_ = PerMember(specs, &MemberSpec::lr, device);
   weight_decay_ = PerMember(specs, &MemberSpec::weight_decay, device);
   momentum_ = PerMember(specs, &MemberSpec::momentum, device);
+  if (kind_ != OptimizerKind::kSgd) {
+    // beta^t of each member's step count so far, in double: one copy here, then updated on
+    // the device every step.
+    std::vector<double> b1(offsets_.size()), b2(offsets_.size());
+    for (size_t k = 0; k < offsets_.size(); ++k) {
+      b1[k] = std::pow(kBeta1, static_cast<double>(offsets_[k]));
+      b2[k] = std::pow(kBeta2, static_cast<double>(offsets_[k]));
+    }
+    beta1_pow_ = torch::tensor(b1, torch::kDouble).view({-1, 1, 1}).to(device);
+    beta2_pow_ = torch::tensor(b2, torch::kDouble).view({-1, 1, 1}).to(device);
+  }
   for (const auto& p : params_) {
     m_.push_back(torch::zeros_like(p, p.options().requires_grad(false)));
     if (kind_ != OptimizerKind::kSgd) v_.push_back(torch::zeros_like(p, p.options().requires_grad(false)));
@@ -36,18 +47,15 @@ void PackOptimizer::ZeroGrad() {
 void PackOptimizer::Step() {
   torch::NoGradGuard no_grad;
   ++step_;
-  // Adam's bias corrections per member (its own step count), in double as torch computes
-  // them, then float: the same bits a scalar correction gives every member of a pack.
+  // Adam's bias corrections per member (its own step count), on the device: beta^t by one
+  // multiplication per step (elementwise and exactly rounded, so the same bits in a pack of
+  // any size), 1 - beta^t in double, then float. Nothing is read from or sent to the host.
   torch::Tensor step_size, bc2_sqrt;  // Adam: lr / bc1 and sqrt(bc2), [K, 1, 1]
   if (kind_ != OptimizerKind::kSgd) {
-    std::vector<float> bc1(offsets_.size()), bc2(offsets_.size());
-    for (size_t k = 0; k < offsets_.size(); ++k) {
-      const double t = static_cast<double>(offsets_[k] + step_);
-      bc1[k] = static_cast<float>(1.0 - std::pow(kBeta1, t));
-      bc2[k] = static_cast<float>(std::sqrt(1.0 - std::pow(kBeta2, t)));
-    }
-    step_size = lr_ / torch::tensor(bc1).view({-1, 1, 1}).to(lr_.device());
-    bc2_sqrt = torch::tensor(bc2).view({-1, 1, 1}).to(lr_.device());
+    beta1_pow_.mul_(kBeta1);
+    beta2_pow_.mul_(kBeta2);
+    step_size = lr_ / (1.0 - beta1_pow_).to(torch::kFloat);
+    bc2_sqrt = (1.0 - beta2_pow_).sqrt_().to(torch::kFloat);
   }
   for (size_t i = 0; i < params_.size(); ++i) {
     torch::Tensor& p = params_[i];

@@ -8,6 +8,7 @@
 // Adam ignores weight_decay, as the config documents. A warm-started member continues its
 // previous round's optimizer: its moments are set, and its bias correction counts its earlier
 // steps (a per-member step offset), so again nothing depends on its pack mates.
+// A step makes no host-device copy and no sync: every per-step scalar lives on the device.
 // Not thread-safe.
 #pragma once
 
@@ -50,6 +51,7 @@ class PackOptimizer {
   std::vector<torch::Tensor> params_;
   std::vector<torch::Tensor> m_, v_;  // Adam moments / SGD momentum buffer (m_)
   torch::Tensor lr_, weight_decay_, momentum_;  // [K, 1, 1]
+  torch::Tensor beta1_pow_, beta2_pow_;         // Adam: beta^(steps taken), [K, 1, 1] double
   std::vector<int64_t> offsets_;  // per member: steps taken before this pack
   int64_t step_ = 0;
 };

@@ -215,6 +215,14 @@ TrainOutputs TaskRunner::RunCommand(const TaskSpec& task, const TrainInputs& in,
   return o;
 }
 
+void TaskRunner::KeepCacheWithinPolicy(const std::function<void(const std::string&)>& on_note) {
+  if (!runtime_->accelerated() || cache_.empty_above_bytes <= 0) return;
+  auto stats = runtime_->Stats();
+  if (!stats.ok() || stats->reserved < cache_.empty_above_bytes) return;
+  Status s = runtime_->EmptyCache();
+  if (!s.ok() && on_note) on_note("emptying the GPU cache: " + s.message());
+}
+
 TaskOutcome TaskRunner::Run(const TaskSpec& task, const Progress& on_progress) {
   std::vector<TaskOutcome> o = RunPack({task}, on_progress);
   return o[0];
@@ -225,6 +233,10 @@ std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks,
   auto t0 = std::chrono::steady_clock::now();
   int64_t rss_before = CurrentRssKb();
   std::vector<TaskOutcome> outs(tasks.size());
+  if (Status init = runtime_->Init(); !init.ok()) {  // the device cannot be used: no task can run here
+    for (auto& o : outs) o.status = init, o.permanent = true;
+    return outs;
+  }
   if (tasks.size() > 1)  // the supervisor packs only MLP members (pack_plan.h); say so if another came
     for (const auto& t : tasks)
       if (t.member.model.kind != ModelKind::kMlp) {
@@ -251,6 +263,7 @@ std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks,
     ins[k].on_progress = on_progress;
     ins[k].on_note = on_note;
     ins[k].data_cache = device_data_.get();
+    ins[k].runtime = runtime_;
     ins[k].on_outputs = [&, k](TrainOutputs& o) {
       if (on_progress) on_progress(TaskPhase::kWriting, 0);
       HangIfTold(tasks[k].task_id, tasks[k].attempt, Name(TaskPhase::kWriting));
@@ -279,7 +292,14 @@ std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks,
     TrainPack(ins, &res);
   }
   // Model, optimizer and every tensor of the task died with the trainer's frame.
-  ReleaseTorchCaches();
+  if (std::any_of(res.begin(), res.end(), [](const TrainOutputs& r) { return r.device_lost; })) {
+    for (size_t k = 0; k < tasks.size(); ++k) {  // nothing more may run in this context
+      outs[k].device_lost = true;
+      outs[k].status = res[k].status.ok() ? Status::Internal("CUDA context lost in this member's pack") : res[k].status;
+    }
+    return outs;
+  }
+  KeepCacheWithinPolicy(on_note);
   malloc_trim(0);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double member_seconds = seconds / static_cast<double>(tasks.size());

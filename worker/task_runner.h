@@ -9,7 +9,10 @@
 // publish false (a journaled member in a re-run pack) trains but writes nothing. Every phase
 // (setup, training, evaluating, predicting, writing) reports progress at least once per
 // member or batch, so heartbeats never stop while the pack moves. After the task, every
-// tensor of it is gone and freed heap is returned to the OS (malloc_trim). Not thread-safe.
+// tensor of it is gone and freed heap is returned to the OS (malloc_trim). The device runtime
+// (device_runtime.h) is initialised before the first task asks it anything; the GPU's cached
+// blocks are kept across tasks (the next task reuses them) and returned to the driver only when
+// a task leaves the worker's reservation above its limit (CachePolicy). Not thread-safe.
 #pragma once
 
 #include <functional>
@@ -22,6 +25,7 @@
 #include "common/dataset_segment.h"
 #include "common/protocol.h"
 #include "common/status.h"
+#include "worker/device_runtime.h"
 #include "worker/trainer.h"
 
 namespace ens {
@@ -29,12 +33,21 @@ namespace ens {
 struct TaskOutcome {
   Status status;
   bool permanent = false;   // with !status.ok(): retrying cannot help
+  bool device_lost = false; // with !status.ok(): the CUDA context is unusable; the worker must end
   nlohmann::json metrics;   // with status.ok(): the metrics.json content
+};
+
+// When the worker hands the GPU's cached blocks back to the driver (a device-wide sync and
+// fresh allocations for the next task): after a task that leaves the reservation at or above
+// empty_above_bytes. Default: 0, never (the cache is reused by the next task).
+struct CachePolicy {
+  int64_t empty_above_bytes = 0;
 };
 
 class TaskRunner {
  public:
-  TaskRunner() = default;
+  // REQUIRES: runtime outlives the runner.
+  explicit TaskRunner(DeviceRuntime* runtime, CachePolicy cache = {}) : runtime_(runtime), cache_(cache) {}
   // REQUIRES: task validated (DecodeMessage / TaskFromJson).
   using Progress = std::function<void(TaskPhase phase, int epoch)>;
   TaskOutcome Run(const TaskSpec& task, const Progress& on_progress);
@@ -52,6 +65,10 @@ class TaskRunner {
   // A command member (worker/command_member.h) in place of TrainPack.
   TrainOutputs RunCommand(const TaskSpec& task, const TrainInputs& in, const Progress& on_progress);
   void Publish(const std::vector<TaskSpec>& tasks, std::vector<TaskOutcome>* outs, const Progress& on_progress);
+  // After a task: the cached GPU blocks go back to the driver when CachePolicy says so.
+  void KeepCacheWithinPolicy(const std::function<void(const std::string&)>& on_note);
+  DeviceRuntime* runtime_;
+  CachePolicy cache_;
   std::string data_dir_;
   DeviceDataCachePtr device_data_ = NewDeviceDataCache();  // the generation on the GPU, across tasks
   std::unique_ptr<DatasetView> train_, holdout_, pool_;

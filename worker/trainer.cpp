@@ -1,7 +1,5 @@
 #include "worker/trainer.h"
 
-#include <c10/core/CachingDeviceAllocator.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -10,6 +8,7 @@
 #include "common/fault_injection.h"
 #include "common/seed.h"
 #include "worker/checkpoint.h"
+#include "worker/device_runtime.h"
 #include "worker/model.h"
 #include "worker/objective.h"
 #include "worker/pack_optimizer.h"
@@ -22,16 +21,17 @@ namespace ens {
 // generation of the same table copies just the new rows, and an earlier one is a prefix.
 class DeviceDataCache {
  public:
-  torch::Tensor Rows(const TrainInputs& in, torch::Device dev) {
+  torch::Tensor Rows(const TrainInputs& in, DeviceRuntime& rt) {
+    const torch::Device dev = rt.device();
     const TaskSpec& t = *in.task;
     const int64_t n = static_cast<int64_t>(t.rows), stride = in.features + in.targets;
     torch::Tensor host = torch::from_blob(const_cast<float*>(in.rows), {n, stride});
     if (!dev.is_cuda()) return host;
     if (!data_.defined() || dir_ != t.data_dir || data_.size(1) != stride || data_.device() != dev) {
-      data_ = host.to(dev);
+      data_ = rt.ToDevice(host);
       dir_ = t.data_dir;
     } else if (data_.size(0) < n) {
-      data_ = torch::cat({data_, host.narrow(0, data_.size(0), n - data_.size(0)).to(dev)});
+      data_ = torch::cat({data_, rt.ToDevice(host.narrow(0, data_.size(0), n - data_.size(0)))});
     }
     return data_.narrow(0, 0, n);
   }
@@ -46,15 +46,12 @@ DeviceDataCachePtr NewDeviceDataCache() { return DeviceDataCachePtr(new DeviceDa
 
 namespace {
 
-using c10::CachingAllocator::StatType;
 using Clock = std::chrono::steady_clock;
 
-// The CUDA caching allocator through c10's device-allocator registry: the trainer links no
-// CUDA library; libtorch_cuda registers it when cuda_support.h loads it (GPU workers only).
-c10::DeviceAllocator* CudaAllocator() { return c10::getDeviceAllocator(c10::DeviceType::CUDA); }
-
-torch::Device PickDevice() {
-  return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+// The runtime of inputs that name none: the CPU.
+DeviceRuntime& RuntimeOf(const TrainInputs& in) {
+  static DeviceRuntime* cpu = NewDeviceRuntime(DeviceChoice::kCpu).release();  // never destroyed: used until exit
+  return in.runtime != nullptr ? *in.runtime : *cpu;
 }
 
 // A member's outputs: one per class (classification), a mean and a raw variance (a Gaussian
@@ -133,7 +130,8 @@ void Standardise(const TrainInputs& in, std::vector<float>* mean, std::vector<fl
 // targets: [K,1,T]).
 struct PackNorm {
   torch::Tensor xm, xs, ym, ys;
-  torch::Tensor Member(const torch::Tensor& t, int64_t k) const { return t[k].reshape({-1}); }
+  // Member k's own copy (its own storage: a view would save the whole pack's statistics).
+  torch::Tensor Member(const torch::Tensor& t, int64_t k) const { return t[k].reshape({-1}).clone(); }
 };
 
 // A classifier's target is a class index: its "standardisation" is the identity (0, 1).
@@ -164,7 +162,7 @@ PackNorm StandardiseAll(const std::vector<TrainInputs>& in, std::vector<TrainOut
 // device per epoch), else as many windows as that bound needs. Batch boundaries are the
 // whole list's, so the window size changes no result.
 template <class Fill, class Body>
-void ForEachBatch(int64_t members, int64_t n, int64_t batch, torch::Device dev, Fill fill, Body body) {
+void ForEachBatch(int64_t members, int64_t n, int64_t batch, DeviceRuntime& rt, Fill fill, Body body) {
   const int64_t per_batch = members * batch * static_cast<int64_t>(sizeof(int64_t));
   const int64_t window = batch * std::max<int64_t>(1, kIndexWindowBytes / per_batch);
   for (int64_t pos = 0; pos < n; pos += window) {
@@ -172,7 +170,7 @@ void ForEachBatch(int64_t members, int64_t n, int64_t batch, torch::Device dev, 
     torch::Tensor t = torch::empty({members, len}, torch::kLong);
     int64_t* p = t.data_ptr<int64_t>();
     for (int64_t k = 0; k < members; ++k) fill(k, pos, len, p + k * len);
-    torch::Tensor ix = t.to(dev);
+    torch::Tensor ix = rt.ToDevice(t);
     for (int64_t b = 0; b < len; b += batch) body(ix.narrow(1, b, std::min(batch, len - b)));
   }
 }
@@ -211,9 +209,9 @@ torch::Tensor PoisonMask(const std::vector<TrainInputs>& in, torch::Device dev) 
 class PackLoop {
  public:
   // `user_module`: a TorchScript member's module (a pack of one), loaded by the caller.
-  PackLoop(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* out, torch::Device dev,
+  PackLoop(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* out, DeviceRuntime& rt,
            std::optional<torch::jit::Module> user_module, const std::vector<std::optional<TrainState>>& warm)
-      : in_(in), out_(*out), dev_(dev), runs_(in.size()) {
+      : in_(in), out_(*out), rt_(rt), dev_(rt.device()), runs_(in.size()) {
     std::vector<ModelMember> mm;
     std::vector<const MemberSpec*> specs;
     for (size_t k = 0; k < in.size(); ++k) {
@@ -225,19 +223,19 @@ class PackLoop {
       specs.push_back(&t.member);
       mm.push_back({&t.member, StreamSeed(t.seed, SeedStream::kInit), StreamSeed(t.seed, SeedStream::kDropout)});
     }
-    norm_ = StandardiseAll(in, out, dev);
+    norm_ = StandardiseAll(in, out, dev_);
     const int classes = in[0].task->classes;
     const int outputs = OutputsOf(in[0]);
-    model_ = user_module ? BuildScriptModel(mm[0], std::move(*user_module), outputs, dev)
-                         : BuildMlp(mm, in[0].features, outputs, dev);
-    objective_ = classes > 0 ? MakeClassificationObjective(specs, dev)
-                             : MakeRegressionObjective(specs, norm_.ym, norm_.ys, dev);
+    model_ = user_module ? BuildScriptModel(mm[0], std::move(*user_module), outputs, dev_)
+                         : BuildMlp(mm, in[0].features, outputs, dev_);
+    objective_ = classes > 0 ? MakeClassificationObjective(specs, dev_)
+                             : MakeRegressionObjective(specs, norm_.ym, norm_.ys, dev_);
     optimizer_ = std::make_unique<PackOptimizer>(specs, model_->Parameters(), WarmStart(warm));
     for (size_t k = 0; k < in.size(); ++k)
       if (runs_[k].warm == "warm")
         optimizer_->SetMemberMoments(static_cast<int64_t>(k), {warm[k]->m, warm[k]->v});
-    l1_ = PerMember(specs, &MemberSpec::l1, dev);
-    l2_ = PerMember(specs, &MemberSpec::l2, dev);
+    l1_ = PerMember(specs, &MemberSpec::l1, dev_);
+    l2_ = PerMember(specs, &MemberSpec::l2, dev_);
     for (const auto& r : runs_) max_epochs_ = std::max(max_epochs_, r.epochs);
   }
 
@@ -319,7 +317,7 @@ class PackLoop {
     torch::Tensor loss_sum = torch::zeros({members}, acc);
     std::vector<torch::Tensor> sums = ZeroSums(loss_sum);
     auto fill = [&](int64_t k, int64_t pos, int64_t len, int64_t* out) { runs_[k].order->Rows(pos, len, out); };
-    ForEachBatch(members, n, batch, dev_, fill, [&](const torch::Tensor& ix) {
+    ForEachBatch(members, n, batch, rt_, fill, [&](const torch::Tensor& ix) {
       torch::Tensor rows = all.index({ix});  // [K, len, F+T]
       torch::Tensor x = (rows.narrow(2, 0, f) - norm_.xm) / norm_.xs;
       torch::Tensor y = Targets(rows);
@@ -336,8 +334,8 @@ class PackLoop {
       AddSums(sums, objective_->MetricSums(pred.detach(), y));
       if (in_[0].on_progress) in_[0].on_progress(TaskPhase::kTraining, epoch + 1);
     });
-    for (auto& t : sums) t = t.to(torch::kCPU);
-    return {loss_sum.to(torch::kCPU), std::move(sums)};
+    for (auto& t : sums) t = rt_.ToHost(t);
+    return {rt_.ToHost(loss_sum), std::move(sums)};
   }
 
   // Validation loss and metrics per member (means over the rows). In chunks of the
@@ -352,7 +350,7 @@ class PackLoop {
     torch::Tensor loss = torch::zeros({members}, acc);
     std::vector<torch::Tensor> sums = ZeroSums(loss);
     auto fill = [&](int64_t k, int64_t pos, int64_t len, int64_t* out) { in_[k].split.Val(pos, len, out); };
-    ForEachBatch(members, n, batch, dev_, fill, [&](const torch::Tensor& ix) {
+    ForEachBatch(members, n, batch, rt_, fill, [&](const torch::Tensor& ix) {
       torch::Tensor rows = all.index({ix});
       torch::Tensor y = Targets(rows);
       torch::Tensor pred = model_->Forward((rows.narrow(2, 0, f) - norm_.xm) / norm_.xs, false);
@@ -360,7 +358,7 @@ class PackLoop {
       AddSums(sums, objective_->MetricSums(pred, y));
       if (in_[0].on_progress) in_[0].on_progress(TaskPhase::kEvaluating, epoch + 1);
     });
-    auto cpu = [n](const torch::Tensor& t) { return (t / static_cast<double>(n)).to(torch::kCPU); };
+    auto cpu = [&](const torch::Tensor& t) { return rt_.ToHost(t / static_cast<double>(n)); };
     for (auto& t : sums) t = cpu(t);
     return {cpu(loss), std::move(sums)};
   }
@@ -429,6 +427,7 @@ class PackLoop {
 
   const std::vector<TrainInputs>& in_;
   std::vector<TrainOutputs>& out_;
+  DeviceRuntime& rt_;
   torch::Device dev_;
   std::vector<MemberRun> runs_;
   PackNorm norm_;
@@ -491,7 +490,7 @@ nlohmann::json HoldoutMetrics(const TrainInputs& in, const std::vector<float>& p
 
 // Member k's outputs: its module (saved when asked), predictions and final metrics.
 void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train_seconds,
-                  MemberModuleBuilder* builder, TrainOutputs* o) {
+                  MemberModuleBuilder* builder, const std::string& device, TrainOutputs* o) {
   const MemberRun& r = loop.run(k);
   const TrainInputs& in = *r.in;
   if (in.on_progress) in.on_progress(TaskPhase::kPredicting, r.epochs_run);
@@ -516,7 +515,7 @@ void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train
   o->metrics = HoldoutMetrics(in, o->holdout_pred);
   o->metrics.update({{"epochs_run", r.epochs_run},       {"best_epoch", r.best_epoch},
                 {"best_val_loss", r.best_value},    {"stop_step", r.stop_step},
-                {"device", TorchDeviceDescription()},
+                {"device", device},
                 {"train_seconds", train_seconds / static_cast<double>(pack_size)}});
   if (pack_size > 1)
     o->metrics.update({{"pack_size", pack_size}, {"pack_position", k}, {"pack_train_seconds", train_seconds}});
@@ -526,12 +525,13 @@ void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train
   }
 }
 
-void AddGpuPeaks(torch::Device dev, TrainOutputs* o) {
-  if (!dev.is_cuda()) return;
-  auto stats = CudaAllocator()->getDeviceStats(dev.index());
-  const auto agg = static_cast<size_t>(StatType::AGGREGATE);
-  o->metrics["gpu_allocated_peak_mb"] = stats.allocated_bytes[agg].peak / 1048576.0;
-  o->metrics["gpu_reserved_peak_mb"] = stats.reserved_bytes[agg].peak / 1048576.0;
+// The pack's peaks on the GPU (since TrainPackOnce reset them); nothing on the CPU.
+void AddGpuPeaks(DeviceRuntime& rt, TrainOutputs* o) {
+  if (!rt.accelerated()) return;
+  auto stats = rt.Stats();
+  if (!stats.ok()) return;  // Init ran (TrainInputs::runtime): not expected; the peaks are extras
+  o->metrics["gpu_allocated_peak_mb"] = static_cast<double>(stats->allocated_peak) / 1048576.0;
+  o->metrics["gpu_reserved_peak_mb"] = static_cast<double>(stats->reserved_peak) / 1048576.0;
 }
 
 // The fault-injection hooks (fault_injection.h) for libtorch errors, thrown as libtorch would.
@@ -553,8 +553,10 @@ void FailAll(const Status& st, bool permanent, std::vector<TrainOutputs>* out, s
 
 void TrainPackOnce(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* out) {
   torch::set_num_threads(in[0].task->threads);
-  torch::Device dev = PickDevice();
-  if (dev.is_cuda()) CudaAllocator()->resetPeakStats(dev.index());
+  DeviceRuntime& rt = RuntimeOf(in[0]);
+  if (rt.accelerated()) {
+    if (Status s = rt.ResetPeakStats(); !s.ok() && in[0].on_note) in[0].on_note(s.message());
+  }
   out->assign(in.size(), TrainOutputs{});
   InjectTorchErrors(in);
   std::optional<torch::jit::Module> user_module;
@@ -576,9 +578,9 @@ void TrainPackOnce(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>
     warm[k] = std::move(*state);
   }
   DeviceDataCache own;  // used when the caller keeps none
-  torch::Tensor all = (in[0].data_cache ? in[0].data_cache : &own)->Rows(in[0], dev);
+  torch::Tensor all = (in[0].data_cache ? in[0].data_cache : &own)->Rows(in[0], rt);
   auto t_start = Clock::now();
-  PackLoop loop(in, out, dev, std::move(user_module), warm);
+  PackLoop loop(in, out, rt, std::move(user_module), warm);
   loop.Run(all);
   double train_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
   // Compiles a member module once per worker process and forward source: later packs and
@@ -588,8 +590,8 @@ void TrainPackOnce(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>
   for (size_t k = 0; k < in.size(); ++k) {
     TrainOutputs& o = (*out)[k];
     if (!o.status.ok()) continue;
-    FinishMember(loop, k, in.size(), train_seconds, builder, &o);
-    if (o.status.ok()) AddGpuPeaks(dev, &o);
+    FinishMember(loop, k, in.size(), train_seconds, builder, rt.device().is_cuda() ? "cuda" : "cpu", &o);
+    if (o.status.ok()) AddGpuPeaks(rt, &o);
     if (o.status.ok() && in[k].on_outputs) in[k].on_outputs(o);
   }
 }
@@ -609,50 +611,66 @@ Status CheckCompatible(const std::vector<TrainInputs>& in) {
 
 void ConfigureTorchForDeterminism() {
   at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  // With deterministic algorithms on, libtorch fills every empty() with NaN by default: extra
+  // kernels per layer and step for buffers the worker writes whole before reading.
+  at::globalContext().setDeterministicFillUninitializedMemory(false);
   at::globalContext().setDeterministicCuDNN(true);
   at::globalContext().setBenchmarkCuDNN(false);
   torch::set_num_interop_threads(1);
 }
 
-std::string TorchDeviceDescription() { return torch::cuda::is_available() ? "cuda" : "cpu"; }
+namespace {
 
-void ReleaseTorchCaches() {
-  if (torch::cuda::is_available()) CudaAllocator()->emptyCache();
+// Every member of `in` fails with `st`; transient, and device_lost (the worker must end).
+void FailAllDeviceLost(const Status& st, std::vector<TrainOutputs>* out, size_t k) {
+  FailAll(st, false, out, k);
+  for (auto& o : *out) o.device_lost = true;
 }
 
-int64_t CudaReservedKb() {
-  if (!torch::cuda::is_available()) return 0;
-  auto stats = CudaAllocator()->getDeviceStats(0);
-  return stats.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current / 1024;
+// Out of memory: halves of a pack train one after the other (a member's bits do not depend
+// on its pack); a lone member fails transiently: on a GPU other workers share, memory is
+// often free again later, and the supervisor's attempts bound the retries.
+void SplitAfterOutOfMemory(const std::vector<TrainInputs>& in, const std::string& what,
+                           std::vector<TrainOutputs>* out) {
+  if (in.size() == 1) {
+    return FailAll(Status::Internal("member " + in[0].task->member.name + " does not fit in memory alone: " + what),
+                   false, out, 1);
+  }
+  const size_t half = in.size() / 2;
+  if (in[0].on_note)
+    in[0].on_note("pack of " + std::to_string(in.size()) + " ran out of memory (" + what.substr(0, 200) +
+                  "); training it as packs of " + std::to_string(half) + " and " + std::to_string(in.size() - half));
+  std::vector<TrainInputs> a(in.begin(), in.begin() + half), b(in.begin() + half, in.end());
+  std::vector<TrainOutputs> oa, ob;
+  TrainPack(a, &oa);
+  TrainPack(b, &ob);
+  out->clear();
+  for (auto* part : {&oa, &ob})
+    for (auto& o : *part) out->push_back(std::move(o));
 }
+
+}  // namespace
 
 void TrainPack(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* out) {
   if (Status st = CheckCompatible(in); !st.ok()) return FailAll(st, true, out, in.size());
+  DeviceRuntime& rt = RuntimeOf(in[0]);
   try {
     TrainPackOnce(in, out);
-  } catch (const c10::OutOfMemoryError& e) {
-    ReleaseTorchCaches();
-    const std::string what = e.what_without_backtrace();
-    if (in.size() == 1) {
-      return FailAll(Status::Internal("member " + in[0].task->member.name + " does not fit in memory alone: " + what),
-                     true, out, 1);
-    }
-    // A member's bits do not depend on its pack, so halves give the same results.
-    const size_t half = in.size() / 2;
-    if (in[0].on_note)
-      in[0].on_note("pack of " + std::to_string(in.size()) + " ran out of memory (" + what.substr(0, 200) +
-                    "); training it as packs of " + std::to_string(half) + " and " + std::to_string(in.size() - half));
-    std::vector<TrainInputs> a(in.begin(), in.begin() + half), b(in.begin() + half, in.end());
-    std::vector<TrainOutputs> oa, ob;
-    TrainPack(a, &oa);
-    TrainPack(b, &ob);
-    out->clear();
-    for (auto* part : {&oa, &ob})
-      for (auto& o : *part) out->push_back(std::move(o));
+    return;
   } catch (const c10::Error& e) {
-    // A shape mismatch or a CUDA error in a task: deterministic for these inputs, so not retried.
-    ReleaseTorchCaches();
-    FailAll(Status::Internal(std::string("libtorch: ") + e.what_without_backtrace()), true, out, in.size());
+    const std::string what = e.what_without_backtrace();
+    switch (ClassifyTorchError(e)) {
+      case DeviceFault::kContextLost:
+        // Nothing more can run in this context, not even freeing its cache.
+        return FailAllDeviceLost(Status::Internal("CUDA context lost: " + what), out, in.size());
+      case DeviceFault::kOutOfMemory:
+        (void)rt.EmptyCache();  // what the failed attempt held, before the halves (or a retry) run
+        return SplitAfterOutOfMemory(in, what, out);
+      case DeviceFault::kTask:
+        // A shape mismatch or a bad value: deterministic for these inputs, so not retried.
+        (void)rt.EmptyCache();
+        return FailAll(Status::Internal("libtorch: " + what), true, out, in.size());
+    }
   }
 }
 

@@ -16,8 +16,14 @@
 // epoch when the pack's indices fit in kIndexWindowBytes, so host index memory is bounded
 // whatever the table; member_rows.h says what a member holds per row); a DeviceDataCache
 // keeps a dataset generation on the GPU across tasks (then copies only appended rows).
-// A libtorch error (c10::Error) becomes the failure of the members it hit, never an abort;
-// out of memory splits a pack in halves and trains them one after the other.
+// A libtorch error (c10::Error) becomes the failure of the members it hit, never an abort, sorted
+// by kind (device_runtime.h): out of memory splits a pack in halves and trains them one after
+// the other, and a lone member out of memory fails transiently (the supervisor retries it within
+// its attempts); a CUDA error that leaves the context unusable fails every member with
+// device_lost set (the worker must end); any other error is the task's own (permanent).
+// Everything the loop asks of the GPU runtime beyond tensor ops goes through the inputs'
+// DeviceRuntime (device_runtime.h): the allocator's peak statistics, and every copy between
+// host and device made while training (per epoch or per window of batches, never per step).
 // Inputs point into the read-only dataset mapping; nothing here writes to them.
 // Not thread-safe: one pack at a time per process.
 #pragma once
@@ -37,6 +43,7 @@
 namespace ens {
 
 class DeviceDataCache;
+class DeviceRuntime;
 struct DeviceDataCacheDeleter {
   void operator()(DeviceDataCache* c) const;
 };
@@ -60,6 +67,8 @@ struct TrainInputs {
   uint64_t pool_rows = 0;
   std::string checkpoint_path;          // where to save the member module; "" = no checkpoint
   DeviceDataCache* data_cache = nullptr;  // optional; the pack uses its first member's
+  // Where the pack trains (its first member's): REQUIRES Init() returned OK. nullptr: the CPU.
+  DeviceRuntime* runtime = nullptr;
   // Heartbeats: after every batch, validation chunk and member's predictions (cheap).
   std::function<void(TaskPhase phase, int epoch)> on_progress;
   std::function<void(const std::string&)> on_note;    // notes for the log (a split pack)
@@ -73,6 +82,7 @@ struct TrainInputs {
 struct TrainOutputs {
   Status status;                        // this member's outcome
   bool permanent_failure = false;       // with !status.ok(): retrying cannot help
+  bool device_lost = false;             // with !status.ok(): the CUDA context is unusable
   std::vector<nlohmann::json> history;  // one object per epoch
   nlohmann::json metrics;               // training metrics (member_result.h keys it owns)
   nlohmann::json norm;                  // {"x_mean":[..],"x_std":[..],"y_mean":v,"y_std":v} (several targets: [..])
@@ -82,18 +92,14 @@ struct TrainOutputs {
 };
 
 // Process-wide, once at worker start: deterministic algorithms, cuDNN settings, 1 inter-op
-// thread. REQUIRES: CUBLAS_WORKSPACE_CONFIG already in the environment (the supervisor sets it).
+// thread; uninitialised memory is not filled (every tensor the worker makes with empty() is
+// written whole before it is read). REQUIRES: CUBLAS_WORKSPACE_CONFIG already in the
+// environment (the supervisor sets it).
 void ConfigureTorchForDeterminism();
-std::string TorchDeviceDescription();
 
 // Trains in[0..K) together; (*out)[k] is member k's result (its on_outputs already called). A member whose loss turns
 // non-finite fails alone (permanent) while the others go on.
 // REQUIRES: K >= 1; equal PackKey, rows, features, targets and split sizes.
 void TrainPack(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* out);
-
-// Frees what the allocator caches (CUDA caching allocator) after a task.
-void ReleaseTorchCaches();
-// CUDA caching allocator: bytes reserved now, in KiB (0 without CUDA).
-int64_t CudaReservedKb();
 
 }  // namespace ens
