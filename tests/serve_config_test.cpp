@@ -104,7 +104,7 @@ TEST_CASE("serve config errors carry their JSON pointer, every one at once", "[s
   CHECK(has("/runs_dri", "did you mean 'runs_dir'"));
 }
 
-TEST_CASE("runs_dir and state_root are required; a syntax error says where", "[serve][config]") {
+TEST_CASE("runs_dir and state_root are required - a syntax error says where", "[serve][config]") {
   auto errors = ValidateServeConfigText("{}", "/cfg", nullptr);
   INFO(Describe(errors));
   REQUIRE(errors.size() == 2);

@@ -20,7 +20,7 @@ namespace {
 using json = nlohmann::json;
 using namespace ens::testing;
 
-TEST_CASE("the daemon SIGKILLed mid-run leaves no process; restarted, everything finishes with the same bits",
+TEST_CASE("the daemon SIGKILLed mid-run leaves no process - restarted, everything finishes with the same bits",
           "[serve][integration][crash]") {
   ServeDaemonHarness d(2);
   constexpr int kRounds = 2, kMembers = 8;
@@ -71,7 +71,7 @@ TEST_CASE("the daemon SIGKILLed mid-run leaves no process; restarted, everything
   CHECK(d.Stop() == 0);
 }
 
-TEST_CASE("a run that fails for good (exit 78) is failed with its reason, never restarted; the others run",
+TEST_CASE("a run that fails for good (exit 78) is failed with its reason, never restarted - the others run",
           "[serve][integration]") {
   ServeDaemonHarness d(2);
   // Valid config, missing data: `ensembled run` exits 78 at start.

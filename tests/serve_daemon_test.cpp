@@ -4,7 +4,11 @@
 // tests/serve_crash_test.cpp.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -28,7 +32,7 @@ std::vector<std::string> StartOrder(const ServeDaemonHarness& d) {
   return out;
 }
 
-TEST_CASE("a run config without state_dir gets state_root/run_name; its other errors stay", "[serve]") {
+TEST_CASE("a run config without state_dir gets state_root/run_name - its other errors stay", "[serve]") {
   Config c;
   auto errors = ValidateServedRunConfig(TinyRunConfig("tiny"), "/etc/runs.d", "/var/lib/runs", &c);
   REQUIRE(errors.empty());
@@ -220,6 +224,42 @@ TEST_CASE("cancel: a queued run by ensemblectl, another by removing its file, a 
   // Nothing restarted what was cancelled, and the daemon idles with no child.
   CHECK(d.RunChildren().empty());
   CHECK(QueueEvents(d.QueueJournal(), "started").size() == 1);
+  CHECK(d.Stop() == 0);
+}
+
+TEST_CASE("another uid cannot cancel a run - its submitter can", "[serve][integration][uid]") {
+  if (::geteuid() != 0) {
+    std::printf("[serve] skipped: cancelling as another user needs root (to run ensemblectl as nobody)\n");
+    std::fflush(stdout);
+    std::_Exit(77);
+  }
+  ServeDaemonHarness d(2);
+  WriteText(d.runs_dir() + "/mine.json", TinyRunConfig("mine", 2, 2, "", 40, 5));
+  d.Start();
+  d.WaitForState("mine", "running", 20);
+  // The daemon's group may connect (0660); nobody is in no group of ours: let it reach the socket.
+  ::chmod(d.tmp().path().c_str(), 0711);
+  ::chmod(d.socket().c_str(), 0666);
+  std::string out = d.tmp() / "nobody.out", err = d.tmp() / "nobody.err";
+  for (const std::string& f : {out, err}) {
+    WriteText(f, "");
+    ::chmod(f.c_str(), 0666);
+  }
+  std::vector<std::string> argv = {BinaryPath("ensemblectl"), "cancel", "--socket", d.socket(), "mine"};
+  std::vector<char*> args = NullTerminated(argv);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(126);
+    ExecRedirected(args.data(), nullptr, out.c_str(), err.c_str());
+  }
+  int code = WaitAtMost(pid, 30);
+  INFO(ReadText(err));
+  CHECK(code == 78);
+  CHECK_THAT(ReadText(err), Catch::Contains("was submitted by uid 0; only that user or root may cancel it"));
+  CHECK(d.StateOf("mine") == "running");
+  auto mine = d.Ctl({"cancel", "--socket", d.socket(), "mine"});  // root, the file's owner
+  CHECK(mine.code == 0);
+  d.WaitForState("mine", "cancelled", 60);
   CHECK(d.Stop() == 0);
 }
 

@@ -83,7 +83,7 @@ TEST_CASE("an ask the machine can never meet is refused with its pointer", "[ser
   CHECK_FALSE(gpus.AskOf(slurm).ok());
 }
 
-TEST_CASE("GPUs are granted whole and exclusively; a run that does not fit says why", "[serve][queue]") {
+TEST_CASE("GPUs are granted whole and exclusively - a run that does not fit says why", "[serve][queue]") {
   RunQueue q(GrantPool(FourGpus(), 2));
   ServedRun a = Queued("a", 1, *q.pool().AskOf(GpuList({"0", "1"})));
   ServedRun b = Queued("b", 2, *q.pool().AskOf(GpuList({"1", "2"})));
@@ -137,7 +137,7 @@ TEST_CASE("start order: resumed runs, then the highest priority, then the oldest
   CHECK(order == std::vector<std::string>{"resumed", "mid_high", "new_high", "old_low"});
 }
 
-TEST_CASE("a crashed run waits for its restart time; others may start meanwhile", "[serve][queue]") {
+TEST_CASE("a crashed run waits for its restart time - others may start meanwhile", "[serve][queue]") {
   RunQueue q(GrantPool({}, 2));
   ServedRun crashed = Queued("crashed", 1, {{}, 2}), next = Queued("next", 2, {{}, 1});
   crashed.not_before = 100;

@@ -20,10 +20,12 @@ namespace ens::testing {
 
 // A run that trains in a few seconds: `members` small MLPs, 2 epochs, `rounds` rounds of
 // synthetic data. `extra` is added to the top level (e.g. "\"state_dir\": \"...\",").
+// `gpus`: the run's resources.gpus as JSON text.
 inline std::string TinyRunConfig(const std::string& name, int cpu_workers = 2, int rounds = 1,
-                                 const std::string& extra = "", int members = 2, int epochs = 2) {
+                                 const std::string& extra = "", int members = 2, int epochs = 2,
+                                 const std::string& gpus = "\"none\"") {
   return R"({"run_name": ")" + name + R"(", "run_seed": 7, )" + extra + R"(
-    "resources": {"gpus": "none", "cpu_workers": )" + std::to_string(cpu_workers) + R"(},
+    "resources": {"gpus": )" + gpus + R"(, "cpu_workers": )" + std::to_string(cpu_workers) + R"(},
     "data": {"synthetic": {"initial_rows": 120, "pool_rows": 60, "holdout_rows": 60}},
     "members": {"defaults": {"epochs": )" + std::to_string(epochs) + R"(, "batch_size": 16,
                              "layers": [{"units": 8}]}, "count": )" + std::to_string(members) + R"(},

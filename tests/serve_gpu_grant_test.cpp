@@ -1,0 +1,85 @@
+// `ensembled serve` handing out GPUs, through the fake NVML (tests/fakes/fake_nvml.cpp) and the
+// worker's CUDA-check hook (ENSEMBLED_TEST_CUDA_SEES=given), since CI has no GPU: runs asking 2
+// of 4 GPUs get 2 UUIDs each in their workers' CUDA_VISIBLE_DEVICES, never one another run holds.
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "common/run_layout.h"
+#include "support/serve_harness.h"
+
+namespace ens {
+namespace {
+
+using json = nlohmann::json;
+using namespace ens::testing;
+
+std::string FakeUuid(int i) {
+  char b[64];
+  std::snprintf(b, sizeof(b), "GPU-fa4e00%02d-0000-4000-8000-000000000000", i);
+  return b;
+}
+
+// The GPUs the run's workers were pinned to (status.json keeps the last worker table).
+std::set<std::string> PinnedGpus(const std::string& state_dir) {
+  json st = json::parse(ReadText(RunLayout(state_dir).StatusFile()), nullptr, false);
+  std::set<std::string> out;
+  if (st.is_object() && st.contains("workers"))
+    for (const auto& w : st["workers"]) out.insert(w.value("gpu", ""));
+  return out;
+}
+
+TEST_CASE("runs asking 2 of 4 fake GPUs get 2 UUIDs each and never share one", "[serve][integration][gpu]") {
+  ServeDaemonHarness d(2, "\"auto\"");
+  EnvChanges env;
+  env.set = {{"ENSEMBLED_NVML_LIBRARY", ENS_FAKE_NVML}, {"FAKE_NVML_GPUS", "4"}, {"ENSEMBLED_TEST_CUDA_SEES", "given"}};
+  env.unset = {"ENSEMBLED_GPU_COUNT", "CUDA_VISIBLE_DEVICES"};
+  WriteText(d.runs_dir() + "/low.json", TinyRunConfig("low", 1, 1, "", 4, 20, "[0, 1]"));
+  WriteText(d.runs_dir() + "/high.json", TinyRunConfig("high", 1, 1, "", 4, 20, "[\"" + FakeUuid(2) + "\", 3]"));
+  WriteText(d.runs_dir() + "/middle.json", TinyRunConfig("middle", 1, 1, "", 2, 2, "[1, 2]"));
+  WriteText(d.runs_dir() + "/every.json", TinyRunConfig("every", 1, 1, "", 2, 2, "\"auto\""));
+  WriteText(d.runs_dir() + "/nine.json", TinyRunConfig("nine", 1, 1, "", 2, 2, "[9]"));
+  d.Start(env);
+  json nine = d.Run("nine");
+  CHECK(nine["state"] == "rejected");
+  CHECK(nine["errors"][0]["pointer"] == "/resources/gpus/0");
+  d.WaitUntil(
+      [&] {
+        for (const char* n : {"low", "high", "middle", "every"})
+          if (d.StateOf(n) != "finished") return false;
+        return true;
+      },
+      120, "every GPU run finished");
+  CHECK(PinnedGpus(d.StateDir("low")) == std::set<std::string>{FakeUuid(0), FakeUuid(1)});
+  CHECK(PinnedGpus(d.StateDir("high")) == std::set<std::string>{FakeUuid(2), FakeUuid(3)});
+  CHECK(PinnedGpus(d.StateDir("middle")) == std::set<std::string>{FakeUuid(1), FakeUuid(2)});
+  CHECK(PinnedGpus(d.StateDir("every")).size() == 4);
+  CHECK_THAT(ReadText(d.StateDir("low") + "/serve.log"),
+             Catch::Contains("CUDA_VISIBLE_DEVICES=" + FakeUuid(0) + "," + FakeUuid(1)));
+  // From the queue journal: no GPU granted to two runs at once.
+  auto recs = ReadJournal(d.QueueJournal());
+  REQUIRE(recs.ok());
+  std::map<std::string, std::vector<std::string>> holding;  // run -> its GPUs, while it runs
+  size_t most_at_once = 0;
+  for (const auto& r : *recs) {
+    std::string run = r.value("run", "");
+    if (r["event"] == "started") {
+      for (const auto& [other, gpus] : holding)
+        for (const auto& g : r["gpus"]) {
+          INFO(run << " got " << g << " while " << other << " ran");
+          CHECK(std::find(gpus.begin(), gpus.end(), g.get<std::string>()) == gpus.end());
+        }
+      holding[run] = r["gpus"].get<std::vector<std::string>>();
+      most_at_once = std::max(most_at_once, holding.size());
+    } else if (r["event"] == "ended") {
+      holding.erase(run);
+    }
+  }
+  CHECK(most_at_once == 2);  // low and high side by side
+  CHECK(d.Stop() == 0);
+}
+
+}  // namespace
+}  // namespace ens
