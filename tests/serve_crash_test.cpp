@@ -92,5 +92,36 @@ TEST_CASE("a run that fails for good (exit 78) is failed with its reason, never 
   CHECK(d.Stop() == 0);
 }
 
+TEST_CASE("a run that crash-loops is restarted with backoff until its budget is spent then failed - the others are unaffected",
+          "[serve][integration][crash]") {
+  ServeDaemonHarness d(3);
+  // Every `ensembled run` of this daemon SIGKILLs itself after its 3rd member_done: "loops"
+  // (30 members) crashes again after each restart; "calm" (1 member) never gets there.
+  EnvChanges env;
+  env.set = {{"ENSEMBLED_CRASH_AT", "after_member_done:3"}};
+  WriteText(d.runs_dir() + "/loops.json", TinyRunConfig("loops", 2, 1, "", 30, 2));
+  WriteText(d.runs_dir() + "/calm.json", TinyRunConfig("calm", 1, 1, "", 1, 2));
+  auto t0 = SteadyClock::now();
+  d.Start(env);
+  d.WaitForState("calm", "finished", 60);
+  d.WaitUntil([&] { return d.StateOf("loops") == "queued" && d.Run("loops").value("crashes", 0) >= 1; }, 60,
+              "loops waiting for its first restart");
+  CHECK_THAT(d.Run("loops")["reason"].get<std::string>(),
+             Catch::StartsWith("restart 1 of 5 in 1 s after: killed by signal 9"));
+  d.WaitForState("loops", "failed", 100);
+  double seconds = SecondsSince(t0);
+  CHECK(seconds >= 1 + 2 + 4 + 8 + 16);  // the backoff between the six starts
+  CHECK_THAT(d.Run("loops")["reason"].get<std::string>(), Catch::StartsWith("crashed 6 times in a row"));
+  size_t starts = 0;
+  for (const auto& e : QueueEvents(d.QueueJournal(), "started")) starts += e["run"] == "loops" ? 1 : 0;
+  CHECK(starts == 6);
+  // Each restart resumed: no member trained twice after its member_done.
+  auto recs = JournalOf(d.StateDir("loops"));
+  CHECK(CountEvents(recs, "member_done") >= 6 * 3);
+  for (const auto& [key, n] : DoneCounts(recs)) CHECK(n == 1);
+  CHECK(d.RunChildren().empty());
+  CHECK(d.Stop() == 0);
+}
+
 }  // namespace
 }  // namespace ens
