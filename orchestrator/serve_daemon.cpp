@@ -214,6 +214,11 @@ Status ServeDaemon::Start() {
   if (Status s = MakeDirs(ParentDir(socket)); !s.ok()) return s;
   if (Status s = control_.Listen(socket, 0660); !s.ok()) return s;
   spdlog::info("control socket {}; runs_dir {}; state_root {}", socket, cfg_.runs_dir, cfg_.state_root);
+  if (cfg_.service.http_port > 0) {
+    http_ = std::make_unique<ServeHttpEndpoint>();
+    if (Status s = http_->Start(cfg_.service.http_bind, cfg_.service.http_port); !s.ok()) return s;
+    spdlog::info("runs and metrics on http://{}:{}/", cfg_.service.http_bind, cfg_.service.http_port);
+  }
 
   if (Status s = ResumeFromJournal(); !s.ok()) return s;
   ScanRunsDir();
@@ -533,6 +538,7 @@ int ServeDaemon::Run() {
     if (stop_signals_ > 0 && children_.empty()) break;
     StartRuns();
     notifier_.MaybePingWatchdog();
+    if (http_) http_->Publish(List()["runs"]);
     int timeout = kIdleWakeMs;
     for (const auto& [name, run] : runs_)
       if (run.state == RunState::kQueued && run.not_before > Now())

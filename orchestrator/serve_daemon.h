@@ -35,6 +35,7 @@
 #include "orchestrator/control_socket.h"
 #include "orchestrator/run_queue.h"
 #include "orchestrator/serve_config.h"
+#include "orchestrator/serve_http.h"
 #include "orchestrator/systemd_notifier.h"
 
 namespace ens {
@@ -100,6 +101,7 @@ class ServeDaemon {
   std::unique_ptr<Journal> journal_;
   ControlSocket control_;
   SystemdNotifier notifier_;
+  std::unique_ptr<ServeHttpEndpoint> http_;  // service.http_port > 0
   int inotify_fd_ = -1;
   std::map<std::string, ServedRun> runs_;  // by name: accepted runs, ended ones included
   std::map<std::string, ServedRun> rejected_;  // by file: configs that were not accepted

@@ -36,11 +36,13 @@ inline std::string TinyRunConfig(const std::string& name, int cpu_workers = 2, i
 
 class ServeDaemonHarness {
  public:
-  explicit ServeDaemonHarness(int cpu_workers = 2, const std::string& gpus = "\"none\"") {
+  // `service_extra`: more of the serve config's "service" (", \"http_port\": 9000").
+  explicit ServeDaemonHarness(int cpu_workers = 2, const std::string& gpus = "\"none\"",
+                              const std::string& service_extra = "") {
     serve_config_ = tmp_ / "serve.json";
     WriteText(serve_config_, R"({"runs_dir": "runs.d", "state_root": "state",
       "resources": {"gpus": )" + gpus + R"(, "cpu_workers": )" + std::to_string(cpu_workers) + R"(},
-      "service": {"control_socket": ")" + socket() + R"("}})");
+      "service": {"control_socket": ")" + socket() + "\"" + service_extra + "}}");
     std::filesystem::create_directories(runs_dir());
   }
   ~ServeDaemonHarness() {
