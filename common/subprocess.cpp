@@ -137,6 +137,12 @@ void Subprocess::CloseStdin() {
 void Subprocess::CloseStdout() {
   if (impl_) CloseFd(&impl_->out);
 }
+int Subprocess::TakeStdout() {
+  if (!impl_) return -1;
+  int fd = impl_->out;
+  impl_->out = -1;
+  return fd;
+}
 const ExitInfo& Subprocess::exit() const {
   static const ExitInfo kNone;
   return impl_ ? impl_->exit : kNone;

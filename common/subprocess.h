@@ -2,8 +2,9 @@
 //
 // Users: the local executor (workers: own process group, PR_SET_PDEATHSIG, the channel fd,
 // the slot's environment), the mutation command (stdin/stdout pipes, timeout, group kill),
-// ensemblectl predict/verify (the worker binary, stdout to a file) and the Slurm executor
-// (sbatch/squeue/scancel).
+// ensemblectl predict/verify (the worker binary, stdout to a file), the Slurm executor
+// (sbatch/squeue/scancel) and `ensembled serve` (each run's stdout and stderr into one pipe,
+// taken by its log relay).
 //
 // Contract:
 //  - Start() returns only once the child has exec'd its program: a program that cannot be
@@ -69,11 +70,14 @@ class Subprocess {
 
   pid_t pid() const;
   bool valid() const { return impl_ != nullptr; }
-  // Our ends of the pipes asked for (-1 otherwise). Owned by the Subprocess until Take*().
+  // Our ends of the pipes asked for (-1 otherwise). Owned by the Subprocess until TakeStdout().
   int stdin_fd() const;
   int stdout_fd() const;
   void CloseStdin();
   void CloseStdout();
+  // Hands our end of the stdout pipe to the caller, who closes it (close-on-exec is set);
+  // stdout_fd() is -1 after. -1 when there is none.
+  int TakeStdout();
   // True once the child has exited (and is reaped); exit() then says how.
   bool Exited();
   // True once the child has exited, which it leaves unreaped (a zombie): its pid, and so its

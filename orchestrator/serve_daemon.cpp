@@ -121,6 +121,16 @@ StatusOr<std::vector<ServeGpu>> ServeGpus(const ServeResources& r) {
 
 std::string Normal(const std::string& path) { return fs::path(path).lexically_normal().string(); }
 
+// The level of a line of a run's log ("[time] [ensembled] [warning] ..."): it keeps it in the
+// daemon's log (and so journald's priority). Lines of another shape are info.
+spdlog::level::level_enum LevelOfRunLine(std::string_view line) {
+  std::string_view head = line.substr(0, 80);
+  if (head.find("] [critical] ") != std::string_view::npos) return spdlog::level::critical;
+  if (head.find("] [error] ") != std::string_view::npos) return spdlog::level::err;
+  if (head.find("] [warning] ") != std::string_view::npos) return spdlog::level::warn;
+  return spdlog::level::info;
+}
+
 // Removes null and "" members of objects, at any depth (array items stay: argv may hold "").
 void DropUnset(json& j) {
   if (j.is_array()) {
@@ -412,26 +422,48 @@ void ServeDaemon::StartRun(ServedRun& run) {
   SubprocessSpec spec;
   spec.argv = {opts_.ensembled, "run", "--config", run.config_file};
   spec.set_env = {{"CUDA_VISIBLE_DEVICES", Join(run.grant.gpus, ",")}};
-  // The run is not the unit's main process: systemd's variables are the daemon's alone.
-  spec.unset_env = {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"};
+  // The run is not the unit's main process: systemd's variables are the daemon's alone. Its
+  // output is a pipe, not journald's stream (JOURNAL_STREAM): its lines keep their timestamps.
+  spec.unset_env = {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS",
+                    "LISTEN_PID",    "LISTEN_FDNAMES", "JOURNAL_STREAM"};
   spec.own_process_group = true;  // a Ctrl-C of the daemon's terminal reaches the daemon alone
   spec.die_with_parent = true;    // a daemon killed with SIGKILL leaves no run without its supervisor
   spec.stdin_mode = SubprocessSpec::Stdio::kNull;
-  spec.stdout_file = run.state_dir + "/serve.log";
-  spec.stdout_append = true;
+  spec.stdout_mode = SubprocessSpec::Stdio::kPipe;  // read by its RunLogRelay
   spec.stderr_to_stdout = true;
   StatusOr<Subprocess> child = Subprocess::Start(spec);
   if (!child.ok()) {
     End(run, RunState::kFailed, "cannot start `ensembled run`: " + child.status().message());
     return;
   }
+  const std::string log = run.state_dir + "/serve.log";
+  auto relay = RunLogRelay::Open(child->TakeStdout(), log, [name = run.name](std::string_view line) {
+    if (!line.empty()) spdlog::log(LevelOfRunLine(line), "[run {}] {}", name, line);
+  });
+  if (!relay.ok()) {  // (the child, without its output, is killed with its Subprocess)
+    End(run, RunState::kFailed, "cannot open its log: " + relay.status().message());
+    return;
+  }
+  relays_.emplace_back(run.name, std::move(*relay));
   run.pid = child->pid();
   run.resume_first = false;
   children_[run.name] = std::move(*child);
   started_at_[run.name] = Now();
   Append(StartedRecord(run.name, run.grant.gpus, run.grant.cpu_workers, run.pid));
-  spdlog::info("started run {} (pid {}) with {}; its log: {}", run.name, run.pid, DescribeGrant(run.grant),
-               spec.stdout_file);
+  spdlog::info("started run {} (pid {}) with {}; its log: {}", run.name, run.pid, DescribeGrant(run.grant), log);
+}
+
+void ServeDaemon::PumpLogs(const std::string& name, bool at_exit) {
+  for (auto it = relays_.begin(); it != relays_.end();) {
+    if (!name.empty() && it->first != name) {
+      ++it;
+      continue;
+    }
+    RunLogRelay& relay = *it->second;
+    relay.Pump(at_exit ? size_t{64} << 20 : RunLogRelay::kPumpBudget);
+    if (at_exit) relay.FlushLine();
+    it = relay.ended() ? relays_.erase(it) : it + 1;
+  }
 }
 
 void ServeDaemon::ReapChildren() {
@@ -443,6 +475,7 @@ void ServeDaemon::ReapChildren() {
     ExitInfo exit = it->second.exit();
     std::string name = it->first;
     it = children_.erase(it);
+    PumpLogs(name, /*at_exit=*/true);  // its last words are in serve.log before they are read
     if (ServedRun* run = FindRun(name)) RunEnded(*run, exit);
   }
 }
@@ -543,12 +576,16 @@ int ServeDaemon::Run() {
     for (const auto& [name, run] : runs_)
       if (run.state == RunState::kQueued && run.not_before > Now())
         timeout = std::min(timeout, static_cast<int>((run.not_before - Now()) * 1000) + 1);
-    struct pollfd fds[3] = {{opts_.signal_fd, POLLIN, 0}, {inotify_fd_, POLLIN, 0}, {control_.fd(), POLLIN, 0}};
-    int n = ::poll(fds, 3, timeout);
+    std::vector<struct pollfd> fds = {{opts_.signal_fd, POLLIN, 0}, {inotify_fd_, POLLIN, 0}, {control_.fd(), POLLIN, 0}};
+    for (const auto& [name, relay] : relays_) fds.push_back({relay->fd(), POLLIN, 0});
+    int n = ::poll(fds.data(), fds.size(), timeout);
     if (n < 0 && errno != EINTR) {
       spdlog::error("poll: {}", std::strerror(errno));
       return exit_code::kTransientFailure;
     }
+    bool output = false;
+    for (size_t i = 3; i < fds.size(); ++i) output = output || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+    if (output) PumpLogs("", /*at_exit=*/false);
     if (fds[0].revents & POLLIN) HandleSignals();
     if (n == 0 || (fds[1].revents & POLLIN)) {
       char buf[4096];
@@ -559,6 +596,8 @@ int ServeDaemon::Run() {
       control_.ServeWithPeer([this](const json& req, const ControlPeer& peer) { return Handle(req, peer); });
   }
   notifier_.Stopping();
+  PumpLogs("", /*at_exit=*/true);
+  relays_.clear();  // (a pipe still open is held by something a run left behind)
   spdlog::info("stopped; the queue is in {}", ServeStateDir(cfg_) + "/queue.jsonl");
   return exit_code::kOk;
 }

@@ -6,12 +6,15 @@
 // table, grants, order), and runs it as a child `ensembled run --config <effective config>`
 // with CUDA_VISIBLE_DEVICES set to its grant ("" for a CPU run), in a process group of its own,
 // with PR_SET_PDEATHSIG (common/subprocess.h): a crash of one run touches no other, and a
-// daemon killed with SIGKILL leaves no run behind. A run's stdout and stderr are appended to
-// <state_dir>/serve.log. The queue is journaled (serve_journal.h); on start the daemon resumes
+// daemon killed with SIGKILL leaves no run behind. A run's stdout and stderr go into a pipe the
+// daemon reads in its loop (RunLogRelay): appended to <state_dir>/serve.log, and each line to
+// the daemon's own log as "[run NAME] <line>"; the pipe is drained before a run's exit is acted
+// on. The queue is journaled (serve_journal.h); on start the daemon resumes
 // every run that was running (each from its own journal) and keeps the queue's order.
 //
 // Events, all taken in one poll(): a signalfd (SIGTERM/SIGINT: stop the runs gracefully and
-// exit; a second: SIGKILL them; SIGCHLD: a run ended; SIGHUP: re-read runs_dir), an inotify
+// exit; a second: SIGKILL them; SIGCHLD: a run ended: reaped, and the runs it made room for
+// started, in the same wake-up; SIGHUP: re-read runs_dir), each run's output pipe, an inotify
 // watch on runs_dir (a file added, changed or removed), the control socket (ensemblectl submit,
 // list, cancel) and a timeout of at most 5 s (a crashed run's restart time, the watchdog).
 // Idle, it sleeps in that poll.
@@ -33,6 +36,7 @@
 #include "common/status.h"
 #include "common/subprocess.h"
 #include "orchestrator/control_socket.h"
+#include "orchestrator/run_log_relay.h"
 #include "orchestrator/run_queue.h"
 #include "orchestrator/serve_config.h"
 #include "orchestrator/serve_http.h"
@@ -81,6 +85,9 @@ class ServeDaemon {
   void StartRuns();
   void StartRun(ServedRun& run);
   void ReapChildren();
+  // Reads what the runs' pipes hold (`name`: that run's only; "" every run's). `at_exit`: the
+  // child has exited: read all of it and hand over a last line without its newline.
+  void PumpLogs(const std::string& name, bool at_exit);
   void RunEnded(ServedRun& run, const ExitInfo& exit);
   void Cancel(ServedRun& run, const std::string& why);
   void End(ServedRun& run, RunState to, const std::string& reason);
@@ -108,6 +115,9 @@ class ServeDaemon {
   std::map<std::string, std::pair<int64_t, int64_t>> rejected_stamp_;  // file -> (mtime ns, size)
   std::map<std::string, Subprocess> children_;  // by run name
   std::map<std::string, double> started_at_;    // by run name: Now() at its start
+  // (run name, its output's relay): one per started child, kept until its pipe ends (which a
+  // program the run left behind may delay past the run's exit).
+  std::vector<std::pair<std::string, std::unique_ptr<RunLogRelay>>> relays_;
   uint64_t next_seq_ = 1;
   int stop_signals_ = 0;  // SIGTERM/SIGINT received
 };

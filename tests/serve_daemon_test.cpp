@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -25,6 +26,26 @@ using json = nlohmann::json;
 using namespace ens::testing;
 
 bool Finished(const std::string& state_dir) { return ReplayJournal(JournalOf(state_dir)).finished; }
+
+// The lines of `text`, without '\r' and empty ones.
+std::vector<std::string> LinesOf(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) out.push_back(line);
+  }
+  return out;
+}
+
+// What the daemon's log relayed of run `name`: each "[run NAME] " line's text after it.
+std::vector<std::string> Relayed(const std::string& daemon_log, const std::string& name) {
+  std::vector<std::string> out;
+  const std::string tag = "[run " + name + "] ";
+  for (const std::string& line : LinesOf(daemon_log))
+    if (size_t at = line.find(tag); at != std::string::npos) out.push_back(line.substr(at + tag.size()));
+  return out;
+}
 
 std::vector<std::string> StartOrder(const ServeDaemonHarness& d) {
   std::vector<std::string> out;
@@ -109,6 +130,29 @@ TEST_CASE("three runs asking 2 CPU workers each on a daemon with 2 run one at a 
   INFO(Joined(diffs));
   CHECK(diffs.empty());
   CHECK(d.Stop() == 0);
+}
+
+TEST_CASE("a run's output goes whole to its serve.log and line by line, prefixed, to the daemon's log - while the daemon stops too",
+          "[serve][integration]") {
+  ServeDaemonHarness d(2);
+  WriteText(d.runs_dir() + "/chatty.json", TinyRunConfig("chatty", 2, 3, R"("stop_timeout_s": 30,)", 40, 5));
+  d.Start();
+  d.WaitForState("chatty", "running", 20);
+  d.WaitUntil([&] { return CountEvents(JournalOf(d.StateDir("chatty")), "member_done") >= 1; }, 60, "a member of chatty");
+  CHECK(d.Stop() == 0);  // SIGTERM: the run stops gracefully, and says so after the daemon's signal
+  const std::string log = ReadText(d.StateDir("chatty") + "/serve.log");
+  const std::string daemon_log = d.DaemonLog();
+  INFO("daemon log:\n" << daemon_log);
+  std::vector<std::string> relayed = Relayed(daemon_log, "chatty");
+  CHECK(relayed.size() >= 5);
+  CHECK(relayed == LinesOf(log));
+  CHECK_THAT(log, Catch::Contains("signal 15"));
+  // Its last line came after the daemon took the SIGTERM: it was read while the daemon stopped.
+  size_t signal_at = daemon_log.find("signal 15: stopping 1 run(s)");
+  REQUIRE(signal_at != std::string::npos);
+  REQUIRE_FALSE(relayed.empty());
+  CHECK(daemon_log.rfind("[run chatty] " + relayed.back()) > signal_at);
+  CHECK(daemon_log.find("[run chatty] " + relayed.back()) < daemon_log.find("stopped; the queue is in"));
 }
 
 TEST_CASE("a bad config is rejected with every error and its pointer while the others run", "[serve][integration]") {
