@@ -5,13 +5,21 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
 #include "common/status.h"
 
 namespace ens::ctl {
 
 // Reads the run state (run.json, journal, summaries) and prints where the run stands; when
 // the daemon runs, adds its live view (workers, progress, ETA) from the control socket.
-int ShowStatus(const std::string& state_dir, const std::string& socket, bool as_json);
+// `served`: the answer of `ensembled serve` to a status of this run ({"run": its view in the
+// queue, "live": its supervisor's status or null}); then the live view comes from it, the
+// queue's view is shown too, and a run that has not started yet is shown from it alone.
+int ShowStatus(const std::string& state_dir, const std::string& socket, bool as_json,
+               const nlohmann::json* served = nullptr);
 // stop | pause | resume | reload over the control socket.
 int Control(const std::string& state_dir, const std::string& socket, const std::string& cmd);
 // The control socket of a run: `socket` if given, else the one status.json names, else
@@ -35,6 +43,17 @@ int Submit(const std::string& socket, const std::string& file, int priority);
 int ListRuns(const std::string& socket, bool as_json);
 // Cancels a queued or running run (graceful stop; its state is kept). Only its submitter or root.
 int CancelRun(const std::string& socket, const std::string& name);
+// pause | resume | stop | reload of the daemon's run `name` (serve_run_commands.cpp says what
+// each does); prints the answer.
+int ServedRunAction(const std::string& socket, const std::string& name, const std::string& action);
+// The daemon's answer to `action` (locate | status) on run `name`, with its "run" view; nullopt
+// after printing why not (*code: the exit code). `what`: the command, for messages.
+std::optional<nlohmann::json> AskServedRun(const std::string& socket, const std::string& name, const std::string& action,
+                                           const std::string& what, int* code);
+// The state directory a per-run command works on: `state_dir` when no run `name` is given,
+// else that run's of the daemon at `socket`. "" after printing why not (*code set).
+std::string StateDirOf(const std::string& state_dir, const std::string& socket, const std::string& name,
+                       const std::string& what, int* code);
 // Prints every config error as "<JSON pointer>: <message>" (the TorchScript members' modules
 // are loaded and run once: script_model_check.h); non-zero exit when any.
 int ValidateConfig(const std::string& path);

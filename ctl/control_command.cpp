@@ -10,15 +10,7 @@
 namespace ens::ctl {
 
 std::string FindControlSocket(const std::string& state_dir, const std::string& socket) {
-  if (!socket.empty()) return socket;
-  RunLayout layout(state_dir);
-  auto text = ReadFile(layout.StatusFile());
-  if (text.ok()) {
-    auto j = nlohmann::json::parse(*text, nullptr, false);
-    if (j.is_object() && j.contains("control_socket") && j["control_socket"].is_string())
-      return j["control_socket"].get<std::string>();
-  }
-  return state_dir + "/control.sock";
+  return socket.empty() ? RunControlSocket(state_dir) : socket;
 }
 
 int Control(const std::string& state_dir, const std::string& socket, const std::string& cmd) {

@@ -74,9 +74,22 @@ int main(int argc, char** argv) {
   bool as_json = false;
 
   std::string socket;
+  std::string served;  // a run of `ensembled serve`, by name (with the daemon's --socket)
+  // A per-run command names its run by --state-dir, or by NAME with the serve daemon's --socket.
+  auto run_options = [&](CLI::App* c, bool has_socket) {
+    auto* dir = c->add_option("--state-dir,-s", state_dir, "the run's state directory");
+    auto* name = c->add_option("run", served, "a run of `ensembled serve`, by name (with the daemon's --socket)");
+    dir->excludes(name);
+    name->excludes(dir);
+    if (has_socket)
+      c->add_option("--socket", socket,
+                    "with a run NAME: the serve daemon's socket; with --state-dir: the run's control socket "
+                    "(default: found from the state directory)");
+    else
+      c->add_option("--socket", socket, "the serve daemon's control socket (with a run NAME)");
+  };
   auto* status = app.add_subcommand("status", "where a run stands: run state, plus live workers when running");
-  status->add_option("--state-dir,-s", state_dir, "the run's state directory")->required();
-  status->add_option("--socket", socket, "control socket (default: found from the state directory)");
+  run_options(status, true);
   status->add_flag("--json", as_json, "machine-readable output");
   std::vector<CLI::App*> control;
   for (auto [name, help] : {std::pair{"stop", "graceful stop: no new tasks, running ones finish"},
@@ -84,13 +97,12 @@ int main(int argc, char** argv) {
                             std::pair{"resume", "dispatch again after pause"},
                             std::pair{"reload", "re-read the config; safe changes apply at the next round boundary"}}) {
     auto* c = app.add_subcommand(name, help);
-    c->add_option("--state-dir,-s", state_dir, "the run's state directory")->required();
-    c->add_option("--socket", socket, "control socket (default: found from the state directory)");
+    run_options(c, true);
     control.push_back(c);
   }
 
   auto* predict = app.add_subcommand("predict", "ensemble mean and std per row of a CSV");
-  predict->add_option("--state-dir,-s", state_dir, "the run's state directory")->required();
+  run_options(predict, false);
   predict->add_option("--input,-i", input,
                       "CSV with the run's feature columns (header line); '-': batches on stdin, the header once, "
                       "a blank line after each batch, each answered at once")
@@ -104,7 +116,7 @@ int main(int argc, char** argv) {
   int sample = 0;
   bool all = false;
   auto* verify = app.add_subcommand("verify", "retrain members alone and compare them bit for bit");
-  verify->add_option("--state-dir,-s", state_dir, "the run's state directory")->required();
+  run_options(verify, false);
   verify->add_option("--round,-r", round, "round (default: latest committed)");
   auto* only = verify->add_option("--member,-m", member, "just this member");
   auto* some = verify->add_option("--sample", sample, "this many members, chosen repeatably")->excludes(only);
@@ -113,7 +125,7 @@ int main(int argc, char** argv) {
   std::string export_file;
   auto* export_cmd =
       app.add_subcommand("export", "one TorchScript file of a round's members: forward(x) -> (mean, std)");
-  export_cmd->add_option("--state-dir,-s", state_dir, "the run's state directory")->required();
+  run_options(export_cmd, false);
   export_cmd->add_option("--round,-r", round, "round whose members are exported (default: latest committed)");
   export_cmd->add_option("--output,-o", export_file, "TorchScript file to write (e.g. ensemble.pt)")->required();
 
@@ -134,12 +146,37 @@ int main(int argc, char** argv) {
   validate->add_option("config", config, "config file")->required();
   CLI11_PARSE(app, argc, argv);
 
-  if (*status) return ens::ctl::ShowStatus(state_dir, socket, as_json);
   if (*submit) return ens::ctl::Submit(socket, file, priority);
   if (*list) return ens::ctl::ListRuns(socket, as_json);
   if (*cancel) return ens::ctl::CancelRun(socket, run_name);
-  for (auto* c : control)
-    if (*c) return ens::ctl::Control(state_dir, socket, c->get_name());
+  CLI::App* per_run = app.get_subcommands().front();
+  if (per_run != validate) {
+    if (state_dir.empty() == served.empty()) {
+      std::cerr << "ensemblectl " << per_run->get_name() << ": give the run's --state-dir, or its NAME and the serve daemon's --socket\n";
+      return ens::exit_code::kUsage;
+    }
+    if (!served.empty() && socket.empty()) {
+      std::cerr << "ensemblectl " << per_run->get_name() << ": run " << served << ": --socket (the serve daemon's) is required with a run name\n";
+      return ens::exit_code::kUsage;
+    }
+  }
+  if (*status && !served.empty()) {
+    int code = 0;
+    auto reply = ens::ctl::AskServedRun(socket, served, "status", "status", &code);
+    if (!reply) return code;
+    return ens::ctl::ShowStatus((*reply)["run"].value("state_dir", ""), "", as_json, &*reply);
+  }
+  if (*status) return ens::ctl::ShowStatus(state_dir, socket, as_json);
+  for (auto* c : control) {
+    if (!*c) continue;
+    if (!served.empty()) return ens::ctl::ServedRunAction(socket, served, c->get_name());
+    return ens::ctl::Control(state_dir, socket, c->get_name());
+  }
+  if (!served.empty()) {
+    int code = 0;
+    state_dir = ens::ctl::StateDirOf(state_dir, socket, served, per_run->get_name(), &code);
+    if (state_dir.empty()) return code;
+  }
   if (*predict) return ens::ctl::Predict(state_dir, round, input, output);
   if (*verify) return ens::ctl::Verify(state_dir, round, member, sample);
   if (*export_cmd) return ens::ctl::Export(state_dir, round, export_file);

@@ -1,6 +1,7 @@
-// ensemblectl submit | list | cancel: the queue of `ensembled serve`, over its control socket
-// (orchestrator/serve_daemon.h). The daemon answers with the caller's uid from the socket
-// (SO_PEERCRED): only a run's submitter or root may cancel it.
+// ensemblectl submit | list | cancel, and the per-run commands given a run NAME and the daemon's
+// --socket: the queue of `ensembled serve`, over its control socket (orchestrator/serve_daemon.h,
+// serve_run_commands.cpp). The daemon answers with the caller's uid from the socket
+// (SO_PEERCRED): only a run's submitter or root may cancel, stop, pause, resume or reload it.
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -98,6 +99,39 @@ int CancelRun(const std::string& socket, const std::string& name) {
   auto reply = Ask(socket, "cancel", {{"cmd", "cancel"}, {"run", name}}, &code);
   if (reply) std::cout << reply->value("message", "cancelled") << "\n";
   return code;
+}
+
+int ServedRunAction(const std::string& socket, const std::string& name, const std::string& action) {
+  int code = 0;
+  auto reply = Ask(socket, action, {{"cmd", "run"}, {"run", name}, {"action", action}}, &code);
+  if (reply) std::cout << reply->value("message", "ok") << "\n";
+  return code;
+}
+
+std::optional<json> AskServedRun(const std::string& socket, const std::string& name, const std::string& action,
+                                 const std::string& what, int* code) {
+  auto reply = Ask(socket, what, {{"cmd", "run"}, {"run", name}, {"action", action}}, code);
+  if (!reply) return std::nullopt;
+  if (!reply->contains("run") || !(*reply)["run"].is_object()) {
+    std::cerr << "ensemblectl " << what << ": the daemon at " << socket << " gave no run in its answer\n";
+    *code = exit_code::kTransientFailure;
+    return std::nullopt;
+  }
+  return *reply;
+}
+
+std::string StateDirOf(const std::string& state_dir, const std::string& socket, const std::string& name,
+                       const std::string& what, int* code) {
+  *code = exit_code::kOk;
+  if (name.empty()) return state_dir;
+  auto reply = AskServedRun(socket, name, "locate", what, code);
+  if (!reply) return "";
+  std::string dir = (*reply)["run"].value("state_dir", "");
+  if (dir.empty()) {
+    std::cerr << "ensemblectl " << what << ": run '" << name << "' has no state directory\n";
+    *code = exit_code::kPermanentFailure;
+  }
+  return dir;
 }
 
 }  // namespace ens::ctl

@@ -10,7 +10,6 @@
 #include "common/journal.h"
 #include "common/run_layout.h"
 #include "ctl/commands.h"
-#include "orchestrator/run_snapshot.h"
 #include "orchestrator/control_socket.h"
 #include "orchestrator/run_snapshot.h"
 
@@ -18,8 +17,32 @@ namespace ens::ctl {
 
 using json = nlohmann::json;
 
-int ShowStatus(const std::string& state_dir, const std::string& socket, bool as_json) {
+namespace {
+
+// One line of the queue's view of a served run: its state, grant, progress and reason.
+std::string ServedLine(const json& r) {
+  std::string line = "served: " + r.value("state", "?");
+  const json& gpus = r.contains("gpus") && r["gpus"].is_array() ? r["gpus"] : json::array();
+  std::string grant = gpus.empty() ? std::to_string(r.value("cpu_workers", 0)) + " CPU workers"
+                                   : std::to_string(gpus.size()) + " GPUs";
+  line += (r.value("granted", false) ? ", holds " : ", asks ") + grant;
+  if (r.value("priority", 0) != 0) line += ", priority " + std::to_string(r.value("priority", 0));
+  if (!r.value("reason", "").empty()) line += "; " + r.value("reason", "");
+  return line;
+}
+
+}  // namespace
+
+int ShowStatus(const std::string& state_dir, const std::string& socket, bool as_json, const json* served) {
   RunLayout layout(state_dir);
+  if (served != nullptr && !PathExists(layout.RunFile())) {  // queued, never started: the queue's view alone
+    if (as_json)
+      std::cout << json{{"served", (*served)["run"]}, {"running", false}}.dump(2) << "\n";
+    else
+      std::printf("run %s in %s (not started yet)\n%s\n", (*served)["run"].value("name", "?").c_str(), state_dir.c_str(),
+                  ServedLine((*served)["run"]).c_str());
+    return exit_code::kOk;
+  }
   auto run_text = ReadFile(layout.RunFile());
   if (!run_text.ok()) {
     std::cerr << "ensemblectl status: " << run_text.status().message() << " (no run in " << state_dir << "?)\n";
@@ -32,20 +55,27 @@ int ShowStatus(const std::string& state_dir, const std::string& socket, bool as_
     return exit_code::kPermanentFailure;
   }
   RunProgress p = ReplayJournal(*recs);
-  // Live view: only when a supervisor holds the state directory's lock right now.
+  // Live view: only when a supervisor holds the state directory's lock right now (for a served
+  // run, the daemon says whether it runs and passes its supervisor's answer on).
   json live;
-  int lock = ::open(layout.LockFile().c_str(), O_RDONLY | O_CLOEXEC);
-  bool running = lock >= 0 && ::flock(lock, LOCK_EX | LOCK_NB) != 0;
-  if (lock >= 0) ::close(lock);
-  if (running) {
-    auto reply = ControlRequest(FindControlSocket(state_dir, socket), {{"cmd", "status"}}, 3000);
-    if (reply.ok() && reply->value("ok", false)) {
-      live = (*reply)["status"];
-    } else {  // fall back to the file the daemon rewrites every second
-      auto text = ReadFile(layout.StatusFile());
-      if (text.ok()) live = json::parse(*text, nullptr, false);
-      if (live.is_discarded()) live = json();
+  bool running = false;
+  if (served != nullptr) {
+    const std::string state = (*served)["run"].value("state", "");
+    running = state == "running" || state == "stopping";
+    if (served->contains("live") && (*served)["live"].is_object()) live = (*served)["live"];
+  } else {
+    int lock = ::open(layout.LockFile().c_str(), O_RDONLY | O_CLOEXEC);
+    running = lock >= 0 && ::flock(lock, LOCK_EX | LOCK_NB) != 0;
+    if (lock >= 0) ::close(lock);
+    if (running) {
+      auto reply = ControlRequest(FindControlSocket(state_dir, socket), {{"cmd", "status"}}, 3000);
+      if (reply.ok() && reply->value("ok", false)) live = (*reply)["status"];
     }
+  }
+  if (running && !live.is_object()) {  // fall back to the file the daemon rewrites every second
+    auto text = ReadFile(layout.StatusFile());
+    if (text.ok()) live = json::parse(*text, nullptr, false);
+    if (live.is_discarded()) live = json();
   }
   json last = p.committed.empty() ? json() : p.committed.back()["summary"];
   json out = {{"run", run},
@@ -62,14 +92,19 @@ int ShowStatus(const std::string& state_dir, const std::string& socket, bool as_
               {"live", live},
               {"last_summary", last},
               {"rounds", p.committed}};
+  if (served != nullptr) out["served"] = (*served)["run"];
   if (as_json) {
     std::cout << out.dump(2) << "\n";
     return exit_code::kOk;
   }
   std::printf("run %s (%s) in %s\n", run.value("run_name", "?").c_str(), run.value("run_id", "?").c_str(),
               state_dir.c_str());
-  std::string state = p.finished ? "finished: " + p.finish_reason : running ? "running" : "stopped (run again to resume)";
+  std::string state = p.finished  ? "finished: " + p.finish_reason
+                      : running   ? "running"
+                      : served    ? "not running (the queue's view below says why)"
+                                  : "stopped (run again to resume)";
   std::printf("state: %s\n", state.c_str());
+  if (served != nullptr) std::printf("%s\n", ServedLine((*served)["run"]).c_str());
   if (p.config_epoch > 0)
     std::printf("config epoch %d (ensembled run --accept-config-change; the journal's config_changed records say what)\n",
                 p.config_epoch);

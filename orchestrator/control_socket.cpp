@@ -12,6 +12,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/atomic_file.h"
+#include "common/run_layout.h"
+
 namespace ens {
 namespace {
 
@@ -144,6 +147,16 @@ std::string ControlSocketPath(const std::string& configured, const std::string& 
     std::string dir(rt);
     if (auto colon = dir.find(':'); colon != std::string::npos) dir.resize(colon);
     return dir + "/" + run_name + ".sock";
+  }
+  return state_dir + "/control.sock";
+}
+
+std::string RunControlSocket(const std::string& state_dir) {
+  auto text = ReadFile(RunLayout(state_dir).StatusFile());
+  if (text.ok()) {
+    auto j = nlohmann::json::parse(*text, nullptr, false);
+    if (j.is_object() && j.contains("control_socket") && j["control_socket"].is_string())
+      return j["control_socket"].get<std::string>();
   }
   return state_dir + "/control.sock";
 }

@@ -53,5 +53,8 @@ StatusOr<nlohmann::json> ControlRequest(const std::string& path, const nlohmann:
 // Where the control socket of a run lives (config service.control_socket or its default).
 std::string ControlSocketPath(const std::string& configured, const std::string& run_name,
                               const std::string& state_dir);
+// The control socket of the run in `state_dir`: the one its status.json names (the path the
+// running supervisor listens on), else <state_dir>/control.sock.
+std::string RunControlSocket(const std::string& state_dir);
 
 }  // namespace ens

@@ -1,5 +1,7 @@
 #include "orchestrator/run_snapshot.h"
 
+#include <type_traits>
+
 #include "orchestrator/ensemble_summary.h"
 
 namespace ens {
@@ -55,6 +57,93 @@ nlohmann::json SnapshotToJson(const RunSnapshot& s) {
           {"worker_restarts_total", s.worker_restarts_total}, {"worker_recycles_total", s.worker_recycles_total},
           {"bad_messages", s.bad_messages_total}, {"unplanned_restarts", s.worker_restarts_total},
           {"workers", workers}, {"rounds_done", rounds}, {"gpu_source", s.gpu_source}, {"gpus", gpus}};
+}
+
+namespace {
+
+template <typename T>
+void Take(const nlohmann::json& j, const char* key, T* out) {
+  if (!j.is_object() || !j.contains(key)) return;
+  const nlohmann::json& v = j[key];
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (v.is_string()) *out = v.get<std::string>();
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (v.is_boolean()) *out = v.get<bool>();
+  } else {
+    if (v.is_number()) *out = v.get<T>();
+  }
+}
+
+}  // namespace
+
+RunSnapshot SnapshotFromJson(const nlohmann::json& j) {
+  RunSnapshot s;
+  Take(j, "run_name", &s.run_name);
+  Take(j, "pid", &s.pid);
+  Take(j, "control_socket", &s.control_socket);
+  Take(j, "paused", &s.paused);
+  Take(j, "stopping", &s.stopping);
+  Take(j, "round", &s.round);
+  Take(j, "rounds", &s.rounds);
+  Take(j, "members_total", &s.members_total);
+  Take(j, "members_done", &s.members_done);
+  Take(j, "members_running", &s.members_running);
+  Take(j, "members_failed", &s.members_failed_round);
+  Take(j, "eta_round_s", &s.eta_round_s);
+  Take(j, "dataset_rows", &s.dataset_rows);
+  Take(j, "dataset_generation", &s.dataset_generation);
+  Take(j, "config_epoch", &s.config_epoch);
+  Take(j, "members_finished_total", &s.members_finished_total);
+  Take(j, "members_failed_total", &s.members_failed_total);
+  Take(j, "members_retried_total", &s.members_retried_total);
+  Take(j, "worker_restarts_total", &s.worker_restarts_total);
+  Take(j, "worker_recycles_total", &s.worker_recycles_total);
+  Take(j, "bad_messages", &s.bad_messages_total);
+  Take(j, "gpu_source", &s.gpu_source);
+  auto items = [&](const char* key) {
+    return j.is_object() && j.contains(key) && j[key].is_array() ? j[key] : nlohmann::json::array();
+  };
+  for (const auto& w : items("workers")) {
+    WorkerView v;
+    Take(w, "slot", &v.slot);
+    Take(w, "gpu", &v.gpu);
+    Take(w, "pid", &v.pid);
+    Take(w, "state", &v.state);
+    Take(w, "member", &v.member);
+    Take(w, "phase", &v.phase);
+    Take(w, "rss_kb", &v.rss_kb);
+    Take(w, "gpu_reserved_mb", &v.gpu_reserved_mb);
+    Take(w, "tasks_since_start", &v.tasks_since_start);
+    Take(w, "spawns", &v.spawns);
+    Take(w, "recycles", &v.recycles);
+    Take(w, "gpu_memory_mb", &v.gpu_memory_mb);
+    s.workers.push_back(v);
+  }
+  for (const auto& g : items("gpus")) {
+    GpuView v;
+    Take(g, "index", &v.index);
+    Take(g, "uuid", &v.uuid);
+    Take(g, "name", &v.name);
+    Take(g, "memory_used_mb", &v.memory_used_mb);
+    Take(g, "memory_total_mb", &v.memory_total_mb);
+    Take(g, "utilization_pct", &v.utilization_pct);
+    Take(g, "temperature_c", &v.temperature_c);
+    Take(g, "power_w", &v.power_w);
+    s.gpus.push_back(v);
+  }
+  for (const auto& r : items("rounds_done")) {
+    RoundView v;
+    Take(r, "round", &v.round);
+    Take(r, "trained_rows", &v.trained_rows);
+    Take(r, "metric", &v.metric);
+    Take(r, "member_mean", &v.member_mean);
+    Take(r, "member_std", &v.member_std);
+    Take(r, "ensemble", &v.ensemble);
+    Take(r, "ensemble_error", &v.ensemble_error);
+    Take(r, "wall_seconds", &v.wall_seconds);
+    s.rounds_done.push_back(v);
+  }
+  return s;
 }
 
 }  // namespace ens

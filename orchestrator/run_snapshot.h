@@ -87,6 +87,10 @@ std::string RoundPosition(int round, int rounds);
 
 // status.json / `ensemblectl status` live view.
 nlohmann::json SnapshotToJson(const RunSnapshot& s);
+// The snapshot a status.json holds (what `ensembled serve` renders a run's page from): every
+// field SnapshotToJson writes; the rest (curves, task-time buckets, GPU history) stay empty. A
+// missing or mistyped field keeps its default: the file is a live view, not a record.
+RunSnapshot SnapshotFromJson(const nlohmann::json& j);
 // Prometheus text exposition format (version 0.0.4).
 std::string RenderPrometheus(const RunSnapshot& s);
 // A self-contained HTML page with server-rendered SVG plots (no external assets).

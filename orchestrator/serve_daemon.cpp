@@ -226,7 +226,9 @@ Status ServeDaemon::Start() {
   spdlog::info("control socket {}; runs_dir {}; state_root {}", socket, cfg_.runs_dir, cfg_.state_root);
   if (cfg_.service.http_port > 0) {
     http_ = std::make_unique<ServeHttpEndpoint>();
-    if (Status s = http_->Start(cfg_.service.http_bind, cfg_.service.http_port); !s.ok()) return s;
+    json gpus = json::array();
+    for (const ServeGpu& g : queue_->pool().gpus()) gpus.push_back({{"id", g.id}, {"index", g.index}});
+    if (Status s = http_->Start(cfg_.service.http_bind, cfg_.service.http_port, gpus); !s.ok()) return s;
     spdlog::info("runs and metrics on http://{}:{}/", cfg_.service.http_bind, cfg_.service.http_port);
   }
 
@@ -609,23 +611,13 @@ json ServeDaemon::Handle(const json& req, const ControlPeer& peer) {
   if (cmd == "list") return List();
   if (cmd == "submit") return Submit(req, peer);
   if (cmd == "cancel") {
-    std::string name = req.value("run", "");
-    ServedRun* run = FindRun(name);
+    ServedRun* run = FindRun(req.value("run", ""));
     if (run == nullptr || IsEnded(run->state))
-      return {{"ok", false}, {"error", "no queued or running run named '" + name + "'"}};
-    if (peer.uid != 0 && peer.uid != run->submitter)
-      return {{"ok", false},
-              {"error", "run '" + name + "' was submitted by uid " + std::to_string(run->submitter) +
-                            "; only that user or root may cancel it"}};
-    if (!run->file.empty()) {
-      ::unlink(run->file.c_str());
-      run->file.clear();
-    }
-    Cancel(*run, "cancelled by uid " + std::to_string(peer.uid) + " (ensemblectl cancel)");
-    return {{"ok", true}, {"message", std::string(run->state == RunState::kStopping ? "stopping" : "cancelled") +
-                                          " run " + name + " (its state is kept)"}};
+      return {{"ok", false}, {"error", "no queued or running run named '" + req.value("run", "") + "'"}};
+    return CancelFor(*run, peer, "cancel");
   }
-  return {{"ok", false}, {"error", "unknown command '" + cmd + "' (this daemon serves runs: submit, list, cancel)"}};
+  if (cmd == "run") return RunCommand(req, peer);
+  return {{"ok", false}, {"error", "unknown command '" + cmd + "' (this daemon serves runs: submit, list, cancel, run)"}};
 }
 
 json ServeDaemon::Submit(const json& req, const ControlPeer& peer) {

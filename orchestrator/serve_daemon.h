@@ -16,7 +16,7 @@
 // exit; a second: SIGKILL them; SIGCHLD: a run ended: reaped, and the runs it made room for
 // started, in the same wake-up; SIGHUP: re-read runs_dir), each run's output pipe, an inotify
 // watch on runs_dir (a file added, changed or removed), the control socket (ensemblectl submit,
-// list, cancel) and a timeout of at most 5 s (a crashed run's restart time, the watchdog).
+// list, cancel and the per-run commands) and a timeout of at most 5 s (a crashed run's restart time, the watchdog).
 // Idle, it sleeps in that poll.
 // Single-threaded.
 #pragma once
@@ -94,6 +94,14 @@ class ServeDaemon {
   void HandleSignals();
   nlohmann::json Handle(const nlohmann::json& req, const ControlPeer& peer);
   nlohmann::json Submit(const nlohmann::json& req, const ControlPeer& peer);
+  // A command on one run by name (orchestrator/serve_run_commands.cpp): locate (its view and
+  // state directory), status (with its supervisor's live view), pause, resume, stop (= cancel)
+  // and reload; the last four only for its submitter or root.
+  nlohmann::json RunCommand(const nlohmann::json& req, const ControlPeer& peer);
+  nlohmann::json CancelFor(ServedRun& run, const ControlPeer& peer, const std::string& verb);
+  nlohmann::json ReloadRun(ServedRun& run);
+  // "" when `peer` may change the run (its submitter or root), else why not.
+  std::string NotPermitted(const ServedRun& run, const ControlPeer& peer, const std::string& verb) const;
   nlohmann::json List() const;
   nlohmann::json Describe(const ServedRun& run) const;
   ServedRun* FindRun(const std::string& name);

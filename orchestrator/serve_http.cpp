@@ -2,9 +2,14 @@
 
 #include <httplib.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
 
+#include "common/atomic_file.h"
+#include "common/run_layout.h"
 #include "orchestrator/run_queue.h"
+#include "orchestrator/run_snapshot.h"
 
 namespace ens {
 namespace {
@@ -44,9 +49,56 @@ std::string GrantText(const json& r) {
   return r.value("granted", false) ? g : r.value("state", "") == "rejected" ? "-" : "asks " + g;
 }
 
+std::string Number(double v) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.6g", v);
+  return b;
+}
+
+// A 120x24 SVG line of a run's ensemble error by round (its last value in the tooltip); "-"
+// when no round is committed.
+std::string Sparkline(const json& curve) {
+  if (!curve.is_array() || curve.empty()) return "-";
+  std::vector<double> v;
+  for (const json& x : curve) v.push_back(x.is_number() ? x.get<double>() : 0.0);
+  const double lo = *std::min_element(v.begin(), v.end()), hi = *std::max_element(v.begin(), v.end());
+  const double w = 120, h = 24, pad = 2;
+  std::string points;
+  for (size_t i = 0; i < v.size(); ++i) {
+    double x = v.size() == 1 ? w / 2 : pad + (w - 2 * pad) * static_cast<double>(i) / static_cast<double>(v.size() - 1);
+    double y = hi > lo ? pad + (h - 2 * pad) * (hi - v[i]) / (hi - lo) : h / 2;
+    points += (points.empty() ? "" : " ") + Number(x) + "," + Number(y);
+  }
+  std::string shape = v.size() == 1 ? "<circle cx=\"" + points.substr(0, points.find(',')) + "\" cy=\"" +
+                                          points.substr(points.find(',') + 1) + "\" r=\"2\" fill=\"#1f77b4\"/>"
+                                    : "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\" points=\"" + points +
+                                          "\"/>";
+  return "<svg class=\"spark\" width=\"120\" height=\"24\"><title>ensemble error by round; last " + Number(v.back()) +
+         "</title>" + shape + "</svg>";
+}
+
 }  // namespace
 
-std::string RenderServeMetrics(const json& runs) {
+json WithRunFiles(json runs) {
+  for (json& r : runs) {
+    if (!r.is_object() || r.value("state_dir", "").empty() || r.value("state", "") == "rejected") continue;
+    auto text = ReadFile(RunLayout(r.value("state_dir", "")).StatusFile());
+    if (!text.ok()) continue;
+    json st = json::parse(*text, nullptr, false);
+    if (!st.is_object()) continue;  // being rewritten: no curve this time
+    RunSnapshot snap = SnapshotFromJson(st);
+    json curve = json::array();
+    for (const RoundView& round : snap.rounds_done) curve.push_back(round.ensemble_error);
+    r["error_curve"] = curve;
+    json readings = json::array();
+    for (const GpuView& g : snap.gpus)
+      readings.push_back({{"uuid", g.uuid}, {"memory_used_mb", g.memory_used_mb}, {"utilization_pct", g.utilization_pct}});
+    r["gpu_readings"] = readings;
+  }
+  return runs;
+}
+
+std::string RenderServeMetrics(const json& runs, const json& gpus) {
   constexpr RunState kStates[] = {RunState::kQueued,   RunState::kRunning,   RunState::kStopping, RunState::kFinished,
                                   RunState::kFailed,   RunState::kCancelled, RunState::kRejected};
   std::map<std::string, int> by_state;
@@ -91,6 +143,42 @@ std::string RenderServeMetrics(const json& runs) {
       }
     }
   }
+  if (gpus.empty()) return out;
+  // The daemon's GPUs: which run holds each, and what that run's supervisor last read of it.
+  std::map<std::string, const json*> holder;  // GPU id -> the run holding it
+  for (const json& r : runs)
+    if (r.value("granted", false) && r.contains("gpus"))
+      for (const json& g : r["gpus"])
+        if (g.is_string()) holder[g.get<std::string>()] = &r;
+  int held = 0;
+  std::string granted, memory, utilization;
+  for (const json& g : gpus) {
+    const std::string id = g.value("id", "");
+    auto it = holder.find(id);
+    const std::string run = it == holder.end() ? "" : it->second->value("name", "");
+    held += it != holder.end();
+    std::string labels = "gpu=\"" + Label(id) + "\",index=\"" + std::to_string(g.value("index", 0)) + "\",run=\"" +
+                         Label(run) + "\"";
+    granted += "ensembled_gpu_granted{" + labels + "} " + (it == holder.end() ? "0" : "1") + "\n";
+    if (it == holder.end() || !it->second->contains("gpu_readings")) continue;
+    for (const json& reading : (*it->second)["gpu_readings"]) {
+      const std::string uuid = reading.value("uuid", "");
+      if (uuid.empty() || (uuid != id && id.rfind(uuid, 0) != 0 && uuid.rfind(id, 0) != 0)) continue;
+      if (reading.value("memory_used_mb", -1.0) >= 0)
+        memory += "ensembled_gpu_memory_used_mb{" + labels + "} " + Number(reading.value("memory_used_mb", -1.0)) + "\n";
+      if (reading.value("utilization_pct", -1) >= 0)
+        utilization += "ensembled_gpu_utilization_pct{" + labels + "} " + std::to_string(reading.value("utilization_pct", -1)) + "\n";
+    }
+  }
+  out += "# HELP ensembled_gpus The daemon's GPUs, held by a run or free.\n# TYPE ensembled_gpus gauge\n";
+  out += "ensembled_gpus{state=\"granted\"} " + std::to_string(held) + "\n";
+  out += "ensembled_gpus{state=\"free\"} " + std::to_string(static_cast<int>(gpus.size()) - held) + "\n";
+  out += "# HELP ensembled_gpu_granted 1 when a run holds the GPU (its run label), else 0.\n"
+         "# TYPE ensembled_gpu_granted gauge\n" + granted;
+  out += "# HELP ensembled_gpu_memory_used_mb GPU memory used, as the holding run's supervisor last sampled it.\n"
+         "# TYPE ensembled_gpu_memory_used_mb gauge\n" + memory;
+  out += "# HELP ensembled_gpu_utilization_pct GPU utilisation, as the holding run's supervisor last sampled it.\n"
+         "# TYPE ensembled_gpu_utilization_pct gauge\n" + utilization;
   return out;
 }
 
@@ -101,19 +189,40 @@ std::string RenderServePage(const json& runs) {
       "</style></head><body><h1>ensembled serve: " +
       std::to_string(runs.size()) +
       " runs</h1><table><tr><th>name</th><th>state</th><th>priority</th><th>resources</th><th>rounds</th>"
-      "<th>reason</th></tr>\n";
+      "<th>ensemble error</th><th>reason</th></tr>\n";
   for (const json& r : runs) {
     std::string rounds = r.contains("rounds") ? std::to_string(r.value("rounds_done", 0)) + "/" +
                                                     std::to_string(r.value("rounds", 0))
                                               : "-";
-    std::string reason = r.value("reason", "");
+    // A rejected config: every error (the reason is the first); else the reason. All escaped.
+    std::string reason = r.contains("errors") ? "" : Html(r.value("reason", ""));
     if (r.contains("errors"))
-      for (const json& e : r["errors"]) reason += "<br>" + Html(e.value("pointer", "") + ": " + e.value("message", ""));
-    out += "<tr><td>" + Html(r.value("name", "")) + "</td><td>" + Html(r.value("state", "")) + "</td><td>" +
-           std::to_string(r.value("priority", 0)) + "</td><td>" + Html(GrantText(r)) + "</td><td>" + rounds + "</td><td>" +
-           (r.contains("errors") ? reason : Html(reason)) + "</td></tr>\n";
+      for (const json& e : r["errors"])
+        reason += (reason.empty() ? "" : "<br>") + Html(e.value("pointer", "") + ": " + e.value("message", ""));
+    const std::string name = Html(r.value("name", ""));
+    const bool has_page = r.value("state", "") != "rejected";
+    out += "<tr><td>" + (has_page ? "<a href=\"/runs/" + name + "\">" + name + "</a>" : name) + "</td><td>" +
+           Html(r.value("state", "")) + "</td><td>" + std::to_string(r.value("priority", 0)) + "</td><td>" +
+           Html(GrantText(r)) + "</td><td>" + rounds + "</td><td>" +
+           Sparkline(r.contains("error_curve") ? r["error_curve"] : json()) + "</td><td>" +
+           reason + "</td></tr>\n";
   }
   return out + "</table></body></html>\n";
+}
+
+std::string RenderServedRunPage(const json& run, const std::string& status_json) {
+  const std::string queue_view = "<p><a href=\"/\">all runs</a> &middot; served: " + Html(run.value("state", "")) +
+                                 ", " + Html(GrantText(run)) +
+                                 (run.value("reason", "").empty() ? "" : " &middot; " + Html(run.value("reason", ""))) + "</p>";
+  json st = status_json.empty() ? json() : json::parse(status_json, nullptr, false);
+  if (!st.is_object())
+    return "<!doctype html><html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"10\">"
+           "<title>ensembled: " + Html(run.value("name", "")) + "</title></head><body style=\"font-family:sans-serif\"><h1>ensembled: " +
+           Html(run.value("name", "")) + "</h1>" + queue_view + "<p>Not started yet: no status.json in " +
+           Html(run.value("state_dir", "")) + ".</p></body></html>\n";
+  std::string page = RenderStatusPage(SnapshotFromJson(st));
+  if (size_t body = page.find("<body>"); body != std::string::npos) page.insert(body + 6, queue_view);
+  return page;
 }
 
 ServeHttpEndpoint::ServeHttpEndpoint() : server_(std::make_unique<httplib::Server>()) {}
@@ -133,12 +242,25 @@ void ServeHttpEndpoint::Publish(json runs) {
   latest_ = std::move(runs);
 }
 
-Status ServeHttpEndpoint::Start(const std::string& bind, int port) {
+Status ServeHttpEndpoint::Start(const std::string& bind, int port, json gpus) {
+  gpus_ = std::move(gpus);  // before the server thread starts; never written again
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(RenderServeMetrics(Latest()), "text/plain; version=0.0.4; charset=utf-8");
+    res.set_content(RenderServeMetrics(WithRunFiles(Latest()), gpus_), "text/plain; version=0.0.4; charset=utf-8");
   });
   server_->Get("/", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(RenderServePage(Latest()), "text/html; charset=utf-8");
+    res.set_content(RenderServePage(WithRunFiles(Latest())), "text/html; charset=utf-8");
+  });
+  server_->Get(R"(/runs/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string name = req.matches[1];
+    for (const json& r : Latest()) {
+      if (r.value("name", "") != name || r.value("state", "") == "rejected") continue;
+      auto text = r.value("state_dir", "").empty() ? StatusOr<std::string>(std::string())
+                                                     : ReadFile(RunLayout(r.value("state_dir", "")).StatusFile());
+      res.set_content(RenderServedRunPage(r, text.ok() ? *text : ""), "text/html; charset=utf-8");
+      return;
+    }
+    res.status = 404;
+    res.set_content("no run named '" + name + "' (see /)\n", "text/plain; charset=utf-8");
   });
   // As HttpEndpoint: no SO_REUSEPORT, so two daemons cannot share a port.
   server_->set_socket_options([](socket_t sock) {

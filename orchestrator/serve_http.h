@@ -1,12 +1,18 @@
 // ServeHttpEndpoint: `ensembled serve`'s runs over HTTP (serve config service.http_port; off
 // when 0; service.http_bind, loopback by default, no authentication):
-//   /         an HTML table of every run: name, state, priority, grant, progress, reason
-//   /metrics  Prometheus text: ensembled_runs{state=...} (the queue) and each run's series
-//             with a run label (state, rounds and members done, GPUs and CPU workers granted,
-//             crashes in a row)
+//   /           an HTML table of every run: name (a link to its page), state, priority, grant,
+//               progress, a small plot of its ensemble error by round, reason
+//   /runs/NAME  the run's status page (the one `ensembled run` serves), from its status.json
+//               (the live view its supervisor rewrites every second; the per-member loss
+//               curves are on the run's own page only); a run not started yet: its queue view
+//   /metrics    Prometheus text: ensembled_runs{state=...} (the queue), each run's series with
+//               a run label (state, rounds and members done, GPUs and CPU workers granted,
+//               crashes in a row), and the daemon's GPUs (which run holds each; memory and
+//               utilisation as the holding run's supervisor last sampled them)
 // cpp-httplib serves on its own thread; all it shares with the daemon's loop is the latest
-// list of runs (the "runs" of `ensemblectl list --json`), swapped under a mutex by Publish().
-// Thread-safe: Publish from the loop, requests on the server thread.
+// list of runs (the "runs" of `ensemblectl list --json`), swapped under a mutex by Publish(),
+// and the daemon's GPUs, set once before Start(). The run files (status.json) are read on the
+// server thread, per request. Thread-safe: Publish from the loop, requests on the server thread.
 #pragma once
 
 #include <memory>
@@ -29,7 +35,8 @@ class ServeHttpEndpoint {
   ServeHttpEndpoint();
   ~ServeHttpEndpoint();
   // Binds and starts serving; fails (naming address and port) when the port is taken.
-  Status Start(const std::string& bind, int port);
+  // `gpus`: the daemon's GPUs, [{"id": UUID or index, "index": n}], [] without.
+  Status Start(const std::string& bind, int port, nlohmann::json gpus = nlohmann::json::array());
   void Publish(nlohmann::json runs);
 
  private:
@@ -38,10 +45,19 @@ class ServeHttpEndpoint {
   std::thread thread_;
   std::mutex mu_;
   nlohmann::json latest_ = nlohmann::json::array();
+  nlohmann::json gpus_ = nlohmann::json::array();
 };
 
-// The two views of a list of runs (pure; tests/serve_http_test.cpp).
-std::string RenderServeMetrics(const nlohmann::json& runs);
+// Each run of `runs` with what its state directory's status.json adds: "error_curve" (the
+// ensemble's holdout error of each committed round: RMSE, or the fraction misclassified) and
+// "gpu_readings" (its supervisor's GPU samples: uuid, memory_used_mb, utilization_pct).
+nlohmann::json WithRunFiles(nlohmann::json runs);
+// The views of a list of runs (pure over WithRunFiles' output; tests/serve_http_test.cpp).
+// `gpus`: as Start's.
+std::string RenderServeMetrics(const nlohmann::json& runs, const nlohmann::json& gpus = nlohmann::json::array());
 std::string RenderServePage(const nlohmann::json& runs);
+// /runs/NAME: the status page of `run` (one item of `runs`) from its status.json text
+// (`status_json` "": not started yet; its queue view alone).
+std::string RenderServedRunPage(const nlohmann::json& run, const std::string& status_json);
 
 }  // namespace ens

@@ -271,7 +271,7 @@ TEST_CASE("cancel: a queued run by ensemblectl, another by removing its file, a 
   CHECK(d.Stop() == 0);
 }
 
-TEST_CASE("another uid cannot cancel a run - its submitter can", "[serve][integration][uid]") {
+TEST_CASE("another uid cannot cancel, stop, pause or reload a run - its submitter can", "[serve][integration][uid]") {
   if (::geteuid() != 0) {
     std::printf("[serve] skipped: cancelling as another user needs root (to run ensemblectl as nobody)\n");
     std::fflush(stdout);
@@ -300,6 +300,26 @@ TEST_CASE("another uid cannot cancel a run - its submitter can", "[serve][integr
   INFO(ReadText(err));
   CHECK(code == 78);
   CHECK_THAT(ReadText(err), Catch::Contains("was submitted by uid 0; only that user or root may cancel it"));
+  // Nor pause, stop or reload it by name; listing is anyone's.
+  for (const char* verb : {"pause", "stop", "reload", "list"}) {
+    argv = {BinaryPath("ensemblectl"), verb, "--socket", d.socket()};
+    if (std::string(verb) != "list") argv.push_back("mine");
+    args = NullTerminated(argv);
+    pid = ::fork();
+    if (pid == 0) {
+      if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(126);
+      ExecRedirected(args.data(), nullptr, out.c_str(), err.c_str());
+    }
+    code = WaitAtMost(pid, 30);
+    INFO(verb << ": " << ReadText(err));
+    if (std::string(verb) == "list") {
+      CHECK(code == 0);
+      CHECK_THAT(ReadText(out), Catch::Contains("mine"));
+    } else {
+      CHECK(code == 78);
+      CHECK_THAT(ReadText(err), Catch::Contains(std::string("only that user or root may ") + verb + " it"));
+    }
+  }
   CHECK(d.StateOf("mine") == "running");
   auto mine = d.Ctl({"cancel", "--socket", d.socket(), "mine"});  // root, the file's owner
   CHECK(mine.code == 0);

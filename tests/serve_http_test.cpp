@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "orchestrator/run_snapshot.h"
+
 #include "support/env_spawn_notify.h"
 #include "support/serve_harness.h"
 
@@ -43,12 +45,64 @@ TEST_CASE("serve metrics count runs by state and label each run's series", "[ser
 TEST_CASE("the serve page lists every run with its reason and errors escaped", "[serve][http]") {
   std::string p = RenderServePage(SomeRuns());
   CHECK_THAT(p, Catch::Contains("3 runs"));
-  CHECK_THAT(p, Catch::Contains("<td>a</td><td>running</td><td>0</td><td>2 GPU</td><td>1/3</td>"));
+  CHECK_THAT(p, Catch::Contains("<td><a href=\"/runs/a\">a</a></td><td>running</td><td>0</td><td>2 GPU</td><td>1/3</td>"));
   CHECK_THAT(p, Catch::Contains("asks 2 CPU worker(s)"));
   CHECK_THAT(p, Catch::Contains("needs 2 CPU workers, 0 free"));
   CHECK_THAT(p, Catch::Contains("we&quot;ird&lt;x&gt;"));
   CHECK_THAT(p, Catch::Contains("/rounds/count: must be &lt;1"));
   CHECK(p.find("<x>") == std::string::npos);
+}
+
+TEST_CASE("the serve page links each run to its page and plots its ensemble error by round", "[serve][http]") {
+  json runs = SomeRuns();
+  runs[0]["error_curve"] = {1.5, 1.2, 0.9};
+  runs[1]["error_curve"] = {0.4};
+  std::string p = RenderServePage(runs);
+  CHECK_THAT(p, Catch::Contains("<a href=\"/runs/a\">a</a>"));
+  CHECK_THAT(p, Catch::Contains("<polyline"));
+  CHECK_THAT(p, Catch::Contains("points=\"2,2 60,12 118,22\""));  // the highest error at the top
+  CHECK_THAT(p, Catch::Contains("last 0.9"));
+  CHECK_THAT(p, Catch::Contains("<circle cx=\"60\" cy=\"12\""));  // one round: a dot
+  CHECK(p.find("href=\"/runs/we") == std::string::npos);  // a rejected file has no page
+}
+
+TEST_CASE("serve metrics say which run holds each GPU and what it last read of it", "[serve][http]") {
+  json runs = SomeRuns();
+  runs[0]["gpu_readings"] = {{{"uuid", "GPU-1"}, {"memory_used_mb", 1536.0}, {"utilization_pct", 40}},
+                             {{"uuid", "GPU-2"}, {"memory_used_mb", -1.0}, {"utilization_pct", -1}}};
+  json gpus = {{{"id", "GPU-1"}, {"index", 0}}, {{"id", "GPU-2"}, {"index", 1}}, {{"id", "GPU-3"}, {"index", 2}}};
+  std::string m = RenderServeMetrics(runs, gpus);
+  INFO(m);
+  CHECK_THAT(m, Catch::Contains("ensembled_gpus{state=\"granted\"} 2\n"));
+  CHECK_THAT(m, Catch::Contains("ensembled_gpus{state=\"free\"} 1\n"));
+  CHECK_THAT(m, Catch::Contains("ensembled_gpu_granted{gpu=\"GPU-1\",index=\"0\",run=\"a\"} 1\n"));
+  CHECK_THAT(m, Catch::Contains("ensembled_gpu_granted{gpu=\"GPU-3\",index=\"2\",run=\"\"} 0\n"));
+  CHECK_THAT(m, Catch::Contains("ensembled_gpu_memory_used_mb{gpu=\"GPU-1\",index=\"0\",run=\"a\"} 1536\n"));
+  CHECK_THAT(m, Catch::Contains("ensembled_gpu_utilization_pct{gpu=\"GPU-1\",index=\"0\",run=\"a\"} 40\n"));
+  CHECK(m.find("ensembled_gpu_memory_used_mb{gpu=\"GPU-2\"") == std::string::npos);  // no reading: no sample
+  CHECK(RenderServeMetrics(runs).find("ensembled_gpus") == std::string::npos);        // a daemon without GPUs
+}
+
+TEST_CASE("a served run's page is its status page under the queue's view, or the queue's view alone",
+          "[serve][http]") {
+  json run = SomeRuns()[0];
+  run["state_dir"] = "/var/lib/ensembled/runs/a";
+  RunSnapshot s;
+  s.run_name = "a";
+  s.round = 1;
+  s.rounds = 3;
+  s.members_total = 8;
+  s.members_done = 4;
+  std::string page = RenderServedRunPage(run, SnapshotToJson(s).dump());
+  CHECK_THAT(page, Catch::Contains("<h1>ensembled: a</h1>"));
+  CHECK_THAT(page, Catch::Contains("4/8 members done"));
+  CHECK_THAT(page, Catch::Contains("<a href=\"/\">all runs</a> &middot; served: running, 2 GPU"));
+  json queued = SomeRuns()[1];
+  queued["state_dir"] = "/x/b";
+  page = RenderServedRunPage(queued, "");
+  CHECK_THAT(page, Catch::Contains("served: queued, asks 2 CPU worker(s) &middot; needs 2 CPU workers, 0 free"));
+  CHECK_THAT(page, Catch::Contains("Not started yet: no status.json in /x/b"));
+  CHECK_THAT(RenderServedRunPage(queued, "{half a fi"), Catch::Contains("Not started yet"));
 }
 
 TEST_CASE("a daemon with http_port serves the list and the metrics of its runs", "[serve][integration][http]") {
@@ -68,8 +122,16 @@ TEST_CASE("a daemon with http_port serves the list and the metrics of its runs",
   CHECK_THAT(metrics.body, Catch::Contains("ensembled_run_rounds_done{run=\"one\"} 1"));
   auto page = HttpGet("127.0.0.1", port, "/");
   CHECK(page.status == 200);
-  CHECK_THAT(page.body, Catch::Contains("<td>one</td><td>finished</td>"));
-  CHECK_THAT(page.body, Catch::Contains("/resources/cpu_workers"));
+  CHECK_THAT(page.body, Catch::Contains("<td><a href=\"/runs/one\">one</a></td><td>finished</td>"));
+  CHECK_THAT(page.body, Catch::Contains("/resources/cpu_workers: must be an integer &gt;= 1"));
+  CHECK(page.body.find(">= 1") == std::string::npos);  // every reason and error escaped
+  CHECK_THAT(page.body, Catch::Contains("<a href=\"/runs/one\">one</a>"));
+  CHECK_THAT(page.body, Catch::Contains("<circle"));  // its one round, from its status.json
+  auto one = HttpGet("127.0.0.1", port, "/runs/one");
+  CHECK(one.status == 200);
+  CHECK_THAT(one.body, Catch::Contains("<h1>ensembled: one</h1>"));
+  CHECK_THAT(one.body, Catch::Contains("served: finished"));
+  CHECK(HttpGet("127.0.0.1", port, "/runs/nobody").status == 404);
   CHECK(d.Stop() == 0);
 }
 

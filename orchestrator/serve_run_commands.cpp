@@ -1,0 +1,139 @@
+// ServeDaemon's commands on one run by name (README "Serving many runs"): what `ensemblectl
+// status|pause|resume|stop|reload|predict|verify|export --socket S NAME` sends as
+// {"cmd": "run", "run": NAME, "action": ...}.
+//
+// locate and status: anyone who may connect. pause, resume, stop, reload: the run's submitter or
+// root, checked here with the socket's SO_PEERCRED uid; a run's own control socket is 0600 (the
+// daemon's user), so this is the only way in for the rest of the group. pause and resume are
+// passed on to the run's supervisor; stop is cancel (a graceful stop; the run is `cancelled`,
+// its state kept); reload re-reads the run's file in runs_dir, writes its effective config anew
+// and asks the supervisor to reload it (its answer says what applies when), restoring the old
+// effective config when the supervisor refuses.
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "common/atomic_file.h"
+#include "orchestrator/serve_daemon.h"
+
+namespace ens {
+namespace {
+
+using json = nlohmann::json;
+
+// How long the daemon's loop waits for a run's supervisor to answer (it answers from its own
+// loop, within a second or so).
+constexpr int kRunReplyMs = 5000;
+
+std::string Text(const json& req, const char* key) {
+  return req.contains(key) && req[key].is_string() ? req[key].get<std::string>() : "";
+}
+
+json Refused(const std::string& why) { return {{"ok", false}, {"error", why}}; }
+
+json ErrorList(const std::vector<ConfigError>& errors) {
+  json list = json::array();
+  for (const ConfigError& e : errors) list.push_back({{"pointer", e.pointer}, {"message", e.message}});
+  return list;
+}
+
+std::string Normal(const std::string& path) { return std::filesystem::path(path).lexically_normal().string(); }
+
+}  // namespace
+
+std::string ServeDaemon::NotPermitted(const ServedRun& run, const ControlPeer& peer, const std::string& verb) const {
+  if (peer.uid == 0 || peer.uid == run.submitter) return "";
+  return "run '" + run.name + "' was submitted by uid " + std::to_string(run.submitter) + "; only that user or root may " +
+         verb + " it";
+}
+
+json ServeDaemon::CancelFor(ServedRun& run, const ControlPeer& peer, const std::string& verb) {
+  if (std::string why = NotPermitted(run, peer, verb); !why.empty()) return Refused(why);
+  if (!run.file.empty()) {
+    ::unlink(run.file.c_str());
+    run.file.clear();
+  }
+  Cancel(run, "cancelled by uid " + std::to_string(peer.uid) + " (ensemblectl " + verb + ")");
+  return {{"ok", true}, {"message", std::string(run.state == RunState::kStopping ? "stopping" : "cancelled") + " run " +
+                                        run.name + " (its state is kept)"}};
+}
+
+json ServeDaemon::RunCommand(const json& req, const ControlPeer& peer) {
+  const std::string name = Text(req, "run"), action = Text(req, "action");
+  ServedRun* run = FindRun(name);
+  if (run == nullptr) {
+    for (auto& [file, r] : rejected_)
+      if (r.name == name) return Refused("run '" + name + "' was rejected: " + r.reason);
+    return Refused("no run named '" + name + "' (ensemblectl list shows every run)");
+  }
+  if (action == "locate") return {{"ok", true}, {"run", Describe(*run)}};
+  if (action == "status") {
+    json reply = {{"ok", true}, {"run", Describe(*run)}, {"live", nullptr}};
+    if (run->state == RunState::kRunning || run->state == RunState::kStopping) {
+      auto live = ControlRequest(RunControlSocket(run->state_dir), {{"cmd", "status"}}, kRunReplyMs);
+      if (live.ok() && live->value("ok", false) && live->contains("status")) reply["live"] = (*live)["status"];
+    }
+    return reply;
+  }
+  if (action != "pause" && action != "resume" && action != "stop" && action != "reload")
+    return Refused("unknown action '" + action + "' (locate, status, pause, resume, stop, reload)");
+  if (std::string why = NotPermitted(*run, peer, action); !why.empty()) return Refused(why);
+  if (IsEnded(run->state)) return Refused("run '" + name + "' is " + RunStateName(run->state) + ": nothing to " + action);
+  if (action == "stop") return CancelFor(*run, peer, "stop");
+  if (action == "reload") return ReloadRun(*run);
+  if (run->state != RunState::kRunning)
+    return Refused("run '" + name + "' is " + RunStateName(run->state) + "; " + action +
+                   " applies to a running run (cancel takes a queued one off the queue)");
+  auto reply = ControlRequest(RunControlSocket(run->state_dir), {{"cmd", action}}, kRunReplyMs);
+  if (!reply.ok()) return Refused("run '" + name + "' did not answer: " + reply.status().message());
+  spdlog::info("run {}: {} by uid {}: {}", name, action, peer.uid, reply->dump());
+  return *reply;
+}
+
+json ServeDaemon::ReloadRun(ServedRun& run) {
+  if (run.file.empty()) return Refused("run '" + run.name + "' has no config file in " + cfg_.runs_dir + " any more");
+  auto text = ReadFile(run.file);
+  if (!text.ok()) return Refused(text.status().message());
+  Config cfg;
+  std::vector<ConfigError> errors = ValidateServedRunConfig(*text, ParentDir(run.file), cfg_.state_root, &cfg);
+  if (errors.empty() && cfg.run_name != run.name)
+    errors.push_back({"/run_name", "a served run's name cannot change (it is '" + run.name + "')"});
+  if (errors.empty() && Normal(cfg.state_dir) != Normal(run.state_dir))
+    errors.push_back({"/state_dir", "a served run's state directory cannot change (it is " + run.state_dir + ")"});
+  if (errors.empty()) {
+    StatusOr<RunAsk> ask = queue_->pool().AskOf(cfg.resources);
+    if (!ask.ok())
+      errors.push_back({"/resources", ask.status().message()});
+    else if (DescribeGrant(*ask) != DescribeGrant(run.ask))
+      errors.push_back({"/resources", "a served run's resources cannot change by reload (it asks " +
+                                          DescribeGrant(run.ask) + "): cancel it and submit it again"});
+  }
+  if (!errors.empty()) {
+    json r = Refused(run.file + ": " + (errors[0].pointer.empty() ? "/" : errors[0].pointer) + ": " + errors[0].message);
+    r["errors"] = ErrorList(errors);
+    return r;
+  }
+  StatusOr<std::string> effective = EffectiveConfigText(cfg);
+  if (!effective.ok()) return Refused(effective.status().ToString());
+  auto before = ReadFile(run.config_file);
+  if (Status s = WriteFileAtomic(run.config_file, *effective); !s.ok()) return Refused(s.ToString());
+  if (run.state != RunState::kRunning) {
+    run.rounds = cfg.rounds.count;
+    run.members = static_cast<int>(cfg.members.size());
+    return {{"ok", true}, {"message", "run " + run.name + " is " + RunStateName(run.state) +
+                                          ": it starts with the new config (its resume checks it as reload would)"}};
+  }
+  auto reply = ControlRequest(RunControlSocket(run.state_dir), {{"cmd", "reload"}}, kRunReplyMs);
+  if (!reply.ok() || !reply->value("ok", false)) {
+    if (before.ok()) {
+      if (Status s = WriteFileAtomic(run.config_file, *before); !s.ok()) spdlog::error("run {}: {}", run.name, s.ToString());
+    }
+    return reply.ok() ? *reply : Refused("run '" + run.name + "' did not answer: " + reply.status().message());
+  }
+  run.rounds = cfg.rounds.count;
+  run.members = static_cast<int>(cfg.members.size());
+  spdlog::info("run {}: reloaded {}: {}", run.name, run.file, reply->value("message", ""));
+  return *reply;
+}
+
+}  // namespace ens

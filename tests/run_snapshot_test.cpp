@@ -1,0 +1,107 @@
+// Tests of orchestrator/run_snapshot: status.json (SnapshotToJson) read back by
+// SnapshotFromJson, what `ensembled serve` renders a run's page from.
+#include "orchestrator/run_snapshot.h"
+
+#include <catch2/catch.hpp>
+
+namespace ens {
+namespace {
+
+using json = nlohmann::json;
+
+RunSnapshot Sample() {
+  RunSnapshot s;
+  s.run_name = "bench";
+  s.pid = 4242;
+  s.control_socket = "/run/ensembled/bench.sock";
+  s.paused = true;
+  s.round = 3;
+  s.rounds = 9;
+  s.members_total = 16;
+  s.members_done = 5;
+  s.members_running = 2;
+  s.members_failed_round = 1;
+  s.eta_round_s = 12.5;
+  s.dataset_rows = 1234567890123ULL;
+  s.dataset_generation = 7;
+  s.config_epoch = 2;
+  s.members_finished_total = 41;
+  s.members_failed_total = 3;
+  s.members_retried_total = 4;
+  s.worker_restarts_total = 5;
+  s.worker_recycles_total = 6;
+  s.bad_messages_total = 1;
+  s.gpu_source = "nvml";
+  WorkerView w;
+  w.slot = 1;
+  w.gpu = "GPU-aa";
+  w.pid = 99;
+  w.state = "busy";
+  w.member = "m0003";
+  w.phase = "training";
+  w.rss_kb = 123456;
+  w.gpu_reserved_mb = 512.5;
+  w.tasks_since_start = 8;
+  w.spawns = 2;
+  w.recycles = 1;
+  w.gpu_memory_mb = 700;
+  s.workers = {w};
+  GpuView g;
+  g.index = 1;
+  g.uuid = "GPU-aa";
+  g.name = "H200";
+  g.memory_used_mb = 700;
+  g.memory_total_mb = 143771;
+  g.utilization_pct = 87;
+  g.temperature_c = 55;
+  g.power_w = 312.5;
+  s.gpus = {g};
+  RoundView r;
+  r.round = 2;
+  r.trained_rows = 2048;
+  r.metric = "accuracy";
+  r.member_mean = 0.81;
+  r.member_std = 0.02;
+  r.ensemble = 0.86;
+  r.ensemble_error = 0.14;
+  r.wall_seconds = 33.25;
+  s.rounds_done = {r, r};
+  return s;
+}
+
+TEST_CASE("status.json reads back as the snapshot it was written from", "[snapshot]") {
+  const RunSnapshot s = Sample();
+  const json written = SnapshotToJson(s);
+  const RunSnapshot back = SnapshotFromJson(written);
+  CHECK(SnapshotToJson(back) == written);  // every field status.json carries
+  CHECK(back.dataset_rows == 1234567890123ULL);
+  CHECK(back.members_failed_round == 1);
+  CHECK(back.bad_messages_total == 1);
+  REQUIRE(back.rounds_done.size() == 2);
+  CHECK(back.rounds_done[1].metric == "accuracy");
+  CHECK(back.rounds_done[1].ensemble_error == 0.14);
+  REQUIRE(back.workers.size() == 1);
+  CHECK(back.workers[0].phase == "training");
+  CHECK(back.gpus.at(0).power_w == 312.5);
+}
+
+TEST_CASE("a status.json with missing or mistyped fields keeps the defaults for them", "[snapshot]") {
+  json j = SnapshotToJson(Sample());
+  j["round"] = "three";
+  j.erase("rounds");
+  j["workers"] = "none";
+  j["rounds_done"][0]["ensemble_error"] = nullptr;
+  const RunSnapshot back = SnapshotFromJson(j);
+  const RunSnapshot defaults;
+  CHECK(back.round == defaults.round);
+  CHECK(back.rounds == defaults.rounds);
+  CHECK(back.workers.empty());
+  REQUIRE(back.rounds_done.size() == 2);
+  CHECK(back.rounds_done[0].ensemble_error == 0);
+  CHECK(back.rounds_done[0].trained_rows == 2048);
+  CHECK(SnapshotFromJson(json("not an object")).run_name.empty());
+  CHECK(SnapshotFromJson(json::array()).rounds_done.empty());
+}
+
+}  // namespace
+}  // namespace ens

@@ -1,0 +1,122 @@
+// `ensemblectl <command> --socket S NAME` on a run of `ensembled serve` (the real ensembled,
+// ensemblectl and ensemble-worker; orchestrator/serve_run_commands.cpp): status of a queued and
+// of a running run, pause and resume passed to the run's supervisor, reload of the run's file
+// (accepted, refused by the supervisor, refused by the daemon), stop, and a state-directory
+// command (export) found by name. Who may do it: tests/serve_daemon_test.cpp's uid case.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
+#include "common/journal.h"
+#include "support/serve_harness.h"
+
+namespace ens {
+namespace {
+
+using json = nlohmann::json;
+using namespace ens::testing;
+
+// A served run's status through the daemon, as JSON; discarded when the command failed.
+json StatusOf(ServeDaemonHarness& d, const std::string& name) {
+  TimedRun r = d.Ctl({"status", "--socket", d.socket(), name, "--json"});
+  if (r.code != 0) return json(json::value_t::discarded);
+  return json::parse(r.out, nullptr, false);
+}
+
+TEST_CASE("per-run commands by name through the serve daemon", "[serve][integration]") {
+  ServeDaemonHarness d(2);
+  const std::string long_file = d.runs_dir() + "/long.json";
+  const std::string long_config = TinyRunConfig("long", 2, 3, R"("stop_timeout_s": 30,)", 40, 5);
+  WriteText(long_file, long_config);
+  d.Start();
+  d.WaitForState("long", "running", 20);
+  WriteText(d.runs_dir() + "/after.json", TinyRunConfig("after"));
+  d.WaitForState("after", "queued", 20);
+
+  // A run that has not started: the queue's view alone.
+  TimedRun r = d.Ctl({"status", "--socket", d.socket(), "after"});
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("not started yet"));
+  CHECK_THAT(r.out, Catch::Contains("served: queued, asks 2 CPU workers; needs 2 CPU workers, 0 free"));
+  // Naming a run needs the daemon's socket; naming nothing is a usage error; an unknown run is named.
+  CHECK(d.Ctl({"status", "after"}).code == 64);
+  CHECK(d.Ctl({"pause", "--socket", d.socket()}).code == 64);
+  r = d.Ctl({"status", "--socket", d.socket(), "nosuch"});
+  CHECK(r.code != 0);
+  CHECK_THAT(r.err, Catch::Contains("no run named 'nosuch'"));
+  r = d.Ctl({"pause", "--socket", d.socket(), "after"});
+  CHECK(r.code != 0);
+  CHECK_THAT(r.err, Catch::Contains("run 'after' is queued; pause applies to a running run"));
+
+  d.WaitUntil([&] { return CountEvents(JournalOf(d.StateDir("long")), "member_done") >= 1; }, 60, "a member of long");
+  json st = StatusOf(d, "long");
+  REQUIRE(st.is_object());
+  CHECK(st["running"] == true);
+  CHECK(st["served"]["state"] == "running");
+  CHECK(st["live"].is_object());  // the supervisor's answer, passed on by the daemon
+  CHECK(st["live"]["paused"] == false);
+
+  // pause and resume reach the run's supervisor.
+  r = d.Ctl({"pause", "--socket", d.socket(), "long"});
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("paused"));
+  st = StatusOf(d, "long");
+  REQUIRE(st.is_object());
+  CHECK(st["live"]["paused"] == true);
+  r = d.Ctl({"resume", "--socket", d.socket(), "long"});
+  CHECK(r.code == 0);
+  CHECK(StatusOf(d, "long")["live"]["paused"] == false);
+
+  // reload: the run's file is read again; a live change is accepted and the effective config follows.
+  const std::string effective = d.state_root() + "/.serve/configs/long.json";
+  WriteText(long_file, std::regex_replace(long_config, std::regex(R"("count": 3)"), R"("count": 2)"));
+  r = d.Ctl({"reload", "--socket", d.socket(), "long"});
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("accepted"));
+  const std::string after_reload = ReadText(effective);
+  CHECK_THAT(after_reload, Catch::Contains("\"count\": 2"));
+  CHECK(d.Run("long")["rounds"] == 2);
+  // A change the supervisor refuses leaves the effective config as it was.
+  WriteText(long_file, std::regex_replace(long_config, std::regex(R"("run_seed": 7)"), R"("run_seed": 8)"));
+  r = d.Ctl({"reload", "--socket", d.socket(), "long"});
+  CHECK(r.code != 0);
+  CHECK_THAT(r.err, Catch::Contains("/run_seed"));
+  CHECK(ReadText(effective) == after_reload);
+  // A change of what the run holds is the daemon's to refuse, with its pointer.
+  WriteText(long_file, std::regex_replace(long_config, std::regex(R"("cpu_workers": 2)"), R"("cpu_workers": 1)"));
+  r = d.Ctl({"reload", "--socket", d.socket(), "long"});
+  CHECK(r.code != 0);
+  CHECK_THAT(r.err, Catch::Contains("/resources: a served run's resources cannot change by reload"));
+  CHECK(ReadText(effective) == after_reload);
+
+  // stop: a graceful stop, as cancel; then the queued run gets the workers and finishes.
+  r = d.Ctl({"stop", "--socket", d.socket(), "long"});
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("stopping run long (its state is kept)"));
+  d.WaitForState("long", "cancelled", 60);
+  CHECK_FALSE(std::filesystem::exists(long_file));
+  d.WaitForState("after", "finished", 120);
+  r = d.Ctl({"pause", "--socket", d.socket(), "after"});
+  CHECK(r.code != 0);
+  CHECK_THAT(r.err, Catch::Contains("run 'after' is finished: nothing to pause"));
+
+  // A command on the state directory, which the daemon names.
+  const std::string out = d.tmp() / "after.pt";
+  r = d.Ctl({"export", "--socket", d.socket(), "after", "--output", out});
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(std::filesystem::file_size(out) > 0);
+  st = StatusOf(d, "after");
+  REQUIRE(st.is_object());
+  CHECK(st["finished"] == true);
+  CHECK(st["served"]["state"] == "finished");
+  CHECK(d.Stop() == 0);
+}
+
+}  // namespace
+}  // namespace ens
