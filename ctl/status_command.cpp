@@ -147,13 +147,31 @@ int ShowStatus(const std::string& state_dir, const std::string& socket, bool as_
               static_cast<unsigned long long>(p.generation), static_cast<unsigned long long>(p.training_rows()));
   const bool classify = !p.committed.empty() && p.committed.back()["summary"].contains("ensemble_accuracy");
   const char* metric = classify ? "accuracy" : "RMSE";
-  std::printf("%-6s %12s %28s %18s\n", "round", "train rows",
+  // Calibration (RoundView): regression, the coverage of the ensemble's +-1 and 2 sigma
+  // intervals and its Gaussian NLL; classification, NLL and ECE; "-" where a round's summary
+  // has none (written before them, or a one-member regression).
+  std::printf("%-6s %12s %28s %18s", "round", "train rows",
               (std::string("member holdout ") + metric + " (mean±std)").c_str(), (std::string("ensemble ") + metric).c_str());
+  if (classify)
+    std::printf(" %10s %10s\n", "NLL", "ECE");
+  else
+    std::printf(" %10s %10s %10s\n", "cover 1sd", "cover 2sd", "NLL");
+  auto figure = [](const std::optional<double>& v) {
+    if (!v) return std::string("-");
+    char b[32];
+    std::snprintf(b, sizeof(b), "%.4f", *v);
+    return std::string(b);
+  };
   for (const auto& c : p.committed) {
     const RoundView r = RoundView::FromSummary(c.value("round", 0), c.value("trained_rows", uint64_t{0}),
                                                c["summary"], 0);
-    std::printf("%-6d %12llu %19.4f ± %-7.4f %18.4f\n", r.round, static_cast<unsigned long long>(r.trained_rows),
+    std::printf("%-6d %12llu %19.4f ± %-7.4f %18.4f", r.round, static_cast<unsigned long long>(r.trained_rows),
                 r.member_mean, r.member_std, r.ensemble);
+    if (classify)
+      std::printf(" %10s %10s\n", figure(r.holdout_nll).c_str(), figure(r.ece).c_str());
+    else
+      std::printf(" %10s %10s %10s\n", figure(r.coverage_1sigma).c_str(), figure(r.coverage_2sigma).c_str(),
+                  figure(r.holdout_nll).c_str());
   }
   for (const auto& [name, f] : p.failed)
     std::printf("failed: %s: %s\n", name.c_str(), f.value("error", "").c_str());

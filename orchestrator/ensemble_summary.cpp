@@ -20,20 +20,77 @@ std::pair<double, double> MeanStd(const std::vector<MemberResult>& results, cons
   return {mean, v.size() > 1 ? std::sqrt(var / static_cast<double>(v.size() - 1)) : 0.0};
 }
 
+// Coverage and Gaussian NLL sums over rows of one target (ensemble_summary.h, "Calibration").
+struct CalibrationSums {
+  double within_1 = 0, within_2 = 0, nll = 0;
+  void Add(double error, double sigma) {
+    sigma = std::max(sigma, kCalibrationSigmaFloor);
+    const double z = std::abs(error) / sigma;
+    within_1 += z <= 1 ? 1 : 0;
+    within_2 += z <= 2 ? 1 : 0;
+    nll += 0.5 * std::log(2 * M_PI) + std::log(sigma) + 0.5 * z * z;
+  }
+};
+
+// Fills the calibration figures from one CalibrationSums per target over `rows` rows.
+void SetCalibration(const std::vector<CalibrationSums>& sums, double rows, EnsembleSummary* s) {
+  const double w = static_cast<double>(sums.size());
+  s->calibrated = true;
+  for (const CalibrationSums& c : sums) {
+    s->coverage_1sigma += c.within_1 / rows / w;
+    s->coverage_2sigma += c.within_2 / rows / w;
+    s->ensemble_gaussian_nll += c.nll / rows / w;
+    if (sums.size() < 2) continue;
+    s->coverage_1sigma_per_target.push_back(c.within_1 / rows);
+    s->coverage_2sigma_per_target.push_back(c.within_2 / rows);
+    s->ensemble_gaussian_nll_per_target.push_back(c.nll / rows);
+  }
+}
+
+// Expected calibration error of mean probabilities [rows x classes] (ensemble_summary.h).
+double ExpectedCalibrationError(const std::vector<double>& mean, const std::vector<float>& labels, size_t classes) {
+  std::vector<double> count(kCalibrationBins, 0.0), confidence(kCalibrationBins, 0.0), right(kCalibrationBins, 0.0);
+  for (size_t i = 0; i < labels.size(); ++i) {
+    const double* p = &mean[i * classes];
+    const double* top = std::max_element(p, p + classes);
+    // Bin b holds (b/15, (b+1)/15]: ceil(conf * 15) - 1, with 0 in the first bin.
+    const int bin = std::clamp(static_cast<int>(std::ceil(*top * kCalibrationBins)) - 1, 0, kCalibrationBins - 1);
+    count[bin] += 1;
+    confidence[bin] += *top;
+    right[bin] += static_cast<size_t>(top - p) == static_cast<size_t>(labels[i]) ? 1 : 0;
+  }
+  double ece = 0;
+  for (int b = 0; b < kCalibrationBins; ++b)
+    if (count[b] > 0) ece += std::abs(right[b] - confidence[b]);  // (n_b / n) |acc_b - conf_b| times n
+  return labels.empty() ? 0.0 : ece / static_cast<double>(labels.size());
+}
+
 }  // namespace
 
 nlohmann::json EnsembleSummary::ToJson() const {
+  auto calibration = [this](nlohmann::json j) {
+    if (!calibrated) return j;
+    j["coverage_1sigma"] = coverage_1sigma;
+    j["coverage_2sigma"] = coverage_2sigma;
+    j["ensemble_gaussian_nll"] = ensemble_gaussian_nll;
+    if (!coverage_1sigma_per_target.empty()) {
+      j["coverage_1sigma_per_target"] = coverage_1sigma_per_target;
+      j["coverage_2sigma_per_target"] = coverage_2sigma_per_target;
+      j["ensemble_gaussian_nll_per_target"] = ensemble_gaussian_nll_per_target;
+    }
+    return j;
+  };
   if (gaussian)
-    return {{"members", members},
-            {"member_rmse_mean", member_rmse_mean},
-            {"member_rmse_std", member_rmse_std},
-            {"member_nll_mean", member_nll_mean},
-            {"ensemble_rmse", ensemble_rmse},
-            {"ensemble_nll", ensemble_nll},
-            {"mean_aleatoric_std", mean_aleatoric_std},
-            {"mean_epistemic_std", mean_epistemic_std},
-            {"ensemble_error", ensemble_error},
-            {"mean_disagreement", mean_disagreement}};
+    return calibration({{"members", members},
+                        {"member_rmse_mean", member_rmse_mean},
+                        {"member_rmse_std", member_rmse_std},
+                        {"member_nll_mean", member_nll_mean},
+                        {"ensemble_rmse", ensemble_rmse},
+                        {"ensemble_nll", ensemble_nll},
+                        {"mean_aleatoric_std", mean_aleatoric_std},
+                        {"mean_epistemic_std", mean_epistemic_std},
+                        {"ensemble_error", ensemble_error},
+                        {"mean_disagreement", mean_disagreement}});
   if (classes == 0) {
     nlohmann::json j = {{"members", members},
                         {"member_rmse_mean", member_rmse_mean},
@@ -42,7 +99,7 @@ nlohmann::json EnsembleSummary::ToJson() const {
                         {"ensemble_error", ensemble_error},
                         {"mean_disagreement", mean_disagreement}};
     if (!ensemble_rmse_per_target.empty()) j["ensemble_rmse_per_target"] = ensemble_rmse_per_target;
-    return j;
+    return calibration(std::move(j));
   }
   return {{"members", members},
           {"classes", classes},
@@ -51,6 +108,7 @@ nlohmann::json EnsembleSummary::ToJson() const {
           {"ensemble_accuracy", ensemble_accuracy},
           {"ensemble_nll", ensemble_nll},
           {"ensemble_brier", ensemble_brier},
+          {"ensemble_ece", ensemble_ece},
           {"ensemble_error", ensemble_error},
           {"mean_disagreement", mean_disagreement}};
 }
@@ -71,6 +129,7 @@ EnsembleSummary SummariseEnsemble(const std::vector<MemberResult>& results, cons
     s.member_nll_mean = MeanStd(results, "holdout_nll").first;
     const double m = static_cast<double>(preds.size());
     double se = 0, nll = 0, alea = 0, epi = 0;
+    std::vector<CalibrationSums> calibration(1);
     std::vector<double> log_density(preds.size());
     for (size_t i = 0; i < holdout_y.size(); ++i) {
       const double mu = mean[2 * i], y = holdout_y[i];
@@ -87,7 +146,9 @@ EnsembleSummary SummariseEnsemble(const std::vector<MemberResult>& results, cons
       se += (mu - y) * (mu - y);
       alea += std::sqrt(mean[2 * i + 1]);
       epi += std::sqrt(spread / m);
+      calibration[0].Add(y - mu, std::sqrt(mean[2 * i + 1] + spread / m));  // the mixture's total std
     }
+    SetCalibration(calibration, n, &s);
     s.ensemble_rmse = s.ensemble_error = std::sqrt(se / n);
     s.ensemble_nll = nll / n;
     s.mean_aleatoric_std = alea / n;
@@ -100,14 +161,19 @@ EnsembleSummary SummariseEnsemble(const std::vector<MemberResult>& results, cons
     const double nr = std::max<double>(1.0, static_cast<double>(rows));
     std::vector<double> spread = CommitteeScores("std", preds, static_cast<int>(w));
     std::vector<double> se(w, 0.0);
+    std::vector<CalibrationSums> calibration(w);
     double dis = 0;
     for (size_t i = 0; i < rows; ++i) {
       for (size_t t = 0; t < w; ++t) {
         const double e = mean[i * w + t] - holdout_y[i * w + t];
         se[t] += e * e;
+        double var = 0;  // the members' population variance, as mean_disagreement's std
+        for (const auto* p : preds) var += ((*p)[i * w + t] - mean[i * w + t]) * ((*p)[i * w + t] - mean[i * w + t]);
+        calibration[t].Add(e, std::sqrt(var / static_cast<double>(preds.size())));
       }
       dis += spread[i];
     }
+    if (preds.size() > 1) SetCalibration(calibration, nr, &s);
     double rmse = 0;
     for (size_t t = 0; t < w; ++t) rmse += std::sqrt(se[t] / nr);
     s.ensemble_rmse = s.ensemble_error = rmse / static_cast<double>(w);
@@ -132,6 +198,7 @@ EnsembleSummary SummariseEnsemble(const std::vector<MemberResult>& results, cons
   s.ensemble_error = 1.0 - s.ensemble_accuracy;
   s.ensemble_nll = nll / n;
   s.ensemble_brier = brier / n;
+  s.ensemble_ece = ExpectedCalibrationError(mean, holdout_y, w);
   s.mean_disagreement = dis / n;
   return s;
 }

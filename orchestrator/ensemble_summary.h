@@ -19,6 +19,27 @@
 //   mean_aleatoric_std / mean_epistemic_std   sqrt of the mean variance, std of the means
 //   mean_disagreement                   mean epistemic std
 // Both: ensemble_error, what rounds.stop_below_error compares: the RMSE, or 1 - accuracy.
+//
+// Calibration: does the ensemble's uncertainty mean what it says?
+// Regression (plain with at least 2 members, several targets, Gaussian heads), per holdout row
+// (and target) with e = y - ensemble mean and sigma the ensemble's std:
+//   coverage_1sigma / coverage_2sigma   fraction of rows with |e| <= sigma / 2 sigma
+//   ensemble_gaussian_nll               mean over rows of -log N(y; mean, sigma^2), the
+//                                       Gaussian with the ensemble's mean and std (for Gaussian
+//                                       heads this is the mixture's moment match, not
+//                                       ensemble_nll, the mixture's own density)
+//   sigma: plain regression, the members' population std (n, as mean_disagreement); Gaussian
+//   heads, the mixture's total std sqrt(mean_m var_m + population variance of the mean_m).
+//   sigma is floored at kCalibrationSigmaFloor (target units) for all three figures, so members
+//   that agree exactly give a finite NLL (a hit within 1e-6 counts as covered). Absent for one
+//   plain-regression member: it has no spread to judge.
+//   Several targets: each per target (coverage_1sigma_per_target, coverage_2sigma_per_target,
+//   ensemble_gaussian_nll_per_target, in target order); the plain keys are their means.
+// Classification:
+//   ensemble_ece   expected calibration error of the mean probabilities: confidence = the
+//                  highest mean probability, right = its class is the label (ties: the first,
+//                  as accuracy); 15 equal-width bins (b/15, (b+1)/15] (0 goes in the first);
+//                  sum over bins of (rows in bin / rows) |accuracy in bin - mean confidence|.
 // Pure function. Thread-safe.
 #pragma once
 
@@ -42,8 +63,19 @@ struct EnsembleSummary {
   bool gaussian = false;
   double member_nll_mean = 0, mean_aleatoric_std = 0, mean_epistemic_std = 0;  // ensemble_nll: above
   std::vector<double> ensemble_rmse_per_target;  // several targets only
+  bool calibrated = false;  // regression: the calibration figures below are there
+  double coverage_1sigma = 0, coverage_2sigma = 0, ensemble_gaussian_nll = 0;
+  std::vector<double> coverage_1sigma_per_target, coverage_2sigma_per_target,
+      ensemble_gaussian_nll_per_target;  // several targets only
+  double ensemble_ece = 0;  // classification
   nlohmann::json ToJson() const;
 };
+
+// The least sigma the calibration figures use, in target units (a Gaussian head's variance
+// is at least 1e-6 in standardised units, worker/objective.h).
+inline constexpr double kCalibrationSigmaFloor = 1e-6;
+// ensemble_ece's bins.
+inline constexpr int kCalibrationBins = 15;
 
 // REQUIRES: every result's holdout_pred has holdout_y.size() values (x classes; holdout_y
 // holds `targets` values per row).

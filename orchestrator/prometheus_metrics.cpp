@@ -139,6 +139,27 @@ std::string RenderPrometheus(const RunSnapshot& s) {
            "Ensemble holdout error of each committed round: RMSE, or the fraction misclassified.");
   for (const auto& r : s.rounds_done)
     w.Sample("ensembled_ensemble_error", r.ensemble_error, run + ",round=\"" + std::to_string(r.round) + "\"");
+  // Calibration of the last committed round (one series per run, no round label; the round is
+  // ensembled_rounds_completed - 1); left out where that round's summary has none.
+  if (!s.rounds_done.empty()) {
+    const RoundView& last = s.rounds_done.back();
+    auto calibration = [&](const char* name, const std::optional<double>& v, const char* help) {
+      if (!v) return;
+      w.Family(name, "gauge", help);
+      w.Sample(name, *v, run);
+    };
+    calibration("ensembled_round_coverage_1sigma", last.coverage_1sigma,
+                "Regression: fraction of holdout rows within the ensemble's mean +- 1 std (last committed round; "
+                "several targets: the mean over targets).");
+    calibration("ensembled_round_coverage_2sigma", last.coverage_2sigma,
+                "Regression: fraction of holdout rows within the ensemble's mean +- 2 std (last committed round).");
+    calibration("ensembled_round_holdout_nll", last.holdout_nll,
+                "Holdout NLL of the last committed round: regression, of the Gaussian with the ensemble's mean and "
+                "std; classification, of the mean probabilities.");
+    calibration("ensembled_round_ece", last.ece,
+                "Classification: expected calibration error (15 equal-width confidence bins) of the last committed "
+                "round.");
+  }
   return w.str();
 }
 

@@ -22,6 +22,14 @@ RoundView RoundView::FromSummary(int round, uint64_t trained_rows, const nlohman
     r.member_std = e.value("member_rmse_std", 0.0);
     r.ensemble = e.value("ensemble_rmse", 0.0);
   }
+  auto figure = [&e](const char* key) -> std::optional<double> {
+    if (e.is_object() && e.contains(key) && e[key].is_number()) return e[key].get<double>();
+    return std::nullopt;
+  };
+  r.coverage_1sigma = figure("coverage_1sigma");
+  r.coverage_2sigma = figure("coverage_2sigma");
+  r.holdout_nll = figure(r.metric == "accuracy" ? "ensemble_nll" : "ensemble_gaussian_nll");
+  r.ece = figure("ensemble_ece");
   return r;
 }
 
@@ -42,10 +50,13 @@ nlohmann::json SnapshotToJson(const RunSnapshot& s) {
                     {"memory_total_mb", g.memory_total_mb}, {"utilization_pct", g.utilization_pct},
                     {"temperature_c", g.temperature_c}, {"power_w", g.power_w}});
   nlohmann::json rounds = nlohmann::json::array();
+  auto figure = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
   for (const auto& r : s.rounds_done)
     rounds.push_back({{"round", r.round}, {"trained_rows", r.trained_rows}, {"metric", r.metric},
                       {"member_mean", r.member_mean}, {"member_std", r.member_std}, {"ensemble", r.ensemble},
-                      {"ensemble_error", r.ensemble_error}, {"wall_seconds", r.wall_seconds}});
+                      {"ensemble_error", r.ensemble_error}, {"wall_seconds", r.wall_seconds},
+                      {"coverage_1sigma", figure(r.coverage_1sigma)}, {"coverage_2sigma", figure(r.coverage_2sigma)},
+                      {"holdout_nll", figure(r.holdout_nll)}, {"ece", figure(r.ece)}});
   return {{"run_name", s.run_name}, {"pid", s.pid}, {"control_socket", s.control_socket},
           {"paused", s.paused}, {"stopping", s.stopping}, {"round", s.round}, {"rounds", s.rounds},
           {"members_total", s.members_total}, {"members_done", s.members_done},
@@ -69,6 +80,8 @@ void Take(const nlohmann::json& j, const char* key, T* out) {
     if (v.is_string()) *out = v.get<std::string>();
   } else if constexpr (std::is_same_v<T, bool>) {
     if (v.is_boolean()) *out = v.get<bool>();
+  } else if constexpr (std::is_same_v<T, std::optional<double>>) {
+    if (v.is_number()) *out = v.get<double>();  // null: not known
   } else {
     if (v.is_number()) *out = v.get<T>();
   }
@@ -141,6 +154,10 @@ RunSnapshot SnapshotFromJson(const nlohmann::json& j) {
     Take(r, "ensemble", &v.ensemble);
     Take(r, "ensemble_error", &v.ensemble_error);
     Take(r, "wall_seconds", &v.wall_seconds);
+    Take(r, "coverage_1sigma", &v.coverage_1sigma);
+    Take(r, "coverage_2sigma", &v.coverage_2sigma);
+    Take(r, "holdout_nll", &v.holdout_nll);
+    Take(r, "ece", &v.ece);
     s.rounds_done.push_back(v);
   }
   return s;

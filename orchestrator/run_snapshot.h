@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,11 @@ struct RoundView {
   double member_mean = 0, member_std = 0, ensemble = 0;
   double ensemble_error = 0;    // RMSE, or the fraction misclassified (stop_below_error's)
   double wall_seconds = 0;
+  // Calibration (ensemble_summary.h), absent (nullopt; null in status.json) where the round's
+  // summary has none: a summary written before them, or a one-member regression. Regression:
+  // the coverage of the +-1 and 2 sigma intervals and ensemble_gaussian_nll (several targets:
+  // the means over the targets); classification: ensemble_nll and ensemble_ece.
+  std::optional<double> coverage_1sigma, coverage_2sigma, holdout_nll, ece;
   // From a round summary's "ensemble" object (ensemble_summary.h) of either kind.
   static RoundView FromSummary(int round, uint64_t trained_rows, const nlohmann::json& ensemble, double wall_seconds);
 };

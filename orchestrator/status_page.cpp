@@ -139,13 +139,32 @@ std::string RenderStatusPage(const RunSnapshot& s) {
       << "</div>";
   }
 
+  // Calibration (run_snapshot.h RoundView): regression, the coverage of the ensemble's +-1 and
+  // 2 sigma intervals and its Gaussian NLL; classification, NLL and ECE. A round whose summary
+  // has none (written before them) shows a dash.
+  const bool classify = metric == "accuracy";
   o << "<h2>Rounds</h2><table id=\"rounds\"><tr><th>round</th><th>train rows</th><th>member " << metric << "</th>"
-    << "<th>ensemble " << metric << "</th><th>wall s</th></tr>";
+    << "<th>ensemble " << metric << "</th>"
+    << (classify ? "<th>NLL</th><th>ECE</th>"
+                 : "<th>&plusmn;1&sigma; coverage</th><th>&plusmn;2&sigma; coverage</th><th>NLL</th>")
+    << "<th>wall s</th></tr>";
+  auto figure = [](const std::optional<double>& v) {
+    if (!v) return std::string("&ndash;");
+    char b[32];
+    std::snprintf(b, sizeof(b), "%.4f", *v);
+    return std::string(b);
+  };
   for (const auto& r : s.rounds_done) {
     char row[256];
-    std::snprintf(row, sizeof(row), "<tr><td>%d</td><td>%llu</td><td>%.4f &plusmn; %.4f</td><td>%.4f</td><td>%.1f</td></tr>",
-                  r.round, static_cast<unsigned long long>(r.trained_rows), r.member_mean, r.member_std,
-                  r.ensemble, r.wall_seconds);
+    std::snprintf(row, sizeof(row), "<tr><td>%d</td><td>%llu</td><td>%.4f &plusmn; %.4f</td><td>%.4f</td>",
+                  r.round, static_cast<unsigned long long>(r.trained_rows), r.member_mean, r.member_std, r.ensemble);
+    o << row;
+    if (classify)
+      o << "<td>" << figure(r.holdout_nll) << "</td><td>" << figure(r.ece) << "</td>";
+    else
+      o << "<td>" << figure(r.coverage_1sigma) << "</td><td>" << figure(r.coverage_2sigma) << "</td><td>"
+        << figure(r.holdout_nll) << "</td>";
+    std::snprintf(row, sizeof(row), "<td>%.1f</td></tr>", r.wall_seconds);
     o << row;
   }
   o << "</table><h2>Workers</h2><table id=\"workers\"><tr><th>slot</th><th>gpu</th><th>pid</th><th>state</th>"

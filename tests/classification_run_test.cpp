@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -78,7 +79,18 @@ TEST_CASE("a classification run learns the classes, predicts them and verifies b
     CHECK(e["ensemble_nll"].get<double>() < 0.6);        // a uniform guess: ln 3 = 1.10
     CHECK(e["ensemble_error"].get<double>() == Approx(1.0 - e["ensemble_accuracy"].get<double>()));
     CHECK(e["mean_disagreement"].get<double>() >= 0.0);
+    CHECK(e["ensemble_ece"].get<double>() >= 0.0);  // 15 bins of confidence against accuracy
+    CHECK(e["ensemble_ece"].get<double>() <= 1.0);
+    CHECK_FALSE(e.contains("coverage_1sigma"));
   }
+  // ensemblectl status: NLL and ECE in each round's line.
+  auto status = Run({BinaryPath("ensemblectl"), "status", "-s", state}, tmp.path());
+  INFO(status.out << status.err);
+  CHECK(status.code == 0);
+  CHECK_THAT(status.out, Catch::Contains("NLL") && Catch::Contains("ECE"));
+  char ece[32];
+  std::snprintf(ece, sizeof(ece), "%.4f", s1["ensemble"]["ensemble_ece"].get<double>());
+  CHECK_THAT(status.out, Catch::Contains(ece));
   // Fused: compatible classifiers trained as packs.
   const auto m0 = nlohmann::json::parse(ReadText(layout.MemberDir(0, "m000") + "/metrics.json"));
   CHECK(m0.value("pack_size", 1) > 1);

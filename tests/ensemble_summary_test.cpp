@@ -1,5 +1,6 @@
 // Tests of orchestrator/ensemble_summary: a 3-member example computed by hand, the edge
-// cases of one and no member, and a classification summary.
+// cases of one and no member, a classification summary, and the calibration figures
+// (coverage, Gaussian NLL, ECE) against hand computations.
 #include "orchestrator/ensemble_summary.h"
 
 #include <catch2/catch.hpp>
@@ -45,7 +46,117 @@ TEST_CASE("A 3-member ensemble summarises as computed by hand", "[summary]") {
   CHECK(j["ensemble_rmse"].get<double>() == Approx(std::sqrt(0.5)));
   CHECK(j["mean_disagreement"].get<double>() == Approx(s.mean_disagreement));
   CHECK(j["ensemble_error"].get<double>() == Approx(std::sqrt(0.5)));  // a regression's error is its RMSE
-  CHECK(j.size() == 6);
+  CHECK(j.size() == 9);  // and coverage_1sigma, coverage_2sigma, ensemble_gaussian_nll
+}
+
+// The Gaussian N(y; mean, sigma^2)'s -log density: 0.5 ln(2 pi) + ln sigma + e^2 / (2 sigma^2).
+const double kHalfLog2Pi = 0.5 * std::log(2 * M_PI);
+
+TEST_CASE("Regression calibration: coverage of the +-1 and 2 sigma intervals and the Gaussian NLL, by hand",
+          "[summary][calibration]") {
+  // Two members, 0 and 2 on every row: mean 1, sigma = population std of {0, 2} = 1.
+  // y = 1.5, 2.5, 4: errors 0.5 (inside 1 sigma), 1.5 (inside 2 sigma only), 3 (outside both).
+  std::vector<MemberResult> r = {Member("lo", 0, {0, 0, 0}), Member("hi", 0, {2, 2, 2})};
+  EnsembleSummary s = SummariseEnsemble(r, {1.5f, 2.5f, 4.0f});
+  REQUIRE(s.calibrated);
+  CHECK(s.coverage_1sigma == Approx(1.0 / 3));
+  CHECK(s.coverage_2sigma == Approx(2.0 / 3));
+  // Per row 0.5 ln(2 pi) + ln 1 + e^2 / 2: e^2 / 2 = 0.125, 1.125, 4.5; mean 5.75 / 3.
+  CHECK(s.ensemble_gaussian_nll == Approx(kHalfLog2Pi + 5.75 / 3));
+  CHECK(s.coverage_1sigma_per_target.empty());  // one target: no per-target lists
+
+  // ThreeMembers (above): per row (error, sigma) = (0, sqrt(2/3)), (0, 0), (1, sqrt 2), (1, sqrt(2/3)).
+  // Row 1's members agree exactly: sigma 0 is floored at 1e-6, and its error 0 is inside both.
+  // Row 3's error 1 > sqrt(2/3) = 0.816 but <= 2 sqrt(2/3): coverage 3/4 and 4/4.
+  // NLL rows: c + 0.5 ln(2/3); c + ln 1e-6; c + 0.5 ln 2 + 1/4; c + 0.5 ln(2/3) + 3/4 (c = 0.5 ln 2 pi).
+  EnsembleSummary t = SummariseEnsemble(ThreeMembers(), kHoldoutY);
+  CHECK(t.coverage_1sigma == Approx(0.75));
+  CHECK(t.coverage_2sigma == Approx(1.0));
+  const double nll3 = kHalfLog2Pi + (std::log(2.0 / 3) + std::log(1e-6) + 0.5 * std::log(2.0) + 1.0) / 4;
+  CHECK(t.ensemble_gaussian_nll == Approx(nll3));
+  nlohmann::json j = t.ToJson();
+  CHECK(j["coverage_1sigma"].get<double>() == Approx(0.75));
+  CHECK(j["coverage_2sigma"].get<double>() == Approx(1.0));
+  CHECK(j["ensemble_gaussian_nll"].get<double>() == Approx(nll3));
+
+  // One member has no spread to judge: no calibration figures.
+  EnsembleSummary one = SummariseEnsemble({Member("solo", 0.7, {1, 2, 5, 4})}, kHoldoutY);
+  CHECK_FALSE(one.calibrated);
+  CHECK_FALSE(one.ToJson().contains("coverage_1sigma"));
+}
+
+TEST_CASE("Several targets: calibration per target, and their mean", "[summary][calibration]") {
+  // As the several-targets case above: t0 is ThreeMembers' column; t1 is exact, its members at
+  // -2, +2, 0 around it (sigma sqrt(8/3) every row, error 0: covered, NLL c + 0.5 ln(8/3)).
+  const std::vector<float> y = {1, 10, 2, 20, 3, 30, 4, 40};
+  std::vector<MemberResult> members = {Member("a", 0.5, {1, 8, 2, 18, 3, 28, 4, 38}),
+                                       Member("b", 1.0, {2, 12, 2, 22, 3, 32, 6, 42}),
+                                       Member("c", 1.5, {0, 10, 2, 20, 6, 30, 5, 40})};
+  EnsembleSummary s = SummariseEnsemble(members, y, 0, false, 2);
+  REQUIRE(s.coverage_1sigma_per_target.size() == 2);
+  REQUIRE(s.coverage_2sigma_per_target.size() == 2);
+  REQUIRE(s.ensemble_gaussian_nll_per_target.size() == 2);
+  CHECK(s.coverage_1sigma_per_target[0] == Approx(0.75));
+  CHECK(s.coverage_1sigma_per_target[1] == Approx(1.0));
+  CHECK(s.coverage_2sigma_per_target[0] == Approx(1.0));
+  CHECK(s.coverage_2sigma_per_target[1] == Approx(1.0));
+  const double nll0 = kHalfLog2Pi + (std::log(2.0 / 3) + std::log(1e-6) + 0.5 * std::log(2.0) + 1.0) / 4;
+  const double nll1 = kHalfLog2Pi + 0.5 * std::log(8.0 / 3);
+  CHECK(s.ensemble_gaussian_nll_per_target[0] == Approx(nll0));
+  CHECK(s.ensemble_gaussian_nll_per_target[1] == Approx(nll1));
+  CHECK(s.coverage_1sigma == Approx(0.875));
+  CHECK(s.coverage_2sigma == Approx(1.0));
+  CHECK(s.ensemble_gaussian_nll == Approx((nll0 + nll1) / 2));
+  nlohmann::json j = s.ToJson();
+  CHECK(j["coverage_1sigma_per_target"].size() == 2);
+  CHECK(j["coverage_2sigma_per_target"].size() == 2);
+  CHECK(j["ensemble_gaussian_nll_per_target"][1].get<double>() == Approx(nll1));
+}
+
+TEST_CASE("Gaussian heads: calibration uses the mixture's total std", "[summary][calibration]") {
+  // Two members, rows of [mean, variance]:
+  //   row 0: N(0, 1), N(2, 1), y = 2.2: mean 1, sigma^2 = 1 (mean variance) + 1 (variance of
+  //          {0, 2}) = 2; error 1.2 <= sqrt 2 = 1.414: inside 1 sigma (the aleatoric std 1 alone
+  //          would miss it). NLL c + 0.5 ln 2 + 1.44 / 4.
+  //   row 1: N(1, 0.25), N(1, 0.75), y = 2: sigma^2 = 0.5; error 1 > 0.707 but <= 1.414: inside
+  //          2 sigma only. NLL c + 0.5 ln 0.5 + 1 / 1.
+  //   row 2: N(0, 1) twice, y = 3: sigma 1, error 3: outside both. NLL c + 4.5.
+  // Coverage 1/3 and 2/3; NLL c + (0.36 + 1 + 4.5) / 3 (the 0.5 ln 2 terms cancel).
+  MemberResult a = Member("a", 0, {0.0f, 1.0f, 1.0f, 0.25f, 0.0f, 1.0f});
+  MemberResult b = Member("b", 0, {2.0f, 1.0f, 1.0f, 0.75f, 0.0f, 1.0f});
+  EnsembleSummary s = SummariseEnsemble({a, b}, {2.2f, 2.0f, 3.0f}, 0, true);
+  REQUIRE(s.calibrated);
+  CHECK(s.coverage_1sigma == Approx(1.0 / 3));
+  CHECK(s.coverage_2sigma == Approx(2.0 / 3));
+  CHECK(s.ensemble_gaussian_nll == Approx(kHalfLog2Pi + (0.36 + 1 + 4.5) / 3).epsilon(1e-6));
+  nlohmann::json j = s.ToJson();
+  CHECK(j["coverage_1sigma"].get<double>() == Approx(1.0 / 3));
+  CHECK(j.contains("ensemble_nll"));  // the mixture's own density's NLL stays beside it
+  CHECK(j["ensemble_gaussian_nll"].get<double>() != Approx(j["ensemble_nll"].get<double>()));
+}
+
+TEST_CASE("Classification: the expected calibration error over 15 equal-width bins, by hand",
+          "[summary][calibration]") {
+  // Two classes, four rows; each row's mean probabilities (members a and b average to them):
+  //   row 0: {0.9, 0.1},   label 0: confidence 0.90, right  -> bin 13 (13/15, 14/15] = (0.867, 0.933]
+  //   row 1: {0.08, 0.92}, label 0: confidence 0.92, wrong  -> bin 13
+  //   row 2: {0.45, 0.55}, label 1: confidence 0.55, right  -> bin 8  (0.533, 0.600]
+  //   row 3: {0.75, 0.25}, label 0: confidence 0.75, right  -> bin 11 (0.733, 0.800]
+  // ECE = 2/4 |1/2 - 0.91| + 1/4 |1 - 0.55| + 1/4 |1 - 0.75| = 0.205 + 0.1125 + 0.0625 = 0.38.
+  MemberResult a = Member("a", 0, {0.95f, 0.05f, 0.06f, 0.94f, 0.40f, 0.60f, 0.70f, 0.30f});
+  MemberResult b = Member("b", 0, {0.85f, 0.15f, 0.10f, 0.90f, 0.50f, 0.50f, 0.80f, 0.20f});
+  EnsembleSummary s = SummariseEnsemble({a, b}, {0.0f, 0.0f, 1.0f, 0.0f}, 2);
+  CHECK(s.ensemble_accuracy == Approx(0.75));
+  CHECK(s.ensemble_ece == Approx(0.38).epsilon(1e-6));
+  CHECK(s.ToJson()["ensemble_ece"].get<double>() == Approx(0.38).epsilon(1e-6));
+  CHECK_FALSE(s.ToJson().contains("coverage_1sigma"));
+
+  // Certain and right everywhere: confidence 1 is in the last bin, and the ECE is 0.
+  EnsembleSummary sure = SummariseEnsemble({Member("m", 0, {1.0f, 0.0f, 0.0f, 1.0f})}, {0.0f, 1.0f}, 2);
+  CHECK(sure.ensemble_ece == Approx(0.0).margin(1e-12));
+  // Certain and wrong everywhere: ECE 1.
+  EnsembleSummary wrong = SummariseEnsemble({Member("m", 0, {1.0f, 0.0f, 0.0f, 1.0f})}, {1.0f, 0.0f}, 2);
+  CHECK(wrong.ensemble_ece == Approx(1.0));
 }
 
 TEST_CASE("Several targets: each target's ensemble RMSE, their mean, and the disagreement averaged", "[summary]") {

@@ -46,6 +46,13 @@ TEST_CASE("a run of Gaussian heads scores its mixture, predicts its uncertainty 
     CHECK(e["mean_aleatoric_std"].get<double>() > 0.3);
     CHECK(e["mean_epistemic_std"].get<double>() > 0.0);
     CHECK(e["mean_disagreement"] == e["mean_epistemic_std"]);
+    // Calibration of the mixture's mean +- its total std on the holdout.
+    const double c1 = e["coverage_1sigma"].get<double>(), c2 = e["coverage_2sigma"].get<double>();
+    CHECK(c1 >= 0.0);
+    CHECK(c1 <= c2);
+    CHECK(c2 <= 1.0);
+    CHECK(c2 > 0.5);  // a Gaussian's 2 sigma holds 95%; a head that models its noise is not far off
+    CHECK(std::isfinite(e["ensemble_gaussian_nll"].get<double>()));
     for (const auto& m : summary["members"]) CHECK(m.contains("holdout_nll"));
   }
 

@@ -231,6 +231,12 @@ TEST_CASE("GET /metrics: Prometheus text format, values that match the journal, 
   REQUIRE(error.size() == rmse.size());
   for (size_t r = 0; r < error.size(); ++r) CHECK(error[r].value == Approx(rmse[r].value).epsilon(1e-6));
   CHECK(Find(e, "ensembled_ensemble_accuracy").empty());
+  // Calibration: the last committed round's, as its summary has it (four members: a spread).
+  const json& summary = last["summary"];
+  CHECK(One(e, "ensembled_round_coverage_1sigma") == Approx(summary["coverage_1sigma"].get<double>()).epsilon(1e-9));
+  CHECK(One(e, "ensembled_round_coverage_2sigma") == Approx(summary["coverage_2sigma"].get<double>()).epsilon(1e-9));
+  CHECK(One(e, "ensembled_round_holdout_nll") == Approx(summary["ensemble_gaussian_nll"].get<double>()).epsilon(1e-9));
+  CHECK(Find(e, "ensembled_round_ece").empty());
   auto rss = Find(e, "ensembled_worker_rss_bytes");
   CHECK(rss.size() == kWorkers);
   for (const auto& s : rss) {
@@ -353,6 +359,48 @@ TEST_CASE("GPU series are valid exposition with gpu and uuid labels - readings N
   CHECK(got["ensembled_gpu_worker_memory_bytes{run=\"g\",slot=\"3\",gpu=\"1\",uuid=\"GPU-bbbb\"}"] == 512.0 * 1048576);
   CHECK(got.size() == 10);  // 5 families x 2 GPUs - 1 missing power + 1 worker
   CHECK(e.types["ensembled_gpu_temperature_celsius"] == "gauge");
+}
+
+TEST_CASE("calibration gauges are the last committed round's - left out where its summary has none",
+          "[service][metrics][calibration]") {
+  RunSnapshot s;
+  s.run_name = "c";
+  s.task_seconds_buckets.assign(s.task_seconds_bucket_bounds.size(), 0);
+  RoundView old;  // a round summarised before calibration
+  old.round = 0;
+  RoundView r;
+  r.round = 1;
+  r.coverage_1sigma = 0.25;
+  r.coverage_2sigma = 0.5;
+  r.holdout_nll = -0.75;  // a Gaussian NLL may be negative
+  s.rounds_done = {old, r};
+  Exposition e = ParseExposition(RenderPrometheus(s));
+  INFO(Joined(e.problems, "\n"));
+  CHECK(e.problems.empty());
+  CHECK(One(e, "ensembled_round_coverage_1sigma") == 0.25);
+  CHECK(One(e, "ensembled_round_coverage_2sigma") == 0.5);
+  CHECK(One(e, "ensembled_round_holdout_nll") == -0.75);
+  CHECK(Find(e, "ensembled_round_ece").empty());
+  CHECK(e.types["ensembled_round_holdout_nll"] == "gauge");
+  CHECK(Find(e, "ensembled_round_coverage_1sigma")[0].labels == "run=\"c\"");
+
+  RoundView c;
+  c.round = 2;
+  c.metric = "accuracy";
+  c.holdout_nll = 0.3;
+  c.ece = 0.04;
+  s.rounds_done = {c};
+  e = ParseExposition(RenderPrometheus(s));
+  CHECK(e.problems.empty());
+  CHECK(One(e, "ensembled_round_ece") == 0.04);
+  CHECK(One(e, "ensembled_round_holdout_nll") == 0.3);
+  CHECK(Find(e, "ensembled_round_coverage_1sigma").empty());
+
+  s.rounds_done = {r, old};  // the last round has none: nothing, not an older round's
+  e = ParseExposition(RenderPrometheus(s));
+  CHECK(e.problems.empty());
+  CHECK(Find(e, "ensembled_round_coverage_1sigma").empty());
+  CHECK(Find(e, "ensembled_round_holdout_nll").empty());
 }
 
 }  // namespace
