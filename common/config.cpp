@@ -296,8 +296,13 @@ void ReadGpus(Validator& v, const json& obj, const std::string& ptr, ResourcesSp
     r->gpus_mode = j->get<std::string>();
     return;
   }
+  if (j->is_number_integer() && j->get<int64_t>() >= 1 && j->get<int64_t>() <= 4096) {
+    r->gpus_mode = "count";
+    r->gpu_count = j->get<int>();
+    return;
+  }
   if (!j->is_array() || j->empty()) {
-    v.Expect(p, "must be \"auto\", \"none\" or a non-empty array of GPU indices or UUIDs", *j);
+    v.Expect(p, "must be \"auto\", \"none\", a GPU count in [1, 4096] or a non-empty array of GPU indices or UUIDs", *j);
     return;
   }
   std::vector<std::string> list;
@@ -752,7 +757,9 @@ nlohmann::json ConfigToJson(const Config& c) {
   json members = json::array();
   for (const MemberSpec& m : c.members) members.push_back(MemberToJson(m));
   const DataSpec& d = c.data;
-  json gpus = c.resources.gpus_mode == "list" ? json(c.resources.gpu_list) : json(c.resources.gpus_mode);
+  json gpus = c.resources.gpus_mode == "list"    ? json(c.resources.gpu_list)
+             : c.resources.gpus_mode == "count" ? json(c.resources.gpu_count)
+                                                : json(c.resources.gpus_mode);
   json out = {{"run_name", c.run_name},
           {"state_dir", c.state_dir},
           {"run_seed", c.run_seed},

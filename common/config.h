@@ -101,9 +101,12 @@ struct SlurmSpec {
 };
 
 struct ResourcesSpec {
-  // "auto" | "none" | explicit list of GPU indices or UUIDs (as strings). Default: "auto"
+  // "auto" | "none" | "count" (gpu_count GPUs: the first usable ones; under `ensembled serve`
+  // any free ones of the daemon's) | "list" (gpu_list: GPU indices or UUIDs, as strings).
+  // Default: "auto"
   std::string gpus_mode = "auto";
-  std::vector<std::string> gpu_list;
+  int gpu_count = 0;                  // gpus_mode "count": >= 1
+  std::vector<std::string> gpu_list;  // gpus_mode "list"
   int workers_per_gpu = 1;       // >= 1. Default: 1
   int cpu_workers = 2;           // workers when no GPU is used, >= 1. Default: 2
   int threads_per_worker = 1;    // intra-op threads of every task, >= 1. Default: 1

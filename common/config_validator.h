@@ -264,7 +264,7 @@ class Validator {
   std::set<std::string> seen_;
 };
 
-// resources.gpus of `obj` (at `ptr`): "auto", "none" or a list of indices/UUIDs.
+// resources.gpus of `obj` (at `ptr`): "auto", "none", a count in [1, 4096] or a list of indices/UUIDs.
 void ReadGpus(Validator& v, const json& obj, const std::string& ptr, ResourcesSpec* r);
 // The "service" section of `root` (control_socket, http_port, http_bind, log_file).
 void ReadService(Validator& v, const json& root, const std::string& base_dir, ServiceSpec* sv);

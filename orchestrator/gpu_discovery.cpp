@@ -151,6 +151,14 @@ StatusOr<std::vector<WorkerPlacement>> PlanWorkers(const ResourcesSpec& r, const
   std::vector<std::string> ids;
   if (r.gpus_mode == "auto") {
     for (const auto& d : usable.devices) ids.push_back(d.id);
+  } else if (r.gpus_mode == "count") {
+    if (static_cast<int>(usable.devices.size()) < r.gpu_count) {
+      std::string given = usable.inherited ? "CUDA_VISIBLE_DEVICES=" + *usable.inherited + " of this process"
+                                           : std::to_string(inv.gpus.size()) + " GPU(s) found (" + inv.source + ")";
+      return Status::InvalidArgument("/resources/gpus: " + std::to_string(r.gpu_count) + " GPUs asked; this process may use " +
+                                     std::to_string(usable.devices.size()) + " (" + given + ")");
+    }
+    for (int i = 0; i < r.gpu_count; ++i) ids.push_back(usable.devices[static_cast<size_t>(i)].id);
   } else if (r.gpus_mode == "list") {
     for (size_t i = 0; i < r.gpu_list.size(); ++i) {
       const std::string& want = r.gpu_list[i];

@@ -72,7 +72,9 @@ struct WorkerPlacement {
 };
 
 // gpus "none", or nothing usable under "auto": cpu_workers CPU slots; otherwise
-// workers_per_gpu slots per device (slot order: device-major). A "list" entry (an index, a
+// workers_per_gpu slots per device (slot order: device-major). A count N takes the first N
+// usable devices (in CUDA_VISIBLE_DEVICES's order when inherited, else PCI order); fewer is
+// InvalidArgument naming /resources/gpus. A "list" entry (an index, a
 // UUID or a unique UUID prefix, a MIG UUID) must be one of the usable devices: else
 // InvalidArgument naming /resources/gpus/<i>. Listed indices are physical (nvidia-smi's),
 // not positions inside an inherited CUDA_VISIBLE_DEVICES.

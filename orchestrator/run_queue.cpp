@@ -61,6 +61,13 @@ StatusOr<RunAsk> GrantPool::AskOf(const ResourcesSpec& r) const {
     for (const ServeGpu& g : gpus_) ask.gpus.push_back(g.id);
     return ask;
   }
+  if (r.gpus_mode == "count") {
+    if (r.gpu_count > static_cast<int>(gpus_.size()))
+      return Status::InvalidArgument("/resources/gpus: asks " + std::to_string(r.gpu_count) + " GPUs; this daemon has " +
+                                     std::to_string(gpus_.size()));
+    ask.gpu_count = r.gpu_count;
+    return ask;
+  }
   for (size_t i = 0; i < r.gpu_list.size(); ++i) {
     const std::string& want = r.gpu_list[i];
     std::vector<std::string> hits;
@@ -84,6 +91,11 @@ int GrantPool::free_gpus() const {
 }
 
 std::string GrantPool::WhyNotNow(const RunAsk& ask) const {
+  if (ask.gpu_count > 0) {
+    if (ask.gpu_count <= free_gpus()) return "";
+    return "needs " + std::to_string(ask.gpu_count) + (ask.gpu_count == 1 ? " GPU, " : " GPUs, ") +
+           std::to_string(free_gpus()) + " free";
+  }
   if (ask.gpus.empty()) {
     if (ask.cpu_workers <= free_cpu_workers()) return "";
     return "needs " + std::to_string(ask.cpu_workers) + " CPU workers, " + std::to_string(free_cpu_workers()) + " free";
@@ -96,9 +108,20 @@ std::string GrantPool::WhyNotNow(const RunAsk& ask) const {
 }
 
 Grant GrantPool::Take(const RunAsk& ask) {
-  for (const std::string& id : ask.gpus) gpu_taken_[id] = true;
-  cpu_used_ += ask.cpu_workers;
-  return ask;
+  Grant g = ask;
+  if (ask.gpu_count > 0) {
+    std::vector<const ServeGpu*> by_index;
+    for (const ServeGpu& gpu : gpus_) by_index.push_back(&gpu);
+    std::stable_sort(by_index.begin(), by_index.end(),
+                     [](const ServeGpu* a, const ServeGpu* b) { return a->index < b->index; });
+    g.gpus.clear();
+    for (const ServeGpu* gpu : by_index)
+      if (static_cast<int>(g.gpus.size()) < ask.gpu_count && !gpu_taken_[gpu->id]) g.gpus.push_back(gpu->id);
+    g.gpu_count = 0;
+  }
+  for (const std::string& id : g.gpus) gpu_taken_[id] = true;
+  cpu_used_ += g.cpu_workers;
+  return g;
 }
 
 void GrantPool::Release(const Grant& g) {
@@ -149,6 +172,7 @@ std::vector<ServedRun*> RunQueue::StartNow(std::vector<ServedRun*> runs, double 
 }
 
 std::string DescribeGrant(const Grant& g) {
+  if (g.gpu_count > 0) return std::to_string(g.gpu_count) + " GPU" + (g.gpu_count == 1 ? "" : "s") + " (any free)";
   if (g.gpus.empty()) return std::to_string(g.cpu_workers) + " CPU worker" + (g.cpu_workers == 1 ? "" : "s");
   std::string ids;
   for (const std::string& id : g.gpus) ids += (ids.empty() ? "" : ", ") + id;

@@ -16,7 +16,8 @@
 //   the machine can never meet; it is never a run's way out of another state but this one.
 //
 // GrantPool: the daemon's GPUs (by UUID, else index) and CPU worker slots; a grant is whole
-// GPUs, exclusively, or CPU worker slots when the run uses no GPU.
+// GPUs, exclusively, or CPU worker slots when the run uses no GPU. A run asks for named GPUs
+// (a list, "auto") or for a count of them: any free ones, the lowest indices first.
 // Order: runs that were running when the daemon stopped first (they resume), then the highest
 // priority, then the oldest submission. A run whose ask does not fit now waits and the ones
 // after it may start (a small run is not held up by a big one; a big one may wait long).
@@ -46,13 +47,15 @@ struct ServeGpu {
   int index = 0;      // physical (nvidia-smi's) index
 };
 
-// What a run asks: GPUs (device ids of the daemon's), or CPU worker slots.
+// What a run asks: named GPUs (device ids of the daemon's), a count of any of them, or CPU
+// worker slots.
 struct RunAsk {
-  std::vector<std::string> gpus;  // empty: a CPU run
+  std::vector<std::string> gpus;  // these GPUs (empty with gpu_count 0: a CPU run)
   int cpu_workers = 0;            // a CPU run's workers
+  int gpu_count = 0;              // > 0: this many of the daemon's GPUs, whichever are free
 };
 
-// What a run was given. Same shape as its ask.
+// What a run was given. Same shape as its ask, but a grant always names its GPUs (gpu_count 0).
 using Grant = RunAsk;
 
 class GrantPool {
@@ -62,12 +65,13 @@ class GrantPool {
   int cpu_workers() const { return cpu_workers_; }
   // The ask of a run config: gpus "none", or "auto" on a daemon without GPUs: its cpu_workers;
   // "auto": every GPU of the daemon; a list: those GPUs (indices or UUIDs/prefixes of the
-  // daemon's). InvalidArgument, naming the config's pointer, when the machine can never meet
-  // it (a GPU the daemon does not have, more CPU workers than it has, a Slurm run).
+  // daemon's); a count: that many, any of them. InvalidArgument, naming the config's pointer,
+  // when the machine can never meet it (a GPU the daemon does not have, more GPUs or CPU
+  // workers than it has, a Slurm run).
   StatusOr<RunAsk> AskOf(const ResourcesSpec& r) const;
   // "" when the ask can be granted now, else why not ("needs 4 GPUs, 2 free").
   std::string WhyNotNow(const RunAsk& ask) const;
-  // REQUIRES: WhyNotNow(ask) is "".
+  // REQUIRES: WhyNotNow(ask) is "". A count takes the free GPUs of the lowest indices.
   Grant Take(const RunAsk& ask);
   void Release(const Grant& g);
   int free_cpu_workers() const { return cpu_workers_ - cpu_used_; }
@@ -120,7 +124,7 @@ class RunQueue {
   GrantPool pool_;
 };
 
-// "2 GPUs (GPU-aa.., GPU-bb..)", "2 CPU workers".
+// "2 GPUs (GPU-aa.., GPU-bb..)", "2 GPUs (any free)" (a count's ask), "2 CPU workers".
 std::string DescribeGrant(const Grant& g);
 
 }  // namespace ens

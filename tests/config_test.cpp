@@ -216,8 +216,8 @@ TEST_CASE("wrong types are errors", "[config]") {
   RequireOnlyError(flag, "/members/defaults/early_stopping/enabled", "true or false");
 
   json gpus = Minimal();
-  gpus["resources"] = {{"gpus", 2}};
-  RequireOnlyError(gpus, "/resources/gpus", "\"auto\", \"none\" or a non-empty array");
+  gpus["resources"] = {{"gpus", "two"}};
+  RequireOnlyError(gpus, "/resources/gpus", "\"auto\", \"none\", a GPU count in [1, 4096] or a non-empty array");
 
   RequireOnlyError(json::array(), "", "must be an object");
 }
@@ -531,6 +531,24 @@ TEST_CASE("gpu lists accept indices and UUIDs", "[config]") {
   json stop = Minimal();
   stop["rounds"] = {{"stop_below_error", 0.25}};
   CHECK(MustParse(stop).rounds.stop_below_error == 0.25);
+}
+
+TEST_CASE("gpus may be a count - 0, a fraction or more than 4096 is an error at its pointer", "[config]") {
+  json doc = Minimal();
+  doc["resources"] = {{"gpus", 2}};
+  Config c = MustParse(doc);
+  CHECK(c.resources.gpus_mode == "count");
+  CHECK(c.resources.gpu_count == 2);
+  CHECK(ConfigToJson(c)["resources"]["gpus"] == 2);  // and back
+  for (const json& bad : {json(0), json(-1), json(1.5), json(5000)}) {
+    INFO(bad.dump());
+    doc["resources"]["gpus"] = bad;
+    std::vector<ConfigError> errors = Validate(doc);
+    INFO(Describe(errors));
+    REQUIRE(errors.size() == 1);
+    CHECK(errors[0].pointer == "/resources/gpus");
+    CHECK_THAT(errors[0].message, Catch::Contains("a GPU count in [1, 4096]"));
+  }
 }
 
 TEST_CASE("LoadConfigFile names the path and resolves against the file's folder", "[config]") {

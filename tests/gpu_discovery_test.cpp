@@ -184,6 +184,33 @@ TEST_CASE("a gpus list outside the inherited set is an error at its JSON pointer
         }) == 0);
 }
 
+TEST_CASE("a gpus count takes the first usable GPUs - more than there are is an error at /resources/gpus",
+          "[gpu][nvml]") {
+  CHECK(InChild([] {
+          ScopedEnv n("FAKE_NVML_GPUS", "4");
+          GpuInventory inv = FakeInventory();
+          ResourcesSpec r = Resources("count", 2, 1);
+          r.gpu_count = 2;
+          auto plan = PlanWorkers(r, *ResolveUsable(inv, std::nullopt), inv);  // GPUs 0 and 1, 2 workers each
+          if (!plan.ok() || plan->size() != 4 || (*plan)[0].gpu != FakeUuid(0) || (*plan)[1].gpu != FakeUuid(0) ||
+              (*plan)[3].gpu != FakeUuid(1))
+            return 1;
+          // Inside an inherited CUDA_VISIBLE_DEVICES (a served run's grant): in its order.
+          auto granted = ResolveUsable(inv, FakeUuid(3) + "," + FakeUuid(2));
+          r.workers_per_gpu = 1;
+          plan = PlanWorkers(r, *granted, inv);
+          if (!plan.ok() || plan->size() != 2 || (*plan)[0].gpu != FakeUuid(3) || (*plan)[1].gpu != FakeUuid(2)) return 2;
+          r.gpu_count = 3;
+          plan = PlanWorkers(r, *granted, inv);
+          if (plan.ok() || plan.status().message().rfind("/resources/gpus: 3 GPUs asked; this process may use 2 (", 0) != 0)
+            return 3;
+          GpuInventory none{"none", "", {}};  // a count needs GPUs: never CPU workers in their place
+          plan = PlanWorkers(r, *ResolveUsable(none, std::nullopt), none);
+          if (plan.ok() || plan.status().message().find("may use 0") == std::string::npos) return 4;
+          return 0;
+        }) == 0);
+}
+
 TEST_CASE("MIG instances are devices of their own, named by MIG UUID", "[gpu][nvml]") {
   CHECK(InChild([] {
           ScopedEnv n("FAKE_NVML_GPUS", "2"), mig("FAKE_NVML_MIG", "1:3");

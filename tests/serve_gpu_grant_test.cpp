@@ -31,11 +31,40 @@ std::set<std::string> PinnedGpus(const std::string& state_dir) {
   return out;
 }
 
-TEST_CASE("runs asking 2 of 4 fake GPUs get 2 UUIDs each and never share one", "[serve][integration][gpu]") {
-  ServeDaemonHarness d(2, "\"auto\"");
+// From the queue journal: the most runs that held GPUs at once; FAILs a GPU granted to two
+// runs at once.
+size_t MostAtOnceNoneShared(const std::string& queue_journal) {
+  auto recs = ReadJournal(queue_journal);
+  REQUIRE(recs.ok());
+  std::map<std::string, std::vector<std::string>> holding;  // run -> its GPUs, while it runs
+  size_t most_at_once = 0;
+  for (const auto& r : *recs) {
+    std::string run = r.value("run", "");
+    if (r["event"] == "started") {
+      for (const auto& [other, gpus] : holding)
+        for (const auto& g : r["gpus"]) {
+          INFO(run << " got " << g << " while " << other << " ran");
+          CHECK(std::find(gpus.begin(), gpus.end(), g.get<std::string>()) == gpus.end());
+        }
+      holding[run] = r["gpus"].get<std::vector<std::string>>();
+      most_at_once = std::max(most_at_once, holding.size());
+    } else if (r["event"] == "ended") {
+      holding.erase(run);
+    }
+  }
+  return most_at_once;
+}
+
+EnvChanges FourFakeGpus() {
   EnvChanges env;
   env.set = {{"ENSEMBLED_NVML_LIBRARY", ENS_FAKE_NVML}, {"FAKE_NVML_GPUS", "4"}, {"ENSEMBLED_TEST_CUDA_SEES", "given"}};
   env.unset = {"ENSEMBLED_GPU_COUNT", "CUDA_VISIBLE_DEVICES"};
+  return env;
+}
+
+TEST_CASE("runs asking 2 of 4 fake GPUs get 2 UUIDs each and never share one", "[serve][integration][gpu]") {
+  ServeDaemonHarness d(2, "\"auto\"");
+  EnvChanges env = FourFakeGpus();
   WriteText(d.runs_dir() + "/low.json", TinyRunConfig("low", 1, 1, "", 4, 20, "[0, 1]"));
   WriteText(d.runs_dir() + "/high.json", TinyRunConfig("high", 1, 1, "", 4, 20, "[\"" + FakeUuid(2) + "\", 3]"));
   WriteText(d.runs_dir() + "/middle.json", TinyRunConfig("middle", 1, 1, "", 2, 2, "[1, 2]"));
@@ -59,25 +88,49 @@ TEST_CASE("runs asking 2 of 4 fake GPUs get 2 UUIDs each and never share one", "
   CHECK_THAT(ReadText(d.StateDir("low") + "/serve.log"),
              Catch::Contains("CUDA_VISIBLE_DEVICES=" + FakeUuid(0) + "," + FakeUuid(1)));
   // From the queue journal: no GPU granted to two runs at once.
-  auto recs = ReadJournal(d.QueueJournal());
-  REQUIRE(recs.ok());
-  std::map<std::string, std::vector<std::string>> holding;  // run -> its GPUs, while it runs
-  size_t most_at_once = 0;
-  for (const auto& r : *recs) {
-    std::string run = r.value("run", "");
-    if (r["event"] == "started") {
-      for (const auto& [other, gpus] : holding)
-        for (const auto& g : r["gpus"]) {
-          INFO(run << " got " << g << " while " << other << " ran");
-          CHECK(std::find(gpus.begin(), gpus.end(), g.get<std::string>()) == gpus.end());
-        }
-      holding[run] = r["gpus"].get<std::vector<std::string>>();
-      most_at_once = std::max(most_at_once, holding.size());
-    } else if (r["event"] == "ended") {
-      holding.erase(run);
-    }
+  CHECK(MostAtOnceNoneShared(d.QueueJournal()) == 2);  // low and high side by side
+  CHECK(d.Stop() == 0);
+}
+
+TEST_CASE("runs asking a count of 2 of 4 fake GPUs get 2 UUIDs each, lowest free first, never shared - 5 is rejected",
+          "[serve][integration][gpu]") {
+  ServeDaemonHarness d(2, "\"auto\"");
+  WriteText(d.runs_dir() + "/one.json", TinyRunConfig("one", 1, 1, "", 4, 20, "2"));
+  WriteText(d.runs_dir() + "/two.json", TinyRunConfig("two", 1, 1, "", 4, 20, "2"));
+  WriteText(d.runs_dir() + "/three.json", TinyRunConfig("three", 1, 1, "", 2, 2, "2"));
+  WriteText(d.runs_dir() + "/five.json", TinyRunConfig("five", 1, 1, "", 2, 2, "5"));
+  d.Start(FourFakeGpus());
+  json five = d.Run("five");
+  CHECK(five["state"] == "rejected");
+  CHECK(five["errors"][0]["pointer"] == "/resources/gpus");
+  CHECK(five["errors"][0]["message"] == "asks 5 GPUs; this daemon has 4");
+  d.WaitUntil([&] { return d.RunChildren().size() == 2 || d.StateOf("three") == "finished"; }, 30, "two runs started");
+  json three = d.Run("three");
+  if (three["state"] == "queued" && d.RunChildren().size() == 2) CHECK(three["reason"] == "needs 2 GPUs, 0 free");
+  d.WaitUntil(
+      [&] {
+        for (const char* n : {"one", "two", "three"})
+          if (d.StateOf(n) != "finished") return false;
+        return true;
+      },
+      120, "every counted run finished");
+  std::set<std::string> seen;
+  for (const auto& r : QueueEvents(d.QueueJournal(), "started")) {
+    auto gpus = r["gpus"].get<std::vector<std::string>>();
+    INFO(r.dump());
+    REQUIRE(gpus.size() == 2);
+    std::string name = r["run"].get<std::string>();
+    CHECK(PinnedGpus(d.StateDir(name)) == std::set<std::string>(gpus.begin(), gpus.end()));
+    CHECK_THAT(ReadText(d.StateDir(name) + "/serve.log"), Catch::Contains("CUDA_VISIBLE_DEVICES=" + gpus[0] + "," + gpus[1]));
+    seen.insert(gpus.begin(), gpus.end());
   }
-  CHECK(most_at_once == 2);  // low and high side by side
+  // The first run took GPUs 0 and 1 (the lowest free), the second 2 and 3.
+  auto started = QueueEvents(d.QueueJournal(), "started");
+  REQUIRE(started.size() == 3);
+  CHECK(started[0]["gpus"] == json{FakeUuid(0), FakeUuid(1)});
+  CHECK(started[1]["gpus"] == json{FakeUuid(2), FakeUuid(3)});
+  CHECK(seen.size() == 4);
+  CHECK(MostAtOnceNoneShared(d.QueueJournal()) == 2);
   CHECK(d.Stop() == 0);
 }
 

@@ -107,6 +107,64 @@ TEST_CASE("GPUs are granted whole and exclusively - a run that does not fit says
   CHECK(b.grant.gpus == std::vector<std::string>{"GPU-bbbb", "GPU-cccc"});
 }
 
+ResourcesSpec GpuCount(int n) {
+  ResourcesSpec r;
+  r.gpus_mode = "count";
+  r.gpu_count = n;
+  return r;
+}
+
+TEST_CASE("a GPU count takes any free GPUs, the lowest indices first - more than the daemon has is refused",
+          "[serve][queue]") {
+  RunQueue q(GrantPool(FourGpus(), 2));
+  auto two = q.pool().AskOf(GpuCount(2));
+  REQUIRE(two.ok());
+  CHECK(two->gpu_count == 2);
+  CHECK(two->gpus.empty());
+  CHECK(DescribeGrant(*two) == "2 GPUs (any free)");
+  auto five = q.pool().AskOf(GpuCount(5));
+  REQUIRE_FALSE(five.ok());
+  CHECK(five.status().message() == "/resources/gpus: asks 5 GPUs; this daemon has 4");
+  GrantPool cpu_only({}, 2);
+  auto none = cpu_only.AskOf(GpuCount(1));
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.status().message() == "/resources/gpus: asks 1 GPUs; this daemon has 0");
+
+  ServedRun listed = Queued("listed", 1, *q.pool().AskOf(GpuList({"1"})));
+  ServedRun a = Queued("a", 2, *two), b = Queued("b", 3, *two);
+  ServedRun all = Queued("all", 4, *q.pool().AskOf(GpuCount(4)));
+  ServedRun one = Queued("one", 5, *q.pool().AskOf(GpuCount(1)));
+  CHECK(Names(q.StartNow({&listed, &a, &b, &all, &one}, 0)) == std::vector<std::string>{"listed", "a", "one"});
+  CHECK(a.grant.gpus == std::vector<std::string>{"GPU-aaaa", "GPU-cccc"});  // 1 is listed's
+  CHECK(a.grant.gpu_count == 0);  // a grant names its GPUs
+  CHECK(DescribeGrant(a.grant) == "2 GPUs (GPU-aaaa, GPU-cccc)");
+  CHECK(one.grant.gpus == std::vector<std::string>{"GPU-dddd"});
+  CHECK(b.reason == "needs 2 GPUs, 1 free");
+  CHECK(all.reason == "needs 4 GPUs, 1 free");  // (said before "one", behind it, took the last)
+  CHECK(q.pool().free_gpus() == 0);
+  REQUIRE(q.Move(listed, RunState::kFinished).ok());
+  REQUIRE(q.Move(one, RunState::kFinished).ok());
+  CHECK(Names(q.StartNow({&listed, &a, &b, &all, &one}, 0)) == std::vector<std::string>{"b"});
+  CHECK(b.grant.gpus == std::vector<std::string>{"GPU-bbbb", "GPU-dddd"});
+  std::set<std::string> held(a.grant.gpus.begin(), a.grant.gpus.end());
+  for (const std::string& id : b.grant.gpus) CHECK(held.insert(id).second);  // none shared
+  REQUIRE(q.Move(a, RunState::kFinished).ok());
+  REQUIRE(q.Move(b, RunState::kFinished).ok());
+  CHECK(Names(q.StartNow({&listed, &a, &b, &all, &one}, 0)) == std::vector<std::string>{"all"});
+  CHECK(all.grant.gpus.size() == 4);
+  REQUIRE(q.Move(all, RunState::kFinished).ok());
+  CHECK(q.pool().free_gpus() == 4);
+
+  // "Lowest index" is the physical index, whatever order the daemon lists its GPUs in.
+  RunQueue shuffled(GrantPool({{"GPU-three", 3}, {"GPU-one", 1}, {"GPU-two", 2}}, 1));
+  ServedRun first = Queued("first", 1, *shuffled.pool().AskOf(GpuCount(1)));
+  REQUIRE(shuffled.StartNow({&first}, 0).size() == 1);
+  CHECK(first.grant.gpus == std::vector<std::string>{"GPU-one"});
+  ServedRun lone = Queued("lone", 2, *shuffled.pool().AskOf(GpuCount(3)));
+  CHECK(shuffled.StartNow({&first, &lone}, 0).empty());
+  CHECK(lone.reason == "needs 3 GPUs, 2 free");
+}
+
 TEST_CASE("CPU worker slots: three runs asking 2 of 2 run one at a time", "[serve][queue]") {
   RunQueue q(GrantPool({}, 2));
   ServedRun a = Queued("a", 1, {{}, 2}), b = Queued("b", 2, {{}, 2}), c = Queued("c", 3, {{}, 2});
