@@ -104,6 +104,21 @@ TEST_CASE("a run of two targets scores each, predicts and exports both, and veri
     CHECK(rb < 0.25 * std_b);
     CHECK(e["ensemble_rmse"].get<double>() == Approx((ra + rb) / 2));
     CHECK(e["mean_disagreement"].get<double>() > 0.0);
+    // Calibration per target (each in [0, 1], 2 sigma covering at least what 1 sigma does), and the means.
+    REQUIRE(e["coverage_1sigma_per_target"].size() == 2);
+    REQUIRE(e["coverage_2sigma_per_target"].size() == 2);
+    REQUIRE(e["ensemble_gaussian_nll_per_target"].size() == 2);
+    for (int t = 0; t < 2; ++t) {
+      const double c1 = e["coverage_1sigma_per_target"][t], c2 = e["coverage_2sigma_per_target"][t];
+      CHECK(0.0 <= c1);
+      CHECK(c1 <= c2);
+      CHECK(c2 <= 1.0);
+    }
+    CHECK(e["coverage_1sigma"].get<double>() ==
+          Approx((e["coverage_1sigma_per_target"][0].get<double>() + e["coverage_1sigma_per_target"][1].get<double>()) / 2));
+    CHECK(e["ensemble_gaussian_nll"].get<double>() ==
+          Approx((e["ensemble_gaussian_nll_per_target"][0].get<double>() +
+                  e["ensemble_gaussian_nll_per_target"][1].get<double>()) / 2));
     for (const auto& m : summary["members"]) CHECK(m["holdout_rmse_per_target"].size() == 2);
   }
 
