@@ -546,6 +546,18 @@ void ServeDaemon::Cancel(ServedRun& run, const std::string& why) {
   }
 }
 
+std::string ServeDaemon::QueueStatus() const {
+  std::map<RunState, int> n;
+  for (const auto& [name, run] : runs_) ++n[run.state];
+  std::string s = std::to_string(n[RunState::kRunning] + n[RunState::kStopping]) + " running, " +
+                  std::to_string(n[RunState::kQueued]) + " queued";
+  if (int ended = n[RunState::kFinished] + n[RunState::kFailed] + n[RunState::kCancelled]; ended > 0)
+    s += "; " + std::to_string(n[RunState::kFinished]) + " finished, " + std::to_string(n[RunState::kFailed]) +
+         " failed, " + std::to_string(n[RunState::kCancelled]) + " cancelled";
+  if (!rejected_.empty()) s += "; " + std::to_string(rejected_.size()) + " rejected";
+  return s;
+}
+
 void ServeDaemon::HandleSignals() {
   struct signalfd_siginfo si;
   while (opts_.signal_fd >= 0 && ::read(opts_.signal_fd, &si, sizeof(si)) == sizeof(si)) {
@@ -573,8 +585,10 @@ int ServeDaemon::Run() {
     if (stop_signals_ > 0 && children_.empty()) break;
     StartRuns();
     notifier_.MaybePingWatchdog();
+    notifier_.Status(QueueStatus());
     if (http_) http_->Publish(List()["runs"]);
     int timeout = kIdleWakeMs;
+    if (int ping = notifier_.watchdog_ping_ms(); ping > 0) timeout = std::min(timeout, ping);
     for (const auto& [name, run] : runs_)
       if (run.state == RunState::kQueued && run.not_before > Now())
         timeout = std::min(timeout, static_cast<int>((run.not_before - Now()) * 1000) + 1);

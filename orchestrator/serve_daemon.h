@@ -17,7 +17,8 @@
 // started, in the same wake-up; SIGHUP: re-read runs_dir), each run's output pipe, an inotify
 // watch on runs_dir (a file added, changed or removed), the control socket (ensemblectl submit,
 // list, cancel and the per-run commands) and a timeout of at most 5 s (a crashed run's restart time, the watchdog).
-// Idle, it sleeps in that poll.
+// Idle, it sleeps in that poll. Under systemd it says READY=1 once it listens, STATUS= with
+// its runs, and pings the watchdog from that loop (whose timeout is then at most WatchdogSec/2).
 // Single-threaded.
 #pragma once
 
@@ -92,6 +93,8 @@ class ServeDaemon {
   void Cancel(ServedRun& run, const std::string& why);
   void End(ServedRun& run, RunState to, const std::string& reason);
   void HandleSignals();
+  // systemd's STATUS=: "2 running, 1 queued; 3 finished, 0 failed, 1 cancelled; 1 rejected".
+  std::string QueueStatus() const;
   nlohmann::json Handle(const nlohmann::json& req, const ControlPeer& peer);
   nlohmann::json Submit(const nlohmann::json& req, const ControlPeer& peer);
   // A command on one run by name (orchestrator/serve_run_commands.cpp): locate (its view and

@@ -19,6 +19,8 @@ class SystemdNotifier {
   void Stopping();
   void MaybePingWatchdog();              // call from the main loop; rate-limited
   bool ready_sent() const { return ready_; }
+  // How often the main loop must call MaybePingWatchdog (WatchdogSec/2) in ms; 0: no watchdog.
+  int watchdog_ping_ms() const { return static_cast<int>(watchdog_usec_ / 2000); }
 
  private:
   bool ready_ = false;

@@ -158,6 +158,84 @@ TEST_CASE("ensembled speaks systemd's notify protocol: READY after the workers, 
   }
 }
 
+// The unit runs `ensembled serve`: READY=1 once it listens, STATUS= with its runs, WATCHDOG=1
+// within WatchdogSec while it idles between runs (its poll() sleeps at most WatchdogSec/2, not
+// its usual 5 s), and STOPPING=1 after SIGTERM; its runs never see the notify variables.
+TEST_CASE("ensembled serve speaks systemd's notify protocol: READY, STATUS with its runs, WATCHDOG while idle, STOPPING",
+          "[service][notify][serve]") {
+  TempDir tmp;
+  std::filesystem::create_directories(tmp / "runs.d");
+  WriteText(tmp / "serve.json", R"({"runs_dir": "runs.d", "state_root": "state",
+      "resources": {"gpus": "none", "cpu_workers": 1}, "service": {"control_socket": ")" + tmp / "s.sock" + "\"}}");
+  NotifyListener notify(tmp / "notify.sock");
+  REQUIRE(notify.ok());
+  EnvChanges env;
+  env.set["NOTIFY_SOCKET"] = tmp / "notify.sock";
+  env.set["WATCHDOG_USEC"] = "1000000";  // WatchdogSec=1: a ping at least every 0.5 s
+  pid_t serve = SpawnNotifyEnv({BinaryPath("ensembled"), "serve", "--config", tmp / "serve.json"}, tmp / "out",
+                               tmp / "err", env, /*watchdog_pid_self=*/true);
+  Daemon d(serve);
+  double ready_at = -1;
+  while (notify.Now() < 20 && ready_at < 0 && !d.Exited())
+    for (const auto& m : notify.Poll(50))
+      if (Has(m.text, "READY=1")) ready_at = m.at_s;
+  INFO("stderr:\n" << ReadText(tmp / "err"));
+  REQUIRE(ready_at >= 0);
+  // Idle for 3 s, then a run (its `ensembled run` must not see NOTIFY_SOCKET), then idle again.
+  while (notify.Now() < ready_at + 3) notify.Poll(50);
+  const double idle_until = notify.Now();
+  WriteText(tmp / "runs.d/one.json", R"({"run_name": "one", "run_seed": 7, "resources": {"gpus": "none", "cpu_workers": 1},
+      "data": {"synthetic": {"initial_rows": 120, "pool_rows": 60, "holdout_rows": 60}},
+      "members": {"defaults": {"epochs": 2, "batch_size": 16, "layers": [{"units": 8}]}, "count": 1},
+      "mutation": {"policy": "none"}, "rounds": {"count": 1}})");
+  std::vector<std::string> run_env;
+  bool finished_status = false;
+  while (notify.Now() < idle_until + 60 && !finished_status) {
+    for (pid_t c : ChildrenOf(serve))
+      if (run_env.empty() && CmdlineOf(c).find(" run --config ") != std::string::npos) run_env = EnvironOf(c);
+    for (const auto& m : notify.Poll(20))
+      if (Has(m.text, "STATUS=0 running, 0 queued; 1 finished, 0 failed, 0 cancelled")) finished_status = true;
+  }
+  CHECK(finished_status);
+  const double term_at = notify.Now();
+  d.Signal(SIGTERM);
+  CHECK(d.WaitAtMost(30) == 0);
+  notify.Poll(50);
+  std::string transcript;
+  for (const auto& m : notify.all()) transcript += std::to_string(m.at_s) + ": " + m.text + "\n";
+  INFO("notify datagrams:\n" << transcript);
+  int readies = 0;
+  bool running_status = false, stopping = false;
+  std::vector<double> pings;
+  for (const auto& m : notify.all()) {
+    readies += Has(m.text, "READY=1");
+    running_status = running_status || Has(m.text, "STATUS=1 running, 0 queued");
+    stopping = stopping || (Has(m.text, "STOPPING=1") && m.at_s >= term_at);
+    if (Has(m.text, "WATCHDOG=1")) pings.push_back(m.at_s);
+  }
+  CHECK(readies == 1);
+  CHECK(running_status);
+  CHECK(stopping);
+  // While idle (READY to the run's file): a ping at least every WatchdogSec, about every 0.5 s.
+  double max_gap = 0, last = ready_at;
+  int idle_pings = 0;
+  for (double t : pings)
+    if (t >= ready_at && t <= idle_until) {
+      max_gap = std::max(max_gap, t - last);
+      last = t;
+      ++idle_pings;
+    }
+  max_gap = std::max(max_gap, idle_until - last);
+  INFO("idle pings: " << idle_pings << ", longest gap " << max_gap << " s");
+  CHECK(idle_pings >= 4);
+  CHECK(max_gap < 1.0);
+  REQUIRE_FALSE(run_env.empty());  // we saw the run's environment
+  for (const auto& kv : run_env) {
+    CHECK(kv.rfind("NOTIFY_SOCKET=", 0) != 0);
+    CHECK(kv.rfind("WATCHDOG_USEC=", 0) != 0);
+  }
+}
+
 TEST_CASE("without WATCHDOG_PID naming it, ensembled does not ping (WATCHDOG_USEC meant for another process)",
           "[service][notify]") {
   TempDir tmp;

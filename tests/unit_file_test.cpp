@@ -1,7 +1,11 @@
-// The systemd packaging: the configured unit (build/packaging/ensembled.service) passes
-// `systemd-analyze verify`, the sysusers.d snippet parses, and the default service config
-// (packaging/ensembled.json) is valid and matches what the unit expects.
+// The systemd packaging: the configured unit (build/packaging/ensembled.service, running
+// `ensembled serve`) passes `systemd-analyze verify`, the sysusers.d snippet parses, the serve
+// config it reads (build/packaging/serve.json, from configs/serve.json) and the tmpfiles.d
+// snippet fit it, the example run config (packaging/ensembled.json) is valid, and
+// `cmake --install` puts it all in place without overwriting an edited config.
 #include <catch2/catch.hpp>
+
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -11,6 +15,7 @@
 #include "common/config.h"
 #include "common/exit_codes.h"
 #include "orchestrator/control_socket.h"
+#include "orchestrator/serve_config.h"
 #include "support/env_spawn.h"
 
 namespace ens {
@@ -89,7 +94,104 @@ TEST_CASE("the configured unit file says what the daemon needs", "[service][unit
   CHECK(std::stoi(UnitValue(unit, "WatchdogSec")) >= 10);
   std::smatch m;
   std::string exec = UnitValue(unit, "ExecStart");
-  REQUIRE(std::regex_match(exec, m, std::regex(R"((/\S+)/ensembled run --config (/\S+)/ensembled/ensembled\.json)")));
+  REQUIRE(std::regex_match(exec, m, std::regex(R"((/\S+)/ensembled serve --config (/\S+)/ensembled/serve\.json)")));
+  // The daemon writes submitted configs into runs_dir and removes cancelled ones.
+  CHECK(UnitValue(unit, "ReadWritePaths") == m[2].str() + "/ensembled/runs.d");
+}
+
+// (bindir, sysconfdir) as the configured unit names them.
+std::pair<std::string, std::string> UnitDirs() {
+  std::string exec = UnitValue(ReadText(ConfiguredUnit()), "ExecStart");
+  std::smatch m;
+  if (!std::regex_match(exec, m, std::regex(R"((/\S+)/ensembled serve --config (/\S+)/ensembled/serve\.json)"))) return {};
+  return {m[1], m[2]};
+}
+
+TEST_CASE("the installed serve config and the tmpfiles.d snippet fit the unit", "[service][unit]") {
+  auto [bindir, sysconf] = UnitDirs();
+  REQUIRE_FALSE(sysconf.empty());
+  const std::string runs_dir = sysconf + "/ensembled/runs.d";
+  const std::string path = std::string(ENS_BINARY_DIR) + "/packaging/serve.json";
+  auto cfg = LoadServeConfigFile(path);
+  INFO(path << ": " << (cfg.ok() ? "ok" : cfg.status().message()));
+  REQUIRE(cfg.ok());
+  CHECK(cfg->runs_dir == runs_dir);
+  CHECK(cfg->state_root == "/var/lib/ensembled/runs");  // inside StateDirectory=ensembled
+  CHECK(cfg->service.http_port == 0);
+  CHECK(cfg->service.log_file.empty());  // the journal has it all
+  // Under the unit the socket lands in RuntimeDirectory=ensembled.
+  ::setenv("RUNTIME_DIRECTORY", "/run/ensembled", 1);
+  CHECK(ServeControlSocket(*cfg) == "/run/ensembled/ensembled-serve.sock");
+  ::unsetenv("RUNTIME_DIRECTORY");
+  // It is configs/serve.json (every key documented there) but for runs_dir.
+  std::string source = ReadText(std::string(ENS_SOURCE_DIR) + "/configs/serve.json");
+  std::string installed = ReadText(path);
+  const std::string from = R"("runs_dir": "/etc/ensembled/runs.d")";
+  REQUIRE(source.find(from) != std::string::npos);
+  CHECK(installed == source.replace(source.find(from), from.size(), "\"runs_dir\": \"" + runs_dir + "\""));
+  // runs.d: the daemon's user owns it, the group (who may submit) may drop files in.
+  std::string tmpfiles = ReadText(std::string(ENS_BINARY_DIR) + "/packaging/ensembled.tmpfiles.conf");
+  CHECK_THAT(tmpfiles, Catch::Contains("\nd " + runs_dir + " 2775 ensembled ensembled -\n"));
+  CHECK(tmpfiles.find('@') == std::string::npos);
+}
+
+TEST_CASE("cmake --install puts the unit, the serve config and runs.d in place and keeps an edited serve.json",
+          "[service][unit][install]") {
+  std::string cmake = FindProgram("cmake");
+  if (cmake.empty()) {
+    WARN("cmake is not on PATH: skipping the install check");
+    return;
+  }
+  auto [bindir, sysconf] = UnitDirs();
+  REQUIRE_FALSE(bindir.empty());
+  const std::string prefix = std::filesystem::path(bindir).parent_path().string();
+  TempDir tmp;
+  const std::string root = tmp / "root";
+  EnvChanges env;
+  env.set = {{"DESTDIR", root}};
+  auto first = RunWithEnv({cmake, "--install", ENS_BINARY_DIR}, tmp.path(), env, 300);
+  INFO("cmake --install:\n" << first.out << first.err);
+  REQUIRE(first.code == 0);
+  const std::string etc = root + sysconf + "/ensembled";
+  CHECK(std::filesystem::is_directory(etc + "/runs.d"));
+  CHECK(ReadText(etc + "/serve.json") == ReadText(std::string(ENS_BINARY_DIR) + "/packaging/serve.json"));
+  CHECK(std::filesystem::exists(etc + "/ensembled.json"));
+  CHECK(ReadText(root + prefix + "/lib/systemd/system/ensembled.service") == ReadText(ConfiguredUnit()));
+  const std::string sysusers_conf = root + prefix + "/lib/sysusers.d/ensembled.conf";
+  const std::string tmpfiles_conf = root + prefix + "/lib/tmpfiles.d/ensembled.conf";
+  CHECK(std::filesystem::exists(sysusers_conf));
+  CHECK(std::filesystem::exists(tmpfiles_conf));
+  CHECK(std::filesystem::exists(root + prefix + "/share/ensembled/serve.json"));
+
+  // An operator's edit survives a reinstall.
+  WriteText(etc + "/serve.json", "// edited\n" + ReadText(etc + "/serve.json"));
+  auto second = RunWithEnv({cmake, "--install", ENS_BINARY_DIR}, tmp.path(), env, 300);
+  INFO("again:\n" << second.out << second.err);
+  REQUIRE(second.code == 0);
+  CHECK_THAT(second.out, Catch::Contains("Keeping existing: " + etc + "/serve.json"));
+  CHECK_THAT(ReadText(etc + "/serve.json"), Catch::StartsWith("// edited\n"));
+
+  // systemd-sysusers and systemd-tmpfiles, as the README's steps run them, on that root.
+  std::string sysusers = FindProgram("systemd-sysusers"), tmpfiles = FindProgram("systemd-tmpfiles");
+  if (sysusers.empty() || tmpfiles.empty() || ::geteuid() != 0) {
+    WARN("systemd-sysusers/systemd-tmpfiles missing, or not root: runs.d's owner and mode not checked");
+    return;
+  }
+  std::filesystem::create_directories(root + "/etc");  // where sysusers writes passwd and group
+  auto u = Run({sysusers, "--root=" + root, sysusers_conf}, tmp.path());
+  INFO(u.out << u.err);
+  REQUIRE(u.code == 0);
+  auto t = Run({tmpfiles, "--root=" + root, "--create", tmpfiles_conf}, tmp.path());
+  INFO(t.out << t.err);
+  CHECK(t.code == 0);
+  struct stat st;
+  REQUIRE(::stat((etc + "/runs.d").c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 02775);
+  std::smatch m;
+  const std::string passwd = "\n" + ReadText(root + "/etc/passwd");
+  REQUIRE(std::regex_search(passwd, m, std::regex(R"(\nensembled:[^:]*:(\d+):(\d+):)")));
+  CHECK(st.st_uid == static_cast<uid_t>(std::stoul(m[1])));
+  CHECK(st.st_gid == static_cast<gid_t>(std::stoul(m[2])));
 }
 
 TEST_CASE("systemd-analyze verify accepts the configured unit", "[service][unit]") {
