@@ -13,6 +13,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/fd_io.h"
+
 namespace ens {
 
 std::string ParentDir(const std::string& path) {
@@ -48,19 +50,10 @@ namespace {
 Status WriteAndSync(const std::string& path, const std::string& content, int mode, bool sync = true) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return Status::FromErrno("create " + path, errno);
-  const char* p = content.data();
-  size_t left = content.size();
-  while (left > 0) {
-    ssize_t w = ::write(fd, p, left);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      ::unlink(path.c_str());
-      return Status::FromErrno("write " + path, err);
-    }
-    p += w;
-    left -= static_cast<size_t>(w);
+  if (Status s = WriteFull(fd, content.data(), content.size(), path); !s.ok()) {
+    ::close(fd);
+    ::unlink(path.c_str());
+    return s;
   }
   if (sync && ::fsync(fd) != 0) {
     int err = errno;

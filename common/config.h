@@ -194,7 +194,7 @@ struct Config {
   int min_members = 0;                   // members that must succeed for a round to commit; 0 = all. Default: 0
   double stop_timeout_s = 300.0;         // SIGTERM: how long running tasks may finish, > 0. Default: 300
   // Members per fused pack (orchestrator/pack_plan.h): 0 = "auto" (compatible members
-  // together, at most 32), 1 = no packing. Default: "auto"
+  // together, at most kAutoPackMaxMembers = 512), 1 = no packing. Default: "auto"
   int pack_size = 0;
   bool save_checkpoints = true;          // false: no checkpoint.pt (predict/verify then unavailable). Default: true
 };

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <vector>
 
+#include "common/fd_io.h"
+
 namespace ens {
 namespace bip = boost::interprocess;
 
@@ -42,37 +44,6 @@ Status ValidateSegmentHeader(const SegmentHeader& h, uint64_t file_bytes, const 
 }
 
 namespace {
-
-Status PwriteAll(int fd, const void* buf, size_t n, uint64_t off, const std::string& path) {
-  const char* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(off));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrno("write " + path, errno);
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-    off += static_cast<uint64_t>(w);
-  }
-  return Status::Ok();
-}
-
-Status PreadAll(int fd, void* buf, size_t n, uint64_t off, const std::string& path) {
-  char* p = static_cast<char*>(buf);
-  while (n > 0) {
-    ssize_t r = ::pread(fd, p, n, static_cast<off_t>(off));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrno("read " + path, errno);
-    }
-    if (r == 0) return Status::Corruption(path + ": unexpected end of file");
-    p += r;
-    n -= static_cast<size_t>(r);
-    off += static_cast<uint64_t>(r);
-  }
-  return Status::Ok();
-}
 
 std::vector<float> Interleave(const Table& t) {
   std::vector<float> out;
@@ -145,7 +116,7 @@ StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Open(const std::string& 
   if (fd < 0) return Status::FromErrno("open " + path, errno);
   SegmentHeader h{};
   struct stat st {};
-  Status s = PreadAll(fd, &h, sizeof(h), 0, path);
+  Status s = PreadFull(fd, &h, sizeof(h), 0, path);
   if (s.ok() && ::fstat(fd, &st) != 0) s = Status::FromErrno("stat " + path, errno);
   if (s.ok()) s = ValidateSegmentHeader(h, static_cast<uint64_t>(st.st_size), path);
   if (!s.ok()) {
@@ -158,7 +129,7 @@ StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Open(const std::string& 
 Status DatasetWriter::WriteHeader() {
   char page[kSegmentHeaderBytes] = {};
   std::memcpy(page, &header_, sizeof(header_));
-  Status s = PwriteAll(fd_, page, sizeof(page), 0, path_);
+  Status s = PwriteFull(fd_, page, sizeof(page), 0, path_);
   if (!s.ok()) return s;
   if (::fdatasync(fd_) != 0) return Status::FromErrno("fsync " + path_, errno);
   return Status::Ok();
@@ -181,7 +152,7 @@ Status DatasetWriter::AddRows(const Table& rows) {
   }
   std::vector<float> buf = Interleave(rows);
   size_t bytes = buf.size() * sizeof(float);
-  Status s = PwriteAll(fd_, buf.data(), bytes,
+  Status s = PwriteFull(fd_, buf.data(), bytes,
                        kSegmentHeaderBytes + header_.rows * RowBytes(header_), path_);
   if (!s.ok()) return s;
   header_.checksum = Fnv1a64(buf.data(), bytes, header_.checksum);
@@ -209,7 +180,7 @@ Status DatasetWriter::Rollback(uint64_t rows, uint64_t generation) {
   uint64_t total = rows * RowBytes(header_);
   for (uint64_t off = 0; off < total; off += chunk.size()) {
     size_t n = static_cast<size_t>(std::min<uint64_t>(chunk.size(), total - off));
-    Status s = PreadAll(fd_, chunk.data(), n, kSegmentHeaderBytes + off, path_);
+    Status s = PreadFull(fd_, chunk.data(), n, kSegmentHeaderBytes + off, path_);
     if (!s.ok()) return s;
     checksum = Fnv1a64(chunk.data(), n, checksum);
   }
@@ -223,7 +194,7 @@ StatusOr<Table> DatasetWriter::Read(uint64_t begin, uint64_t end) const {
   if (begin > end || end > header_.rows) return Status::InvalidArgument(path_ + ": bad row range");
   const uint64_t stride = RowFloats(header_);
   std::vector<float> buf((end - begin) * stride);
-  Status s = PreadAll(fd_, buf.data(), buf.size() * sizeof(float),
+  Status s = PreadFull(fd_, buf.data(), buf.size() * sizeof(float),
                       kSegmentHeaderBytes + begin * RowBytes(header_), path_);
   if (!s.ok()) return s;
   Table t;

@@ -1,9 +1,11 @@
 // FdIo: whole reads and writes on blocking descriptors (pipes, files), retried across EINTR
-// and short transfers. Errors name `what` (a path, "predict stream") and the errno text.
+// and short transfers: the one place ensembled loops over write/read/pwrite/pread. Errors name
+// `what` (a path, "predict stream") and the errno text.
 // Thread-safe (no state).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "common/status.h"
@@ -14,5 +16,9 @@ Status WriteFull(int fd, const void* data, size_t n, const std::string& what);
 // Reads exactly n bytes. An end of input before the first byte sets *eof (when eof is not
 // null) and returns ok; one after it is an error ("ended inside ...").
 Status ReadFull(int fd, void* data, size_t n, const std::string& what, bool* eof = nullptr);
+// At a file offset (the descriptor's own offset is unchanged).
+Status PwriteFull(int fd, const void* data, size_t n, uint64_t offset, const std::string& what);
+// Reads exactly n bytes at `offset`; a file that ends before is Corruption ("<what>: truncated ...").
+Status PreadFull(int fd, void* data, size_t n, uint64_t offset, const std::string& what);
 
 }  // namespace ens

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/atomic_file.h"
+#include "common/fd_io.h"
 
 namespace ens {
 namespace {
@@ -82,17 +83,7 @@ Status Journal::AppendBatch(std::vector<json> batch) {
     record["time"] = now;
     line += record.dump() + "\n";
   }
-  const char* p = line.data();
-  size_t left = line.size();
-  while (left > 0) {
-    ssize_t w = ::write(fd_, p, left);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrno("append to " + path_, errno);
-    }
-    p += w;
-    left -= static_cast<size_t>(w);
-  }
+  if (Status s = WriteFull(fd_, line.data(), line.size(), path_); !s.ok()) return s;
   if (::fdatasync(fd_) != 0) return Status::FromErrno("fsync " + path_, errno);
   for (json& record : batch) records_.push_back(std::move(record));
   return Status::Ok();

@@ -6,7 +6,7 @@
 // line number, never guessed around.
 //
 // Records ("event" field):
-//   run_started     {config_digest, features, train_rows, holdout_rows, pool_rows}
+//   run_started     {config_fingerprint, features, train_rows, holdout_rows, pool_rows}
 //   member_done     {round, member, index, attempt, slot, pid, metrics}
 //   member_failed   {round, member, index, attempt, error, permanent}
 //   round_committed {round, trained_rows, generation, train_rows, dropped_rows, pool_used:[ids],
@@ -14,6 +14,9 @@
 //                    of drops); train_rows and dropped_rows describe the next generation's
 //                    table (all its rows, and how many of them are dropped)
 //   mutation_applied {round, generation, train_rows, dropped_rows, pool_used, excluded_file, ...}
+//   config_changed  {epoch, from_round, fingerprint, changes}: a resume accepted a config that
+//                    changes results (`--accept-config-change`): a new config epoch
+//   run_extended    {from_rounds, to_rounds}: a finished run resumed with more rounds
 //   run_finished    {rounds, reason}
 // A Journal is move-only and single-threaded (the supervisor's loop).
 #pragma once

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/atomic_file.h"
+#include "common/run_layout.h"
 
 namespace ens {
 
@@ -28,7 +29,7 @@ std::string FloatsToBytes(const std::vector<float>& v) {
 StatusOr<MemberResult> LoadMemberResult(const std::string& member_dir, size_t holdout_rows,
                                         size_t pool_rows) {
   MemberResult r;
-  auto text = ReadFile(member_dir + "/metrics.json");
+  auto text = ReadFile(MemberFiles(member_dir).Metrics());
   if (!text.ok()) return text.status();
   r.metrics = nlohmann::json::parse(*text, nullptr, false);
   // A regressor's score is holdout_rmse, a classifier's holdout_accuracy.
@@ -36,10 +37,10 @@ StatusOr<MemberResult> LoadMemberResult(const std::string& member_dir, size_t ho
   if (r.metrics.is_discarded() || !r.metrics.is_object() || !(scored("holdout_rmse") || scored("holdout_accuracy")))
     return Status::Corruption(member_dir + "/metrics.json: not a metrics object");
   r.name = r.metrics.value("member", "");
-  auto h = ReadFloats(member_dir + "/holdout_pred.f32", holdout_rows);
+  auto h = ReadFloats(MemberFiles(member_dir).HoldoutPred(), holdout_rows);
   if (!h.ok()) return h.status();
   r.holdout_pred = std::move(*h);
-  auto p = ReadFloats(member_dir + "/pool_pred.f32", pool_rows);
+  auto p = ReadFloats(MemberFiles(member_dir).PoolPred(), pool_rows);
   if (!p.ok()) return p.status();
   r.pool_pred = std::move(*p);
   return r;

@@ -21,6 +21,7 @@
 
 #include "common/class_list.h"
 #include "common/data_source.h"
+#include "common/fd_io.h"
 
 namespace ens {
 
@@ -335,18 +336,7 @@ class NpyFile {
   }
 
  private:
-  Status Read(char* dst, size_t n, uint64_t offset) {
-    while (n > 0) {
-      const ssize_t got = ::pread(fd_, dst, n, static_cast<off_t>(offset));
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0) return Status::FromErrno(path_, errno);
-      if (got == 0) return Status::Corruption(path_ + ": truncated");
-      dst += got;
-      n -= static_cast<size_t>(got);
-      offset += static_cast<uint64_t>(got);
-    }
-    return Status::Ok();
-  }
+  Status Read(char* dst, size_t n, uint64_t offset) { return PreadFull(fd_, dst, n, offset, path_); }
 
   std::string path_;
   int fd_ = -1;

@@ -2,7 +2,7 @@
 //
 // Every message is one JSON object, at most kMaxMessageBytes, with
 //   "v": kProtocolVersion, "type": one of the names below, "slot": worker slot (int >= 0).
-// Worker -> supervisor (the shared report queue):
+// Worker -> supervisor (over the worker's own WorkerChannel, common/worker_channel.h):
 //   ready     {pid}                              after the worker mapped nothing yet but is up
 //   heartbeat {pid, task_id, epoch, rss_kb, phase, gpu_reserved_kb}  in every phase of a task
 //                                                (setup, training, evaluating, predicting, writing),
@@ -15,7 +15,7 @@
 //   unusable  {pid, error}                       instead of ready: this worker cannot work where it
 //                                                was placed (its GPU is not what CUDA sees), and a
 //                                                new process would not either; it exits 78 next
-// Supervisor -> worker (one queue per slot):
+// Supervisor -> worker (the same channel):
 //   task      {task}                             see TaskSpec
 //   pack      {pack_file}                        a fused pack: the file holds {"tasks": [TaskSpec...]}
 //                                                (too big for one message); one done/failed per task

@@ -21,7 +21,12 @@
 //         metrics.json             final metrics (MemberMetrics)
 //         holdout_pred.f32         raw float32 predictions on holdout rows
 //         pool_pred.f32            raw float32 predictions on pool rows
-// Pure path arithmetic; thread-safe.
+//         train_state.pt           the optimizer's state, for the next round's warm start
+//     slurm/worker-<token>.sh      executor "slurm": one job script per worker launch
+//     slurm/slot<N>-<job>.log      ... and its job's output
+//     serve.log                    a run of `ensembled serve`: its output (orchestrator/serve_daemon.h)
+// A member directory's files are named by MemberFiles, every other file by RunLayout: no other
+// code spells a file name of the run. Pure path arithmetic; thread-safe.
 #pragma once
 
 #include <string>
@@ -45,6 +50,17 @@ class RunLayout {
     return RoundDir(round) + "/members/" + member_name;
   }
 
+  std::string SlurmDir() const { return root_ + "/slurm"; }
+  std::string SlurmScript(const std::string& token_hex) const { return SlurmDir() + "/worker-" + token_hex + ".sh"; }
+  std::string SlurmLog(int slot, const std::string& job) const {
+    return SlurmDir() + "/slot" + std::to_string(slot) + "-" + job + ".log";
+  }
+  std::string ServeLog() const { return root_ + "/serve.log"; }
+  // A fused pack's description, relative to its round's directory (member.json's "pack").
+  static std::string PackFile(const std::string& first_task_id, int attempt) {
+    return "packs/" + first_task_id + "-a" + std::to_string(attempt) + ".json";
+  }
+
   static std::string TrainSegment(const std::string& data_dir) { return data_dir + "/train.bin"; }
   static std::string HoldoutSegment(const std::string& data_dir) { return data_dir + "/holdout.bin"; }
   static std::string PoolSegment(const std::string& data_dir) { return data_dir + "/pool.bin"; }
@@ -53,6 +69,24 @@ class RunLayout {
 
  private:
   std::string root_;
+};
+
+// The files of one member directory (RunLayout::MemberDir, or the "<dir>.tmp" it is written in
+// before it is renamed into place); see the layout above.
+class MemberFiles {
+ public:
+  explicit MemberFiles(std::string dir) : dir_(std::move(dir)) {}
+  const std::string& dir() const { return dir_; }
+  std::string Checkpoint() const { return dir_ + "/checkpoint.pt"; }
+  std::string Member() const { return dir_ + "/member.json"; }
+  std::string History() const { return dir_ + "/history.jsonl"; }
+  std::string Metrics() const { return dir_ + "/metrics.json"; }
+  std::string HoldoutPred() const { return dir_ + "/holdout_pred.f32"; }
+  std::string PoolPred() const { return dir_ + "/pool_pred.f32"; }
+  std::string TrainState() const { return dir_ + "/train_state.pt"; }
+
+ private:
+  std::string dir_;
 };
 
 // Stable run id for a state directory: hex of a hash of its absolute path. The same

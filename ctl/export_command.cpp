@@ -9,6 +9,7 @@
 #include "common/atomic_file.h"
 #include "common/exit_codes.h"
 #include "ctl/commands.h"
+#include "common/run_layout.h"
 
 namespace ens::ctl {
 namespace {
@@ -19,7 +20,7 @@ StatusOr<std::vector<std::string>> Checkpoints(const CommittedRound& round) {
     return Status::NotFound("round " + std::to_string(round.round) + " has no members to export");
   std::vector<std::string> out;
   for (const auto& dir : round.member_dirs) {
-    std::string path = dir + "/checkpoint.pt";
+    std::string path = MemberFiles(dir).Checkpoint();
     if (PathExists(dir + "/model") && !PathExists(path))  // a command member's output directory
       return Status::InvalidArgument(dir + ": a command member (model kind \"command\"); its model is its "
                                      "program's, which a TorchScript export cannot hold, so round " +

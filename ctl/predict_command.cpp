@@ -132,7 +132,7 @@ class RoundPredictor {
     std::vector<std::string> argv = {WorkerBinary(), "predict", "--stream", "--features", std::to_string(features)};
     for (size_t m = 0; m < committed.member_dirs.size(); ++m) {
       const std::string& dir = committed.member_dirs[m];
-      auto text = ReadFile(dir + "/member.json");
+      auto text = ReadFile(MemberFiles(dir).Member());
       if (!text.ok()) return text.status();
       json record = json::parse(*text, nullptr, false);
       MemberSpec spec;
@@ -148,7 +148,7 @@ class RoundPredictor {
       // Gaussian heads predict [mean, variance] per row (every member of the run or none).
       if (spec.loss == LossKind::kGaussianNll) gaussian_ = true, width_ = 2;
       builtin_.push_back(m);
-      argv.push_back(dir + "/checkpoint.pt");
+      argv.push_back(MemberFiles(dir).Checkpoint());
     }
     if (builtin_.empty()) return Status::Ok();
     SubprocessSpec spec;

@@ -47,7 +47,7 @@ Status TaskFromFields(const json& m, const std::string& path, TaskSpec* t) {
 // TaskSpec; older records: rebuilt from their fields), set up to retrain it into `out_dir`.
 StatusOr<TaskSpec> RecordedTask(const RunLayout& layout, int round, const std::string& name,
                                 const std::string& out_dir) {
-  const std::string path = layout.MemberDir(round, name) + "/member.json";
+  const std::string path = MemberFiles(layout.MemberDir(round, name)).Member();
   if (!PathExists(path)) return Status::NotFound(path + ": missing");
   json m = ReadJson(path);
   if (!m.is_object()) return Status::Corruption(path + ": not a member record");
@@ -76,7 +76,7 @@ StatusOr<TaskSpec> RecordedTask(const RunLayout& layout, int round, const std::s
   if (!t.excluded_file.empty())
     t.excluded_file = data_dir + "/" + std::filesystem::path(t.excluded_file).filename().string();
   if (!t.warm_from.empty() && round > 0)
-    t.warm_from = std::filesystem::absolute(layout.MemberDir(round - 1, name)).string() + "/train_state.pt";
+    t.warm_from = MemberFiles(std::filesystem::absolute(layout.MemberDir(round - 1, name)).string()).TrainState();
   return t;
 }
 
@@ -91,8 +91,8 @@ struct Verdict {
 // missing or does not list the member; for one that differs and was recorded before
 // pack-invariant training (no "task" in member.json), why it may.
 std::string PackNote(const std::string& member_dir, const std::string& name, Verdict::Kind kind) {
-  json member = ReadJson(member_dir + "/member.json");
-  json metrics = ReadJson(member_dir + "/metrics.json");
+  json member = ReadJson(MemberFiles(member_dir).Member());
+  json metrics = ReadJson(MemberFiles(member_dir).Metrics());
   std::string note;
   if (member.is_object() && member.contains("pack") && member["pack"].is_object()) {
     const json& ref = member["pack"];
@@ -118,7 +118,7 @@ std::string PackNote(const std::string& member_dir, const std::string& name, Ver
 
 // Whether the member's recorded spec is a command member (model kind "command").
 bool IsCommandMember(const std::string& member_dir) {
-  json m = ReadJson(member_dir + "/member.json");
+  json m = ReadJson(MemberFiles(member_dir).Member());
   MemberSpec spec;
   return m.is_object() && m.contains("spec") && MemberFromJson(m["spec"], &spec).ok() &&
          spec.model.kind == ModelKind::kCommand;
@@ -126,9 +126,11 @@ bool IsCommandMember(const std::string& member_dir) {
 
 // The predictions byte for byte.
 Verdict ComparePredictions(const std::string& recorded, const std::string& fresh) {
-  for (const char* f : {"holdout_pred.f32", "pool_pred.f32"}) {
-    auto a = ReadFile(recorded + "/" + f), b = ReadFile(fresh + "/" + f);
-    if (!a.ok() || !b.ok() || *a != *b) return {Verdict::kDiffers, std::string(f) + " differs"};
+  const MemberFiles r(recorded), f(fresh);
+  for (auto [a_path, b_path] : {std::pair{r.HoldoutPred(), f.HoldoutPred()}, std::pair{r.PoolPred(), f.PoolPred()}}) {
+    auto a = ReadFile(a_path), b = ReadFile(b_path);
+    if (!a.ok() || !b.ok() || *a != *b)
+      return {Verdict::kDiffers, a_path.substr(a_path.rfind('/') + 1) + " differs"};
   }
   return {Verdict::kEqual, "equal"};
 }
@@ -143,10 +145,15 @@ Verdict CompareMember(const std::string& recorded, const std::string& fresh, con
     return v;
   }
   std::string out_file = scratch + "/compare.json";
-  (void)RunAndWait({WorkerBinary(), "compare", recorded + "/checkpoint.pt", fresh + "/checkpoint.pt"}, out_file);
+  // `compare` exits non-zero when the checkpoints differ, too: its JSON answer is what counts.
+  // Without one, its exit status says why.
+  const int code =
+      RunAndWait({WorkerBinary(), "compare", MemberFiles(recorded).Checkpoint(), MemberFiles(fresh).Checkpoint()}, out_file);
   json r = ReadJson(out_file);
   if (r.is_discarded() || !r.is_object() || !r.contains("equal"))
-    return {Verdict::kNotCompared, "cannot compare checkpoints"};
+    return {Verdict::kNotCompared, "cannot compare checkpoints: ensemble-worker compare " +
+                                       (code < 0 ? "was killed by signal " + std::to_string(-code)
+                                                 : "exited " + std::to_string(code)) + " without an answer"};
   if (!r["equal"].get<bool>()) {
     std::string diff = r["max_abs_diff"].is_number() ? std::to_string(r["max_abs_diff"].get<double>()) : "shape";
     return {Verdict::kDiffers, "tensor " + r.value("tensor", "?") + " differs (max abs diff " + diff + ")"};
@@ -164,7 +171,7 @@ Verdict CompareMember(const std::string& recorded, const std::string& fresh, con
 // than the one it was retrained on (bits are promised per device model), or in a pack on CUDA
 // (packed = alone is promised on the CPU only). "" when they do not.
 std::string DeviceNote(const std::string& recorded, const std::string& fresh) {
-  json a = ReadJson(recorded + "/metrics.json"), b = ReadJson(fresh + "/metrics.json");
+  json a = ReadJson(MemberFiles(recorded).Metrics()), b = ReadJson(MemberFiles(fresh).Metrics());
   const std::string was = a.is_object() ? a.value("device", "") : "", now = b.is_object() ? b.value("device", "") : "";
   if (!was.empty() && !now.empty() && was != now)
     return "; trained on " + was + ", retrained on " + now + ": bits are promised on one device model only";
@@ -178,7 +185,7 @@ std::string DeviceNote(const std::string& recorded, const std::string& fresh) {
 Verdict VerifyMember(const RunLayout& layout, int round, const std::string& name, const std::string& scratch) {
   const std::string recorded = layout.MemberDir(round, name), fresh = scratch + "/" + name;
   // Checked first: retraining is the slow part, and without a checkpoint nothing compares.
-  if (!PathExists(recorded + "/checkpoint.pt") && !IsCommandMember(recorded))
+  if (!PathExists(MemberFiles(recorded).Checkpoint()) && !IsCommandMember(recorded))
     return {Verdict::kNotCompared,
             recorded + "/checkpoint.pt: missing (checkpoints are written only with save_checkpoints true)"};
   auto task = RecordedTask(layout, round, name, fresh);

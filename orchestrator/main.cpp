@@ -6,7 +6,9 @@
 #include <sys/signalfd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <spdlog/spdlog.h>
 
@@ -30,6 +32,12 @@ int BlockedSignalFd(std::initializer_list<int> signals) {
   return signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 }
 
+// Without the signalfd, SIGTERM would stay blocked and never be read: refuse to start.
+int NoSignalFd() {
+  spdlog::error("signalfd: {} (SIGTERM and SIGINT could not be received; not starting)", std::strerror(errno));
+  return ens::exit_code::kTransientFailure;
+}
+
 int Serve(const std::string& config_path) {
   auto cfg = ens::LoadServeConfigFile(config_path);
   ens::InitLogging("ensembled", cfg.ok() ? cfg->service.log_file : "");
@@ -38,6 +46,7 @@ int Serve(const std::string& config_path) {
     return ens::exit_code::kPermanentFailure;
   }
   int sfd = BlockedSignalFd({SIGINT, SIGTERM, SIGHUP, SIGCHLD});
+  if (sfd < 0) return NoSignalFd();
   ens::ServeDaemon daemon(std::move(*cfg), ens::ServeOptions{ens::SelfDir() + "/ensembled", sfd});
   return daemon.Run();
 }
@@ -71,7 +80,7 @@ int main(int argc, char** argv) {
     worker = env ? env : ens::SelfDir() + "/ensemble-worker";
   }
   int sfd = BlockedSignalFd({SIGINT, SIGTERM, SIGHUP});
-
+  if (sfd < 0) return NoSignalFd();
   ens::Supervisor sup(std::move(*cfg), ens::SupervisorOptions{worker, config_path, sfd, accept_config_change});
   return sup.Run();
 }

@@ -35,8 +35,8 @@ StatusOr<MutationView> WriteMutationView(const MutationViewInputs& in) {
   for (size_t i = 0; i < in.member_names.size(); ++i)
     members.push_back({{"name", in.member_names[i]},
                        {"dir", in.member_dirs[i]},
-                       {"holdout_pred", in.member_dirs[i] + "/holdout_pred.f32"},
-                       {"pool_pred", in.member_dirs[i] + "/pool_pred.f32"}});
+                       {"holdout_pred", MemberFiles(in.member_dirs[i]).HoldoutPred()},
+                       {"pool_pred", MemberFiles(in.member_dirs[i]).PoolPred()}});
   v.run = {{"state_dir", in.state_dir},
            {"round_dir", in.round_dir},
            {"round", in.round},

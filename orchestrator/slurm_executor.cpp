@@ -11,6 +11,7 @@
 
 #include "common/atomic_file.h"
 #include "common/supervisor_link.h"
+#include "common/run_layout.h"
 
 namespace ens {
 
@@ -74,7 +75,7 @@ std::string SlurmExecutor::JobScript(const WorkerLaunch& launch) {
 }
 
 std::string SlurmExecutor::LogPath(int slot, const std::string& job) const {
-  return state_dir_ + "/slurm/slot" + std::to_string(slot) + "-" + job + ".log";
+  return RunLayout(state_dir_).SlurmLog(slot, job);
 }
 
 std::vector<std::string> SlurmExecutor::SbatchArgv(int slot, const std::string& script) const {
@@ -117,8 +118,8 @@ Status SlurmExecutor::Prepare(const std::string& run_id) {
     if (Trim(*out).empty())
       return Status::InvalidArgument("/resources/slurm/partition: Slurm has no partition '" + spec_.partition + "'");
   }
-  if (::mkdir((state_dir_ + "/slurm").c_str(), 0700) != 0 && errno != EEXIST)
-    return Status::FromErrno("mkdir " + state_dir_ + "/slurm", errno);
+  const std::string slurm_dir = RunLayout(state_dir_).SlurmDir();
+  if (::mkdir(slurm_dir.c_str(), 0700) != 0 && errno != EEXIST) return Status::FromErrno("mkdir " + slurm_dir, errno);
   // Jobs an earlier supervisor of this run left (it was killed): they would hold resources and
   // can never rejoin (their spawn tokens are unknown to this supervisor).
   std::vector<std::string> left = JobsNamed();
@@ -145,7 +146,7 @@ Status SlurmExecutor::Prepare(const std::string& run_id) {
 
 StatusOr<WorkerHandle> SlurmExecutor::Start(const WorkerLaunch& launch) {
   if (job_name_.empty()) return Status::Internal("SlurmExecutor::Start before Prepare");
-  const std::string script = state_dir_ + "/slurm/worker-" + TokenHex(launch.token) + ".sh";
+  const std::string script = RunLayout(state_dir_).SlurmScript(TokenHex(launch.token));
   if (Status s = WriteFileAtomic(script, JobScript(launch)); !s.ok()) return s;
   ::chmod(script.c_str(), 0700);
   auto out = RunSlurm(SbatchArgv(launch.slot, script));

@@ -51,7 +51,6 @@ class SlurmExecutor : public Executor {
   std::vector<std::string> SbatchArgv(int slot, const std::string& script) const;
   // The job script: exports, unsets, then exec of argv; every value single-quoted.
   static std::string JobScript(const WorkerLaunch& launch);
-  const std::string& job_name() const { return job_name_; }
 
  private:
   struct Job {

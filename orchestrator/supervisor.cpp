@@ -284,7 +284,7 @@ TaskSpec Supervisor::MakeTask(int round, int index, int attempt) const {
   // A warm start reads the member's state of the round before, which committed before this
   // round began: whether it is there is settled, and recorded in the task (verify, resume).
   if (m.warm_start && round > 0) {
-    const std::string state = std::filesystem::absolute(layout_.MemberDir(round - 1, m.name)).string() + "/train_state.pt";
+    const std::string state = MemberFiles(std::filesystem::absolute(layout_.MemberDir(round - 1, m.name)).string()).TrainState();
     if (std::filesystem::exists(state)) t.warm_from = state;
   }
   return t;
@@ -346,8 +346,17 @@ Supervisor::RoundEnd Supervisor::RunRound(int round, Status* error) {
     done_batch.clear();
     return Status::Ok();
   };
+  // A stop journals what finished first. When that fails, the stop is a failure that a restart
+  // mends: exit_code::kTransientFailure, naming the members whose results are not recorded
+  // (their directories are written; the resumed run retrains them to the same bits).
   auto stopped = [&]() {
-    if (Status s = flush_done(); !s.ok()) spdlog::error("journal: {}", s.message());
+    const size_t unrecorded = done_batch.size();
+    if (Status s = flush_done(); !s.ok()) {
+      *error = Status::IOError("stopping in round " + std::to_string(round) + ": cannot journal " +
+                               std::to_string(unrecorded) + " finished member(s) (" + s.message() +
+                               "); their results are not recorded: the resumed run trains them again");
+      return RoundEnd::kFailed;
+    }
     return RoundEnd::kStopped;
   };
   // Every member decided, and every done one journaled.

@@ -40,7 +40,7 @@ namespace ens {
 struct SupervisorOptions {
   std::string worker_binary;   // path of ensemble-worker
   std::string config_path;     // re-read by `ensemblectl reload`
-  int signal_fd = -1;          // signalfd for SIGINT/SIGTERM/SIGCHLD, or -1 (tests)
+  int signal_fd = -1;          // signalfd for SIGINT/SIGTERM (stop) and SIGHUP (read and ignored), or -1 (tests)
   // Resume even when the config changes results (config_change.h): a new config epoch.
   bool accept_config_change = false;
   // Injected (tests): where workers run and how they talk; not owned. Null: built from

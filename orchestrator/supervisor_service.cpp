@@ -9,6 +9,7 @@
 #include "common/atomic_file.h"
 #include "orchestrator/config_change.h"
 #include "orchestrator/supervisor.h"
+#include "common/run_layout.h"
 
 namespace ens {
 
@@ -52,7 +53,7 @@ void Supervisor::RecordFinished(const std::string& member, const std::string& di
     if (seconds <= counters_.task_seconds_bucket_bounds[i]) ++counters_.task_seconds_buckets[i];
   if (curves_.size() >= kMaxCurves) return;  // the status page draws a round's first kMaxCurves
   MemberCurve curve;
-  std::ifstream hist(dir + "/history.jsonl");
+  std::ifstream hist(MemberFiles(dir).History());
   std::string line;
   while (std::getline(hist, line)) {
     json h = json::parse(line, nullptr, false);
@@ -157,11 +158,10 @@ void Supervisor::ApplyPendingReload() {
   cfg_ = *pending_reload_;  // it differs from cfg_ only in kLive keys (RefusedByReload was empty)
   // The recorded config follows, so a restart compares against what the run uses now.
   auto rec = ReadRecordedConfig(layout_.ConfigFile());
-  if (rec.ok()) {
-    rec->config = ConfigToJson(cfg_);
-    Status s = WriteRecordedConfig(layout_.ConfigFile(), *rec);
-    if (!s.ok()) spdlog::warn("config reload: {}", s.ToString());
-  }
+  Status s = rec.ok() ? (rec->config = ConfigToJson(cfg_), WriteRecordedConfig(layout_.ConfigFile(), *rec)) : rec.status();
+  // The reload applies all the same; a restart compares its config with the recorded one, which
+  // is then the one before this reload.
+  if (!s.ok()) spdlog::warn("config reload: the recorded config is not updated: {}", s.ToString());
   if (workers_) workers_->UpdateOptions(cfg_.heartbeat_timeout_s, cfg_.recycle);
   pending_reload_.reset();
   spdlog::info("config reload applied: {} rounds, mutation k {}", cfg_.rounds.count, cfg_.mutation.k);

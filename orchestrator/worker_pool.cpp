@@ -381,11 +381,6 @@ int WorkerPool::BusyCount() const {
   return n;
 }
 
-void WorkerPool::SignalAll(int sig) {
-  for (auto& s : slots_)
-    if (s.handle.valid()) executor_->Signal(s.handle, sig);
-}
-
 void WorkerPool::Shutdown(double timeout_s) {
   bool any = false;
   for (auto& s : slots_) {

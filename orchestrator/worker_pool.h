@@ -1,4 +1,4 @@
-// WorkerPool: the supervisor's worker slots, their processes and their queues.
+// WorkerPool: the supervisor's worker slots, their processes and their channels.
 //
 // One WorkerSlot per placement. Each slot's state moves only in WorkerPool (one place says
 // which event moves which state where):
@@ -135,8 +135,6 @@ class WorkerPool {
     opts_.heartbeat_timeout_s = heartbeat_timeout_s;
     opts_.recycle = recycle;
   }
-  // Sends `sig` to every live worker.
-  void SignalAll(int sig);
 
  private:
   void Spawn(WorkerSlot& s);

@@ -300,10 +300,10 @@ CommandMemberResult RunCommandMember(const CommandMemberJob& job) {
   if (!holdout.ok()) return fail(Status::InvalidArgument(who + ": " + holdout.status().message()), true);
   auto pool = LoadNpyColumn(out + "/pool_pred.npy", job.pool_rows);
   if (!pool.ok()) return fail(Status::InvalidArgument(who + ": " + pool.status().message()), true);
-  auto history = ReadHistory(out + "/history.jsonl");
+  auto history = ReadHistory(MemberFiles(out).History());
   if (!history.ok()) return fail(Status::InvalidArgument(who + ": " + history.status().message()), true);
   nlohmann::json own = nlohmann::json::object();
-  auto metrics_text = ReadFile(out + "/metrics.json");
+  auto metrics_text = ReadFile(MemberFiles(out).Metrics());
   if (metrics_text.ok()) {
     own = nlohmann::json::parse(*metrics_text, nullptr, /*allow_exceptions=*/false);
     if (!own.is_object()) return fail(Status::InvalidArgument(who + ": " + out + "/metrics.json: not a JSON object"), true);

@@ -39,7 +39,7 @@ std::string JsonLines(const std::vector<nlohmann::json>& rows) {
 // Where a pack's description lives: rounds/rNNNN/packs/<first task>-a<attempt>.json (members
 // live in rounds/rNNNN/members/<name>). member.json refers to it by this relative path.
 std::string PackFileName(const std::vector<TaskSpec>& tasks) {
-  return "packs/" + tasks[0].task_id + "-a" + std::to_string(tasks[0].attempt) + ".json";
+  return RunLayout::PackFile(tasks[0].task_id, tasks[0].attempt);
 }
 std::string RoundDirOf(const TaskSpec& t) { return ParentDir(ParentDir(t.out_dir)); }
 
@@ -120,7 +120,7 @@ Status TaskRunner::Prepare(const TaskSpec& task, TrainInputs* in, bool* permanen
   std::string tmp = task.out_dir + ".tmp";
   st = RemoveTree(tmp);
   if (st.ok()) st = MakeDirs(tmp);
-  if (task.save_checkpoint) in->checkpoint_path = tmp + "/checkpoint.pt";
+  if (task.save_checkpoint) in->checkpoint_path = MemberFiles(tmp).Checkpoint();
   return st;
 }
 
@@ -130,6 +130,7 @@ Status TaskRunner::WriteOutputs(const TrainInputs& in, TrainOutputs& res, int64_
                                 const nlohmann::json& pack_ref) {
   const TaskSpec& task = *in.task;
   const std::string tmp = task.out_dir + ".tmp";
+  const MemberFiles files(tmp);
   res.metrics.update({{"member", task.member.name}, {"round", task.round}, {"index", task.member_index},
                       {"seed", task.seed}, {"generation", task.generation}, {"train_rows", in.split.train_size()},
                       {"val_rows", in.split.val_size()}, {"threads", task.threads}, {"attempt", task.attempt},
@@ -143,14 +144,14 @@ Status TaskRunner::WriteOutputs(const TrainInputs& in, TrainOutputs& res, int64_
                            {"norm", res.norm}, {"task", TaskToJson(task)}};
   if (!pack_ref.is_null()) member["pack"] = pack_ref;
   if (WriteFailureRequested(task.task_id, task.attempt))  // test hook (fault_injection.h)
-    return Status::IOError("write " + tmp + "/member.json: injected failure (ENSEMBLED_TEST_FAIL_WRITE)");
-  for (auto s : {WriteFileUnsynced(tmp + "/member.json", member.dump(2) + "\n"),
-                 WriteFileUnsynced(tmp + "/history.jsonl", JsonLines(res.history)),
-                 WriteFileUnsynced(tmp + "/holdout_pred.f32", FloatsToBytes(res.holdout_pred)),
-                 WriteFileUnsynced(tmp + "/pool_pred.f32", FloatsToBytes(res.pool_pred))})
+    return Status::IOError("write " + files.Member() + ": injected failure (ENSEMBLED_TEST_FAIL_WRITE)");
+  for (auto s : {WriteFileUnsynced(files.Member(), member.dump(2) + "\n"),
+                 WriteFileUnsynced(files.History(), JsonLines(res.history)),
+                 WriteFileUnsynced(files.HoldoutPred(), FloatsToBytes(res.holdout_pred)),
+                 WriteFileUnsynced(files.PoolPred(), FloatsToBytes(res.pool_pred))})
     if (!s.ok()) return s;
   if (!res.train_state.empty()) {  // a warm_start member's, for its next round
-    Status s = WriteFileUnsynced(tmp + "/train_state.pt", res.train_state);
+    Status s = WriteFileUnsynced(files.TrainState(), res.train_state);
     if (!s.ok()) return s;
     res.train_state = {};
   }
@@ -319,7 +320,7 @@ std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks,
     }
     // metrics.json last: the pack's time is known only now.
     if (on_progress) on_progress(TaskPhase::kWriting, 0);
-    outs[k].status = WriteFileUnsynced(tasks[k].out_dir + ".tmp/metrics.json", m.dump(2) + "\n");
+    outs[k].status = WriteFileUnsynced(MemberFiles(tasks[k].out_dir + ".tmp").Metrics(), m.dump(2) + "\n");
   }
   Publish(tasks, &outs, on_progress);
   return outs;
