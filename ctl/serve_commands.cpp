@@ -40,14 +40,7 @@ std::optional<json> Ask(const std::string& socket, const std::string& what, cons
 
 std::string Granted(const json& r) {
   if (r.value("state", "") == "rejected") return "-";
-  std::string out;
-  if (r.contains("gpus") && !r["gpus"].empty()) {
-    for (const json& g : r["gpus"]) out += (out.empty() ? "" : ",") + g.get<std::string>();
-    out = std::to_string(r["gpus"].size()) + " GPU (" + out + ")";
-  } else {
-    out = std::to_string(r.value("cpu_workers", 0)) + " CPU";
-  }
-  return r.value("granted", false) ? out : "asks " + out;
+  return (r.value("granted", false) ? "" : "asks ") + r.value("resources", "?");
 }
 
 std::string Progress(const json& r) {

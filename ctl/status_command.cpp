@@ -22,10 +22,7 @@ namespace {
 // One line of the queue's view of a served run: its state, grant, progress and reason.
 std::string ServedLine(const json& r) {
   std::string line = "served: " + r.value("state", "?");
-  const json& gpus = r.contains("gpus") && r["gpus"].is_array() ? r["gpus"] : json::array();
-  std::string grant = gpus.empty() ? std::to_string(r.value("cpu_workers", 0)) + " CPU workers"
-                                   : std::to_string(gpus.size()) + " GPUs";
-  line += (r.value("granted", false) ? ", holds " : ", asks ") + grant;
+  line += (r.value("granted", false) ? ", holds " : ", asks ") + r.value("resources", "?");
   if (r.value("priority", 0) != 0) line += ", priority " + std::to_string(r.value("priority", 0));
   if (!r.value("reason", "").empty()) line += "; " + r.value("reason", "");
   return line;

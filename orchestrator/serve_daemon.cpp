@@ -438,7 +438,7 @@ void ServeDaemon::StartRun(ServedRun& run) {
     End(run, RunState::kFailed, "cannot start `ensembled run`: " + child.status().message());
     return;
   }
-  const std::string log = run.state_dir + "/serve.log";
+  const std::string log = RunLayout(run.state_dir).ServeLog();
   auto relay = RunLogRelay::Open(child->TakeStdout(), log, [name = run.name](std::string_view line) {
     if (!line.empty()) spdlog::log(LevelOfRunLine(line), "[run {}] {}", name, line);
   });
@@ -502,7 +502,7 @@ void ServeDaemon::RunEnded(ServedRun& run, const ExitInfo& exit) {
     return;
   }
   std::string why = exit.Describe();
-  if (std::string line = LastLogLine(run.state_dir + "/serve.log"); !line.empty()) why += ": " + line;
+  if (std::string line = LastLogLine(RunLayout(run.state_dir).ServeLog()); !line.empty()) why += ": " + line;
   if (!exit.signaled && exit.code == exit_code::kPermanentFailure) {
     End(run, RunState::kFailed, why);
     return;
@@ -670,7 +670,9 @@ json ServeDaemon::Describe(const ServedRun& run) const {
             {"priority", run.priority}, {"uid", run.submitter}, {"reason", run.reason}};
   const Grant& g = run.state == RunState::kRunning || run.state == RunState::kStopping ? run.grant : run.ask;
   j["gpus"] = g.gpus;
+  j["gpu_count"] = g.gpu_count;  // > 0: a count's ask, not granted yet (its gpus are [])
   j["cpu_workers"] = g.cpu_workers;
+  j["resources"] = DescribeGrant(g);
   j["granted"] = run.state == RunState::kRunning || run.state == RunState::kStopping;
   if (run.pid > 0) j["pid"] = run.pid;
   if (run.crashes > 0) j["crashes"] = run.crashes;

@@ -43,10 +43,8 @@ std::string Html(const std::string& s) {
 }
 
 std::string GrantText(const json& r) {
-  std::string g = r.contains("gpus") && !r["gpus"].empty()
-                      ? std::to_string(r["gpus"].size()) + " GPU"
-                      : std::to_string(r.value("cpu_workers", 0)) + " CPU worker(s)";
-  return r.value("granted", false) ? g : r.value("state", "") == "rejected" ? "-" : "asks " + g;
+  if (r.value("state", "") == "rejected") return "-";
+  return (r.value("granted", false) ? "" : "asks ") + r.value("resources", "?");
 }
 
 std::string Number(double v) {

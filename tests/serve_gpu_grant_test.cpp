@@ -106,7 +106,13 @@ TEST_CASE("runs asking a count of 2 of 4 fake GPUs get 2 UUIDs each, lowest free
   CHECK(five["errors"][0]["message"] == "asks 5 GPUs; this daemon has 4");
   d.WaitUntil([&] { return d.RunChildren().size() == 2 || d.StateOf("three") == "finished"; }, 30, "two runs started");
   json three = d.Run("three");
-  if (three["state"] == "queued" && d.RunChildren().size() == 2) CHECK(three["reason"] == "needs 2 GPUs, 0 free");
+  if (three["state"] == "queued" && d.RunChildren().size() == 2) {
+    CHECK(three["reason"] == "needs 2 GPUs, 0 free");
+    // A count's ask, not granted yet: no GPUs named, the count shown.
+    CHECK(three["gpus"] == json::array());
+    CHECK(three["gpu_count"] == 2);
+    CHECK(three["resources"] == "2 GPUs (any free)");
+  }
   d.WaitUntil(
       [&] {
         for (const char* n : {"one", "two", "three"})

@@ -16,14 +16,16 @@ using json = nlohmann::json;
 using namespace ens::testing;
 
 json SomeRuns() {
-  return json::parse(R"([
+  return json::parse(R"json([
     {"name": "a", "state": "running", "priority": 0, "granted": true, "gpus": ["GPU-1", "GPU-2"], "cpu_workers": 0,
+     "resources": "2 GPUs (GPU-1, GPU-2)",
      "rounds_done": 1, "rounds": 3, "members_done": 4, "members": 8, "reason": ""},
     {"name": "b", "state": "queued", "priority": 5, "granted": false, "gpus": [], "cpu_workers": 2,
+     "resources": "2 CPU workers",
      "rounds": 1, "reason": "needs 2 CPU workers, 0 free", "crashes": 2},
     {"name": "we\"ird<x>", "state": "rejected", "priority": 0, "granted": false, "gpus": [], "cpu_workers": 0,
      "reason": "/rounds/count: must be an integer >= 1", "errors": [{"pointer": "/rounds/count", "message": "must be <1"}]}
-  ])");
+  ])json");
 }
 
 TEST_CASE("serve metrics count runs by state and label each run's series", "[serve][http]") {
@@ -45,8 +47,8 @@ TEST_CASE("serve metrics count runs by state and label each run's series", "[ser
 TEST_CASE("the serve page lists every run with its reason and errors escaped", "[serve][http]") {
   std::string p = RenderServePage(SomeRuns());
   CHECK_THAT(p, Catch::Contains("3 runs"));
-  CHECK_THAT(p, Catch::Contains("<td><a href=\"/runs/a\">a</a></td><td>running</td><td>0</td><td>2 GPU</td><td>1/3</td>"));
-  CHECK_THAT(p, Catch::Contains("asks 2 CPU worker(s)"));
+  CHECK_THAT(p, Catch::Contains("<td><a href=\"/runs/a\">a</a></td><td>running</td><td>0</td><td>2 GPUs (GPU-1, GPU-2)</td><td>1/3</td>"));
+  CHECK_THAT(p, Catch::Contains("asks 2 CPU workers"));
   CHECK_THAT(p, Catch::Contains("needs 2 CPU workers, 0 free"));
   CHECK_THAT(p, Catch::Contains("we&quot;ird&lt;x&gt;"));
   CHECK_THAT(p, Catch::Contains("/rounds/count: must be &lt;1"));
@@ -96,11 +98,11 @@ TEST_CASE("a served run's page is its status page under the queue's view, or the
   std::string page = RenderServedRunPage(run, SnapshotToJson(s).dump());
   CHECK_THAT(page, Catch::Contains("<h1>ensembled: a</h1>"));
   CHECK_THAT(page, Catch::Contains("4/8 members done"));
-  CHECK_THAT(page, Catch::Contains("<a href=\"/\">all runs</a> &middot; served: running, 2 GPU"));
+  CHECK_THAT(page, Catch::Contains("<a href=\"/\">all runs</a> &middot; served: running, 2 GPUs (GPU-1, GPU-2)"));
   json queued = SomeRuns()[1];
   queued["state_dir"] = "/x/b";
   page = RenderServedRunPage(queued, "");
-  CHECK_THAT(page, Catch::Contains("served: queued, asks 2 CPU worker(s) &middot; needs 2 CPU workers, 0 free"));
+  CHECK_THAT(page, Catch::Contains("served: queued, asks 2 CPU workers &middot; needs 2 CPU workers, 0 free"));
   CHECK_THAT(page, Catch::Contains("Not started yet: no status.json in /x/b"));
   CHECK_THAT(RenderServedRunPage(queued, "{half a fi"), Catch::Contains("Not started yet"));
 }
