@@ -45,10 +45,6 @@ const Keys kModelKeys = ConfigKeysOf("/members/defaults/model");
 const Keys kMutationKeys = ConfigKeysOf("/mutation");
 const Keys kRoundsKeys = ConfigKeysOf("/rounds");
 
-constexpr std::array kSources{"synthetic"sv, "csv"sv, "npy"sv};
-constexpr std::array kPolicies{"none"sv, "append_from_pool"sv, "query_by_committee"sv, "command"sv};
-constexpr std::array kScores{"std"sv, "entropy"sv, "bald"sv, "epistemic"sv};
-
 // A member count is a list size; a typo like 1e6 must not allocate a million specs.
 constexpr int kMaxMembers = 10000;
 // Only documented when not given explicitly, so "weight_decay": 0 with adamw stays 0.
@@ -335,8 +331,7 @@ void ReadResources(Validator& v, const json& root, ResourcesSpec* r) {
   v.Int(*j, p, "workers_per_gpu", 1, INT_MAX, &r->workers_per_gpu);
   v.Int(*j, p, "cpu_workers", 1, INT_MAX, &r->cpu_workers);
   v.Int(*j, p, "threads_per_worker", 1, INT_MAX, &r->threads_per_worker);
-  static constexpr std::string_view kExecutors[] = {"local", "slurm"};
-  v.Enum(*j, p, "executor", kExecutors, &r->executor);
+  v.Enum(*j, p, "executor", &r->executor);
   const std::string sp = Child(p, "slurm");
   if (const json* sj = v.Section(*j, p, "slurm", kSlurmKeys)) {
     SlurmSpec& s = r->slurm;
@@ -350,7 +345,7 @@ void ReadResources(Validator& v, const json& root, ResourcesSpec* r) {
     v.String(*sj, sp, "listen", &s.listen);
     v.Int(*sj, sp, "port", 0, 65535, &s.port);
     v.String(*sj, sp, "advertise_host", &s.advertise_host);
-  } else if (r->executor == "slurm" && Find(*j, "slurm") == nullptr) {
+  } else if (r->executor == ExecutorKind::kSlurm && Find(*j, "slurm") == nullptr) {
     v.Error(sp, "is required when executor is \"slurm\" (at least {\"workers\": N})");
   }
 }
@@ -369,9 +364,9 @@ void ReadSynthetic(Validator& v, const json& data, const std::string& ptr, DataS
 // Requirements that depend on "source". npy files may also be named by train_path /
 // pool_path as "<path>.x.npy" + "<path>.y.npy"; that is resolved here, once, into x/y paths.
 void CheckDataSource(Validator& v, const json& data, const std::string& p, DataSpec* d) {
-  const std::string why = " when source is \"" + d->source + "\"";
+  const std::string why = " when source is \"" + std::string(Name(d->source)) + "\"";
   const bool listed = Find(data, "target_columns") != nullptr;  // an empty list is its own error
-  if (d->source == "csv") {
+  if (d->source == DataSource::kCsv) {
     if (d->train_path.empty()) v.Error(Child(p, "train_path"), "is required" + why);
     if (d->target_columns.empty() && !listed)
       v.Error(Child(p, "target_column"), "is required" + why + " (or target_columns)");
@@ -381,7 +376,7 @@ void CheckDataSource(Validator& v, const json& data, const std::string& p, DataS
         v.Error(Child(Child(p, "feature_columns"), i), "must not be a target column");
       }
     }
-  } else if (d->source == "npy") {
+  } else if (d->source == DataSource::kNpy) {
     if (listed)
       v.Error(Child(p, "target_columns"), "is for csv sources; an npy y of shape (rows, T) has T targets");
     if (d->x_path.empty() && d->y_path.empty() && !d->train_path.empty()) {
@@ -426,7 +421,7 @@ void ReadData(Validator& v, const json& root, const std::string& base_dir, DataS
   const std::string p = "/data";
   const json* j = v.Section(root, "", "data", kDataKeys);
   if (j == nullptr) return;
-  v.Enum(*j, p, "source", kSources, &d->source);
+  v.Enum(*j, p, "source", &d->source);
   ReadSynthetic(v, *j, p, d);
   const std::pair<std::string_view, std::string DataSpec::*> kPaths[] = {
       {"train_path", &DataSpec::train_path},
@@ -447,19 +442,19 @@ void ReadMutation(Validator& v, const json& root, const std::string& base_dir, M
   const std::string p = "/mutation";
   const json* j = v.Section(root, "", "mutation", kMutationKeys);
   if (j == nullptr) return;
-  v.Enum(*j, p, "policy", kPolicies, &m->policy);
+  v.Enum(*j, p, "policy", &m->policy);
   // A k that is already reported as invalid is not reported again for the policy.
   bool k_usable = v.Int(*j, p, "k", 0, INT_MAX, &m->k) || !j->contains("k");
   bool argv_usable =
       v.Strings(*j, p, "argv", /*allow_empty=*/true, &m->argv) || !j->contains("argv");
   v.Number(*j, p, "timeout_s", kPositive, &m->timeout_s);
-  v.Enum(*j, p, "score", kScores, &m->score);
-  const std::string why = " when policy is \"" + m->policy + "\"";
-  if ((m->policy == "append_from_pool" || m->policy == "query_by_committee") && m->k < 1 &&
+  v.Enum(*j, p, "score", &m->score);
+  const std::string why = " when policy is \"" + std::string(Name(m->policy)) + "\"";
+  if ((m->policy == MutationPolicyKind::kAppendFromPool || m->policy == MutationPolicyKind::kQueryByCommittee) && m->k < 1 &&
       k_usable) {
     v.Error(Child(p, "k"), "must be an integer >= 1" + why);
   }
-  if (m->policy == "command" && argv_usable) {
+  if (m->policy == MutationPolicyKind::kCommand && argv_usable) {
     if (m->argv.empty()) {
       v.Error(Child(p, "argv"), "must be a non-empty array (program, then arguments)" + why);
     } else if (m->argv[0].empty()) {
@@ -475,17 +470,21 @@ void ReadMutation(Validator& v, const json& root, const std::string& base_dir, M
 // What the task asks of the data and of the mutation score; fills the score's default.
 void CheckTask(Validator& v, const json& root, Config* c) {
   const bool classify = c->task == TaskKind::kClassification;
-  if (classify && c->data.source == "synthetic" && Find(root, "data") != nullptr)
+  const bool synthetic = c->data.source == DataSource::kSynthetic;
+  if (classify && synthetic && Find(root, "data") != nullptr)
     v.Error("/data/source", "the synthetic data is a regression target; task \"classification\" needs \"csv\" or \"npy\"");
-  else if (classify && c->data.source == "synthetic")
+  else if (classify && synthetic)
     v.Error("/data", "is required for task \"classification\" (the built-in synthetic data is a regression target)");
-  std::string& score = c->mutation.score;
+  CommitteeScore& score = c->mutation.score;
   const bool gaussian = !c->members.empty() && c->members[0].loss == LossKind::kGaussianNll;
-  if (!classify && (score == "entropy" || score == "bald"))
-    v.Error("/mutation/score", "\"" + score + "\" scores class probabilities; it needs task \"classification\"");
-  if (!gaussian && score == "epistemic")
+  const json* mutation = Find(root, "mutation");
+  if (mutation == nullptr || Find(*mutation, "score") == nullptr)  // not given: the task's
+    score = classify ? CommitteeScore::kBald : gaussian ? CommitteeScore::kEpistemic : CommitteeScore::kStd;
+  if (!classify && (score == CommitteeScore::kEntropy || score == CommitteeScore::kBald))
+    v.Error("/mutation/score",
+            "\"" + std::string(Name(score)) + "\" scores class probabilities; it needs task \"classification\"");
+  if (!gaussian && score == CommitteeScore::kEpistemic)
     v.Error("/mutation/score", "\"epistemic\" scores Gaussian heads; it needs members with loss \"gaussian_nll\"");
-  if (score.empty()) score = classify ? "bald" : gaussian ? "epistemic" : "std";
   const int targets = static_cast<int>(c->data.target_columns.size());
   if (targets > 1) {
     const std::string why = TargetCountProblem(*c, targets, "target_columns");
@@ -765,8 +764,8 @@ nlohmann::json ConfigToJson(const Config& c) {
           {"run_seed", c.run_seed},
           {"resources", {{"gpus", gpus}, {"workers_per_gpu", c.resources.workers_per_gpu},
                          {"cpu_workers", c.resources.cpu_workers}, {"threads_per_worker", c.resources.threads_per_worker},
-                         {"executor", c.resources.executor}}},
-          {"data", {{"source", d.source},
+                         {"executor", Name(c.resources.executor)}}},
+          {"data", {{"source", Name(d.source)},
                     {"synthetic", {{"features", d.synthetic_features}, {"noise", d.synthetic_noise},
                                    {"initial_rows", d.initial_rows}, {"pool_rows", d.pool_rows},
                                    {"holdout_rows", d.holdout_rows}}},
@@ -776,7 +775,7 @@ nlohmann::json ConfigToJson(const Config& c) {
                     {"x_path", d.x_path}, {"y_path", d.y_path}, {"pool_x_path", d.pool_x_path},
                     {"pool_y_path", d.pool_y_path}, {"holdout_fraction", d.holdout_fraction}}},
           {"members", {{"list", std::move(members)}}},
-          {"mutation", {{"policy", c.mutation.policy}, {"k", c.mutation.k}, {"argv", c.mutation.argv},
+          {"mutation", {{"policy", Name(c.mutation.policy)}, {"k", c.mutation.k}, {"argv", c.mutation.argv},
                         {"timeout_s", c.mutation.timeout_s}}},
           {"rounds", {{"count", c.rounds.count},
                       {"stop_below_error", c.rounds.stop_below_error ? json(*c.rounds.stop_below_error) : json()}}},
@@ -790,11 +789,11 @@ nlohmann::json ConfigToJson(const Config& c) {
           {"stop_timeout_s", c.stop_timeout_s},
           {"pack_size", c.pack_size == 0 ? json("auto") : json(c.pack_size)},
           {"save_checkpoints", c.save_checkpoints}};
-  if (c.resources.executor == "slurm") out["resources"]["slurm"] = SlurmToJson(c.resources.slurm);
+  if (c.resources.executor == ExecutorKind::kSlurm) out["resources"]["slurm"] = SlurmToJson(c.resources.slurm);
   // Written only where they differ from what runs of earlier versions did, so their
   // normalised configs compare equal.
   if (c.task != TaskKind::kRegression) out["task"] = Name(c.task);
-  if (c.mutation.score != "std") out["mutation"]["score"] = c.mutation.score;
+  if (c.mutation.score != CommitteeScore::kStd) out["mutation"]["score"] = Name(c.mutation.score);
   if (d.target_columns.size() > 1) {
     out["data"].erase("target_column");
     out["data"]["target_columns"] = d.target_columns;

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/member_options.h"
+#include "common/run_options.h"
 #include "common/status.h"
 
 namespace ens {
@@ -110,12 +111,12 @@ struct ResourcesSpec {
   int workers_per_gpu = 1;       // >= 1. Default: 1
   int cpu_workers = 2;           // workers when no GPU is used, >= 1. Default: 2
   int threads_per_worker = 1;    // intra-op threads of every task, >= 1. Default: 1
-  std::string executor = "local";  // local | slurm. Default: local
-  SlurmSpec slurm;                 // used when executor is "slurm"
+  ExecutorKind executor = ExecutorKind::kLocal;  // local | slurm. Default: local
+  SlurmSpec slurm;                               // used when executor is "slurm"
 };
 
 struct DataSpec {
-  std::string source = "synthetic";  // synthetic | csv | npy. Default: synthetic
+  DataSource source = DataSource::kSynthetic;  // synthetic | csv | npy. Default: synthetic
   // synthetic (Friedman #1, deterministic from the run seed)
   int synthetic_features = 10;       // >= 5. Default: 10
   double synthetic_noise = 1.0;      // >= 0. Default: 1.0
@@ -137,15 +138,17 @@ struct DataSpec {
 };
 
 struct MutationSpec {
-  std::string policy = "none";   // none | append_from_pool | query_by_committee | command. Default: none
+  // none | append_from_pool | query_by_committee | command. Default: none
+  MutationPolicyKind policy = MutationPolicyKind::kNone;
   int k = 0;                     // rows per round, >= 1 for pool policies. Default: 0
   std::vector<std::string> argv; // command: program and arguments, no shell
   double timeout_s = 60.0;       // command: > 0. Default: 60
   // query_by_committee: how a pool row's disagreement is scored (orchestrator/committee_score.h):
   // std (regression, and classification: mean over classes of the probabilities' std) |
   // entropy | bald (classification) | epistemic (gaussian_nll members: the std of their means).
-  // Default: std for regression, bald for classification, epistemic for gaussian_nll
-  std::string score;
+  // Default (set by the config reader, from the task): std for regression, bald for
+  // classification, epistemic for gaussian_nll
+  CommitteeScore score = CommitteeScore::kStd;
 };
 
 struct RoundsSpec {

@@ -297,9 +297,12 @@ StatusOr<RunData> StreamFiles(const DataSpec& spec, uint64_t run_seed, SourceFil
 }
 
 StatusOr<SourceFiles> OpenSource(const DataSpec& spec, LabelMap* train_labels, LabelMap* labels) {
-  if (spec.source == "csv") return CsvFiles(spec, train_labels, labels);
-  if (spec.source == "npy") return NpyFiles(spec, train_labels, labels);
-  return Status::InvalidArgument("data.source: unknown source '" + spec.source + "' (want synthetic, csv or npy)");
+  switch (spec.source) {
+    case DataSource::kCsv: return CsvFiles(spec, train_labels, labels);
+    case DataSource::kNpy: return NpyFiles(spec, train_labels, labels);
+    case DataSource::kSynthetic: break;
+  }
+  return Status::InvalidArgument("data.source: \"synthetic\" has no files to open");
 }
 
 // Classification's first pass: every label of train, pool and holdout; train's per class.
@@ -329,9 +332,9 @@ StatusOr<ClassList> ScanClasses(const DataSpec& spec, std::vector<uint64_t>* cla
 StatusOr<RunData> StreamRunData(const DataSpec& spec, uint64_t run_seed, size_t chunk_bytes,
                                 const std::function<Status(const Table&)>& train_chunk, uint64_t* train_rows,
                                 TaskKind task) {
-  if (spec.source == "synthetic" && task == TaskKind::kClassification)
+  if (spec.source == DataSource::kSynthetic && task == TaskKind::kClassification)
     return Status::InvalidArgument("data.source: the synthetic data is a regression target; classification needs csv or npy");
-  if (spec.source == "synthetic") {
+  if (spec.source == DataSource::kSynthetic) {
     auto d = SyntheticRunData(spec, run_seed);
     if (!d.ok()) return d.status();
     Status s = train_chunk(d->train);

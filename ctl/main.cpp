@@ -17,12 +17,12 @@ namespace ens::ctl {
 // The columns (features, targets) of the config's training data, from the synthetic count or
 // the file's header (a CSV is opened, an npy pair's headers read; no row is kept).
 StatusOr<Table> DataColumns(const DataSpec& d) {
-  if (d.source == "synthetic") {
+  if (d.source == DataSource::kSynthetic) {
     Table t;
     t.features = d.synthetic_features;
     return t;
   }
-  auto reader = d.source == "csv" ? OpenCsv(d.train_path, d.feature_columns, d.target_columns)
+  auto reader = d.source == DataSource::kCsv ? OpenCsv(d.train_path, d.feature_columns, d.target_columns)
                                   : OpenNpyPair(d.x_path, d.y_path);
   if (!reader.ok()) return reader.status();
   return (*reader)->columns();
@@ -35,7 +35,7 @@ StatusOr<Table> DataColumns(const DataSpec& d) {
 std::vector<ConfigError> CheckAgainstData(const Config& cfg) {
   bool any = false;
   for (const auto& m : cfg.members) any = any || m.model.kind == ModelKind::kTorchscript;
-  if (!any && cfg.data.source != "npy") return {};
+  if (!any && cfg.data.source != DataSource::kNpy) return {};
   auto columns = DataColumns(cfg.data);
   if (!columns.ok()) {
     if (!any) return {};  // ensembled names the file's problem at start; validate-config checks the config
@@ -59,7 +59,7 @@ int ValidateConfig(const std::string& path) {
   for (const auto& e : errors) std::cout << path << ": " << (e.pointer.empty() ? "/" : e.pointer) << ": " << e.message << "\n";
   if (!errors.empty()) return exit_code::kPermanentFailure;
   std::cout << path << ": ok (" << cfg.members.size() << " members, " << cfg.rounds.count << " rounds, mutation "
-            << cfg.mutation.policy << ")\n";
+            << Name(cfg.mutation.policy) << ")\n";
   return exit_code::kOk;
 }
 

@@ -257,7 +257,7 @@ void WriteBlock(std::ostream& out, const std::vector<float>& preds, size_t membe
       ptrs.push_back(&per[m]);
     }
     const std::vector<double> mean = MeanPrediction(ptrs);
-    const std::vector<double> bald = CommitteeScores("bald", ptrs, static_cast<int>(w));
+    const std::vector<double> bald = CommitteeScores(CommitteeScore::kBald, ptrs, static_cast<int>(w));
     out << "row,class";
     for (const auto& c : classes) out << ",p_" << c;
     out << ",disagreement\n";

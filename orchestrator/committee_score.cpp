@@ -20,12 +20,12 @@ double Entropy(const double* p, int width) {
   return h;
 }
 
-std::vector<double> CommitteeScores(const std::string& score, const std::vector<const std::vector<float>*>& preds,
+std::vector<double> CommitteeScores(CommitteeScore score, const std::vector<const std::vector<float>*>& preds,
                                     int width) {
   const size_t w = static_cast<size_t>(width), rows = preds[0]->size() / w;
   const double k = static_cast<double>(preds.size());
   std::vector<double> mean = MeanPrediction(preds), out(rows, 0.0);
-  if (score == "epistemic") {
+  if (score == CommitteeScore::kEpistemic) {
     for (size_t r = 0; r < rows; ++r) {
       double sq = 0;
       for (const auto* p : preds) sq += static_cast<double>((*p)[r * w]) * (*p)[r * w];
@@ -33,7 +33,7 @@ std::vector<double> CommitteeScores(const std::string& score, const std::vector<
     }
     return out;
   }
-  if (score == "std") {
+  if (score == CommitteeScore::kStd) {
     for (size_t r = 0; r < rows; ++r) {
       double total = 0;
       for (size_t c = 0; c < w; ++c) {
@@ -48,7 +48,7 @@ std::vector<double> CommitteeScores(const std::string& score, const std::vector<
   std::vector<double> member(w);
   for (size_t r = 0; r < rows; ++r) {
     out[r] = Entropy(&mean[r * w], width);
-    if (score != "bald") continue;
+    if (score != CommitteeScore::kBald) continue;  // kEntropy: the entropy of the mean alone
     double mean_entropy = 0;
     for (const auto* p : preds) {
       for (size_t c = 0; c < w; ++c) member[c] = (*p)[r * w + c];

@@ -14,13 +14,14 @@
 // Pure functions, in double, in member order. Thread-safe.
 #pragma once
 
-#include <string>
 #include <vector>
+
+#include "common/run_options.h"
 
 namespace ens {
 
-// REQUIRES: preds non-empty, each rows * width long; score one of the names above.
-std::vector<double> CommitteeScores(const std::string& score, const std::vector<const std::vector<float>*>& preds,
+// REQUIRES: preds non-empty, each rows * width long.
+std::vector<double> CommitteeScores(CommitteeScore score, const std::vector<const std::vector<float>*>& preds,
                                     int width);
 
 // The members' mean of every value (rows x width, as the predictions).

@@ -159,7 +159,7 @@ EnsembleSummary SummariseEnsemble(const std::vector<MemberResult>& results, cons
     std::tie(s.member_rmse_mean, s.member_rmse_std) = MeanStd(results, "holdout_rmse");
     const size_t w = static_cast<size_t>(std::max(targets, 1)), rows = holdout_y.size() / w;
     const double nr = std::max<double>(1.0, static_cast<double>(rows));
-    std::vector<double> spread = CommitteeScores("std", preds, static_cast<int>(w));
+    std::vector<double> spread = CommitteeScores(CommitteeScore::kStd, preds, static_cast<int>(w));
     std::vector<double> se(w, 0.0);
     std::vector<CalibrationSums> calibration(w);
     double dis = 0;
@@ -183,7 +183,7 @@ EnsembleSummary SummariseEnsemble(const std::vector<MemberResult>& results, cons
     return s;
   }
   std::tie(s.member_accuracy_mean, s.member_accuracy_std) = MeanStd(results, "holdout_accuracy");
-  std::vector<double> bald = CommitteeScores("bald", preds, classes);
+  std::vector<double> bald = CommitteeScores(CommitteeScore::kBald, preds, classes);
   const size_t w = static_cast<size_t>(classes);
   double hits = 0, nll = 0, brier = 0, dis = 0;
   for (size_t i = 0; i < holdout_y.size(); ++i) {

@@ -37,8 +37,9 @@ Mutation QueryByCommittee(const MutationSpec& spec, const MutationContext& c) {
   std::vector<const std::vector<float>*> preds;
   for (const auto& r : *c.members) preds.push_back(&r.pool_pred);
   const int width = c.classes ? c.classes->size() : c.gaussian ? 2 : c.targets;
-  std::string score = spec.score.empty() ? "std" : spec.score;
-  if (c.gaussian && score == "std") score = "epistemic";  // the spread of the means, as without heads
+  // A Gaussian head's "std" is the spread of its means (its variances are the data's noise).
+  const CommitteeScore score =
+      c.gaussian && spec.score == CommitteeScore::kStd ? CommitteeScore::kEpistemic : spec.score;
   // No members to ask: every row scores 0, so the lowest unused ids are taken.
   std::vector<double> spread = preds.empty() ? std::vector<double>(c.pool->rows(), 0.0)
                                              : CommitteeScores(score, preds, width);
@@ -146,12 +147,16 @@ StatusOr<Mutation> ParseCommandOutput(const std::string& text, int features, uin
 }
 
 StatusOr<Mutation> DecideMutation(const MutationSpec& spec, const MutationContext& c) {
-  if (spec.policy == "append_from_pool") return AppendFromPool(spec, c);
-  if (spec.policy == "query_by_committee") return QueryByCommittee(spec, c);
-  if (spec.policy == "command") {
-    auto out = RunCommand(spec.argv, c.round_summary.dump() + "\n", spec.timeout_s, c.on_wait, c.command_env);
-    if (!out.ok()) return out.status();
-    return ParseCommandOutput(*out, c.features, c.train_rows, "mutation command " + spec.argv[0], c.classes, c.targets);
+  switch (spec.policy) {
+    case MutationPolicyKind::kAppendFromPool: return AppendFromPool(spec, c);
+    case MutationPolicyKind::kQueryByCommittee: return QueryByCommittee(spec, c);
+    case MutationPolicyKind::kCommand: {
+      auto out = RunCommand(spec.argv, c.round_summary.dump() + "\n", spec.timeout_s, c.on_wait, c.command_env);
+      if (!out.ok()) return out.status();
+      return ParseCommandOutput(*out, c.features, c.train_rows, "mutation command " + spec.argv[0], c.classes,
+                                c.targets);
+    }
+    case MutationPolicyKind::kNone: break;
   }
   Mutation none;
   none.add.features = c.features;

@@ -46,7 +46,7 @@ GrantPool::GrantPool(std::vector<ServeGpu> gpus, int cpu_workers) : gpus_(std::m
 }
 
 StatusOr<RunAsk> GrantPool::AskOf(const ResourcesSpec& r) const {
-  if (r.executor != "local")
+  if (r.executor != ExecutorKind::kLocal)
     return Status::InvalidArgument("/resources/executor: a served run's workers run on this machine (\"local\"); "
                                    "a Slurm run is started with `ensembled run`");
   RunAsk ask;

@@ -83,7 +83,7 @@ Status Supervisor::Prepare() {
 // task: a wrong file is one clear error at its config pointer, not a failure per member and
 // attempt. Local workers only: a Slurm node reports the same error from its worker.
 Status Supervisor::CheckScriptMembers() const {
-  if (cfg_.resources.executor != "local") return Status::Ok();
+  if (cfg_.resources.executor != ExecutorKind::kLocal) return Status::Ok();
   auto errors = CheckScriptModels(cfg_.members, static_cast<int>(train_->header().features),
                                   RequiredOutputs(cfg_, classes_.size(), holdout_.targets), opts_.worker_binary);
   if (errors.empty()) return Status::Ok();
@@ -151,7 +151,7 @@ Status Supervisor::PublishFreshData() {
   std::unique_ptr<DatasetWriter> writer;
   // An npy y of several columns: the check validate-config makes of target_columns, at the
   // first chunk, before the file is streamed.
-  const std::string targets_from = "data " + (cfg_.data.source == "npy" ? cfg_.data.y_path : cfg_.data.train_path);
+  const std::string targets_from = "data " + (cfg_.data.source == DataSource::kNpy ? cfg_.data.y_path : cfg_.data.train_path);
   auto add = [&](const Table& chunk) {
     if (!writer) {
       if (std::string why = TargetCountProblem(cfg_, chunk.targets, targets_from); !why.empty())
@@ -524,7 +524,7 @@ Status Supervisor::CommitRound(int round, double wall_seconds, bool* stop_now) {
   Status s = DecideAndAppend(round, summary, results, *stop_now, &mut);
   if (!s.ok()) return s;
   summary["members"] = members;
-  summary["mutation"] = {{"policy", cfg_.mutation.policy}, {"added", mut.added}, {"dropped", mut.dropped}};
+  summary["mutation"] = {{"policy", Name(cfg_.mutation.policy)}, {"added", mut.added}, {"dropped", mut.dropped}};
   if (*stop_now) summary["mutation"]["skipped"] = "last round";
   s = WriteFileAtomic(layout_.SummaryFile(round), summary.dump(2) + "\n");
   if (!s.ok()) return s;
@@ -581,7 +581,7 @@ Status Supervisor::DecideAndAppend(int round, const json& summary,
                         mut.add.features, train_->header().rows, on_wait, {}, classes_.empty() ? nullptr : &classes_,
                         Gaussian(), mut.add.targets};
     const MutationSpec spec = cfg_.mutation;
-    if (spec.policy == "command") {  // the program sees the run: data, predictions, ensemblectl
+    if (spec.policy == MutationPolicyKind::kCommand) {  // the program sees the run: data, predictions, ensemblectl
       auto view = CommandMutationView(round, summary.value("generation", uint64_t{0}), results);
       if (!view.ok()) return view.status();
       ctx.round_summary["run"] = std::move(view->run);
@@ -762,7 +762,7 @@ int Supervisor::Run() {
     spdlog::info("removed {} message queue(s) that killed runs of an earlier ensembled left in /dev/mqueue "
                  "(nothing had them open; their RLIMIT_MSGQUEUE budget is free again)",
                  old.removed.size());
-  if (cfg_.resources.executor == "slurm") {
+  if (cfg_.resources.executor == ExecutorKind::kSlurm) {
     std::vector<WorkerPlacement> placements;
     s = SetUpExecutor(&placements);
     if (s.ok()) return RunWith(placements);
@@ -800,7 +800,7 @@ int Supervisor::Run() {
 }
 
 Status Supervisor::SetUpExecutor(std::vector<WorkerPlacement>* placements) {
-  if (cfg_.resources.executor == "slurm") {
+  if (cfg_.resources.executor == ExecutorKind::kSlurm) {
     const SlurmSpec& sl = cfg_.resources.slurm;
     placements->clear();
     for (int i = 0; i < sl.workers; ++i) placements->push_back({i, ""});  // Slurm picks the GPUs

@@ -117,7 +117,7 @@ TEST_CASE("A classification run's classes come from every file - its holdout is 
   WriteText(d / "train.csv", train);
   WriteText(d / "pool.csv", "x0,x1,y\n1,2,d\n3,4,a\n");
   DataSpec spec;
-  spec.source = "csv";
+  spec.source = DataSource::kCsv;
   spec.train_path = d / "train.csv";
   spec.pool_path = d / "pool.csv";
   spec.target_columns = {"y"};

@@ -77,13 +77,13 @@ TEST_CASE("example.json parses into the documented demo", "[config]") {
   CHECK(c.resources.workers_per_gpu == 1);
   CHECK(c.resources.cpu_workers == 2);
   CHECK(c.resources.threads_per_worker == 1);
-  CHECK(c.data.source == "synthetic");
+  CHECK(c.data.source == DataSource::kSynthetic);
   CHECK(c.data.synthetic_features == 10);
   CHECK(c.data.synthetic_noise == 1.0);
   CHECK(c.data.initial_rows == 200);
   CHECK(c.data.pool_rows == 3000);
   CHECK(c.data.holdout_rows == 1000);
-  CHECK(c.mutation.policy == "query_by_committee");
+  CHECK(c.mutation.policy == MutationPolicyKind::kQueryByCommittee);
   CHECK(c.mutation.k == 150);
   CHECK(c.rounds.count == 4);
   CHECK_FALSE(c.rounds.stop_below_error.has_value());
@@ -129,9 +129,9 @@ TEST_CASE("a minimal config gets the documented defaults", "[config]") {
   CHECK(c.run_name == "ensembled");
   CHECK(c.run_seed == 0);
   CHECK(c.resources.gpus_mode == "auto");
-  CHECK(c.data.source == "synthetic");
+  CHECK(c.data.source == DataSource::kSynthetic);
   CHECK(c.data.pool_rows == 2000);
-  CHECK(c.mutation.policy == "none");
+  CHECK(c.mutation.policy == MutationPolicyKind::kNone);
   CHECK(c.rounds.count == 1);
   REQUIRE(c.members.size() == 1);
   const MemberSpec& m = c.members[0];
@@ -730,7 +730,7 @@ TEST_CASE("task classification: cross_entropy by default, bald scoring, written 
   CHECK(c.task == TaskKind::kClassification);
   CHECK(c.members[0].loss == LossKind::kCrossEntropy);
   CHECK(c.members[0].label_smoothing == 0.1);
-  CHECK(c.mutation.score == "bald");
+  CHECK(c.mutation.score == CommitteeScore::kBald);
   json normal = ConfigToJson(c);
   CHECK(normal["task"] == "classification");
   CHECK(normal["mutation"]["score"] == "bald");
@@ -782,7 +782,7 @@ TEST_CASE("gaussian_nll: every member or none, regression only, scored by episte
   doc["mutation"] = {{"policy", "query_by_committee"}, {"k", 5}};
   Config c = MustParse(doc);
   CHECK(c.members[2].loss == LossKind::kGaussianNll);
-  CHECK(c.mutation.score == "epistemic");
+  CHECK(c.mutation.score == CommitteeScore::kEpistemic);
   json mixed = Minimal();
   mixed["members"] = {{"defaults", {{"layers", {{{"units", 4}}}}}},
                       {"list", {{{"loss", "gaussian_nll"}}, {{"loss", "mse"}}}}};

@@ -55,7 +55,7 @@ struct Fixture {
 
 MutationSpec Policy(const std::string& name, int k) {
   MutationSpec s;
-  s.policy = name;
+  s.policy = Parse<MutationPolicyKind>(name).value();
   s.k = k;
   return s;
 }
@@ -180,7 +180,7 @@ MutationSpec Script(const TempDir& dir, const std::string& name, const std::stri
   }
   REQUIRE(::chmod(path.c_str(), 0700) == 0);
   MutationSpec s;
-  s.policy = "command";
+  s.policy = MutationPolicyKind::kCommand;
   s.argv = {path};
   s.timeout_s = timeout_s;
   return s;
@@ -276,7 +276,7 @@ TEST_CASE("command exit status, timeout and a missing program are errors", "[mut
   }
   SECTION("not found") {
     MutationSpec spec;
-    spec.policy = "command";
+    spec.policy = MutationPolicyKind::kCommand;
     spec.argv = {dir.File("no-such-program")};
     // common/subprocess reports a program it cannot execute at start, not as a child exiting 127.
     RequireError(spec, f.ctx, Status::Code::kInvalidArgument, {spec.argv[0], "cannot be run"});

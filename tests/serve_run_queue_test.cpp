@@ -79,7 +79,7 @@ TEST_CASE("an ask the machine can never meet is refused with its pointer", "[ser
   ask = cpu_only.AskOf(GpuList({"0"}));
   REQUIRE_FALSE(ask.ok());
   ResourcesSpec slurm;
-  slurm.executor = "slurm";
+  slurm.executor = ExecutorKind::kSlurm;
   CHECK_FALSE(gpus.AskOf(slurm).ok());
 }
 

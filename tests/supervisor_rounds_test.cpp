@@ -146,7 +146,7 @@ print(json.dumps({"add": [[0.5] * 10 + [1.0]] * 20, "drop": drop}))
   FakeExecutor fake(kHoldout, kPool);
   const std::string state = dir.path() + "/s";
   Config cfg = MakeConfig(state, 2, 3);
-  cfg.mutation.policy = "command";
+  cfg.mutation.policy = MutationPolicyKind::kCommand;
   cfg.mutation.argv = {"/usr/bin/python3", script};
   REQUIRE(RunWith(fake, cfg) == exit_code::kOk);
   auto recs = JournalOf(state);
