@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
 
 #include "common/seed.h"
@@ -90,12 +91,13 @@ StatusOr<std::string> RunCommand(const std::vector<std::string>& argv, const std
 }  // namespace
 
 StatusOr<Mutation> ParseCommandOutput(const std::string& text, int features, uint64_t train_rows,
-                                      const std::string& origin, const ClassList* classes, int targets) {
+                                      const std::string& origin, const ClassList* classes, int targets,
+                                      const std::vector<bool>* pool_used) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     return Status::InvalidArgument(origin + ": output is not a JSON object");
   for (auto it = j.begin(); it != j.end(); ++it)
-    if (it.key() != "add" && it.key() != "drop")
+    if (it.key() != "add" && it.key() != "drop" && it.key() != "take")
       return Status::InvalidArgument(origin + ": /" + it.key() + ": unknown key");
   Mutation m;
   m.add.features = features;
@@ -143,6 +145,25 @@ StatusOr<Mutation> ParseCommandOutput(const std::string& text, int features, uin
     std::sort(m.drop.begin(), m.drop.end());
     m.drop.erase(std::unique(m.drop.begin(), m.drop.end()), m.drop.end());
   }
+  if (j.contains("take")) {
+    if (!j["take"].is_array()) return Status::InvalidArgument(origin + ": /take: must be an array of pool row ids");
+    const uint64_t pool_rows = pool_used ? pool_used->size() : 0;
+    std::map<uint64_t, size_t> taken;  // id -> its index in /take
+    for (size_t i = 0; i < j["take"].size(); ++i) {
+      const auto& t = j["take"][i];
+      const std::string where = origin + ": /take/" + std::to_string(i) + ": ";
+      if (!t.is_number_unsigned() || t.get<uint64_t>() >= pool_rows)
+        return Status::InvalidArgument(where + t.dump() + " is not a pool row id below " + std::to_string(pool_rows));
+      const uint64_t id = t.get<uint64_t>();
+      if ((*pool_used)[id])
+        return Status::InvalidArgument(where + "pool row " + std::to_string(id) +
+                                       " is in training already (taken in an earlier round)");
+      if (auto [at, fresh] = taken.emplace(id, i); !fresh)
+        return Status::InvalidArgument(where + "pool row " + std::to_string(id) + " is taken twice (also /take/" +
+                                       std::to_string(at->second) + ")");
+      m.pool_ids.push_back(id);
+    }
+  }
   return m;
 }
 
@@ -154,7 +175,7 @@ StatusOr<Mutation> DecideMutation(const MutationSpec& spec, const MutationContex
       auto out = RunCommand(spec.argv, c.round_summary.dump() + "\n", spec.timeout_s, c.on_wait, c.command_env);
       if (!out.ok()) return out.status();
       return ParseCommandOutput(*out, c.features, c.train_rows, "mutation command " + spec.argv[0], c.classes,
-                                c.targets);
+                                c.targets, c.pool_used);
     }
     case MutationPolicyKind::kNone: break;
   }

@@ -7,9 +7,11 @@
 //                       spec.score (committee_score.h), ties broken by the lower row id
 //   command             an external program (argv, no shell) reads the round summary JSON on
 //                       stdin (with "run": where the run's data and predictions are,
-//                       mutation_view.h) and writes {"add": [[x..., y], ...], "drop": [row ids]}
-//                       on stdout (classification: y is a class label, a string or an
-//                       integer, one of the run's classes);
+//                       mutation_view.h) and writes {"add": [[x..., y], ...], "drop": [row ids],
+//                       "take": [pool row ids]} on stdout, each key optional (classification:
+//                       y is a class label, a string or an integer, one of the run's classes;
+//                       taken pool rows move into train with their labels, as the pool
+//                       policies move them);
 //                       exit code 0 and the timeout are enforced, the output validated like data
 // Decisions are pure functions of their inputs (except `command`, which is as pure as the
 // program). Thread-compatible.
@@ -66,9 +68,11 @@ StatusOr<Mutation> DecideMutation(const MutationSpec& spec, const MutationContex
 
 // Parses and validates a command's output. `origin` names the command in errors. `classes`
 // (classification): each row's target is a label, stored as its class index. An added row
-// is features then `targets` target numbers (one label for classification).
+// is features then `targets` target numbers (one label for classification). `pool_used`:
+// the pool's rows, true where taken already (null: no pool); a taken id must be below its
+// size, unused and listed once, else an error names it (/take/i).
 StatusOr<Mutation> ParseCommandOutput(const std::string& text, int features, uint64_t train_rows,
                                       const std::string& origin, const ClassList* classes = nullptr,
-                                      int targets = 1);
+                                      int targets = 1, const std::vector<bool>* pool_used = nullptr);
 
 }  // namespace ens

@@ -224,6 +224,39 @@ TEST_CASE("command output adds rows and drops ids - the summary arrives on stdin
   CHECK(received == f.ctx.round_summary);
 }
 
+TEST_CASE("command output takes pool rows by id, in its order, beside added rows", "[mutation]") {
+  TempDir dir;
+  Fixture f(6);
+  f.used[1] = true;
+  Mutation m = MustDecide(Printing(dir, R"({"take": [5, 0, 3], "add": [[9, 9, 9]]})"), f.ctx);
+  CHECK(m.pool_ids == std::vector<uint64_t>{5, 0, 3});
+  CHECK(m.add.rows() == 1);
+  CHECK(m.drop.empty());
+  CHECK(MustDecide(Printing(dir, R"({"take": []})"), f.ctx).empty());
+}
+
+TEST_CASE("a taken pool id out of range, already used, repeated or not an id is refused, named", "[mutation]") {
+  TempDir dir;
+  Fixture f(6);
+  f.used[2] = true;
+  RequireError(Printing(dir, R"({"take": [0, 6]})"), f.ctx, Status::Code::kInvalidArgument,
+               {"/take/1: 6 is not a pool row id below 6"});
+  RequireError(Printing(dir, R"({"take": [2]})"), f.ctx, Status::Code::kInvalidArgument,
+               {"/take/0: pool row 2 is in training already"});
+  RequireError(Printing(dir, R"({"take": [4, 0, 4]})"), f.ctx, Status::Code::kInvalidArgument,
+               {"/take/2: pool row 4 is taken twice (also /take/0)"});
+  RequireError(Printing(dir, R"({"take": [-1]})"), f.ctx, Status::Code::kInvalidArgument,
+               {"/take/0: -1 is not a pool row id"});
+  RequireError(Printing(dir, R"({"take": [1.5]})"), f.ctx, Status::Code::kInvalidArgument,
+               {"/take/0: 1.5 is not a pool row id"});
+  RequireError(Printing(dir, R"({"take": 3})"), f.ctx, Status::Code::kInvalidArgument,
+               {"/take: must be an array of pool row ids"});
+  // A run without a pool has no row to take.
+  StatusOr<Mutation> none = ParseCommandOutput(R"({"take": [0]})", 2, 10, "cmd");
+  REQUIRE_FALSE(none.ok());
+  CHECK_THAT(none.status().message(), Catch::Contains("cmd: /take/0: 0 is not a pool row id below 0"));
+}
+
 // The supervisor's watchdog pings ride on on_wait: it must keep coming while the program runs,
 // both while its output is open and after it closed it.
 TEST_CASE("command on_wait is called every 200 ms while the program runs", "[mutation]") {

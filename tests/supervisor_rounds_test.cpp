@@ -4,8 +4,10 @@
 // failures, the restart budget and hopeless starts, with every record checked in the journal.
 #include <signal.h>
 
-#include <catch2/catch.hpp>
+#include <algorithm>
 #include <string>
+
+#include <catch2/catch.hpp>
 
 #include "common/config.h"
 #include "common/exit_codes.h"
@@ -170,6 +172,68 @@ print(json.dumps({"add": [[0.5] * 10 + [1.0]] * 20, "drop": drop}))
     CHECK(summary["train_rows"] == 50 + 15 * r);
     if (r < 2) CHECK(summary["mutation"]["dropped"] == 5);  // round 1's repeat of row 0 is not new
   }
+}
+
+
+// The ids of an int64 .npy file (the mutation view's pool_unused_ids.npy), without numpy.
+constexpr const char* kReadNpyIds = R"(
+def npy_ids(path):
+    import struct
+    b = open(path, "rb").read()
+    n = struct.unpack("<H", b[8:10])[0]
+    body = b[10 + n:]
+    return [struct.unpack("<q", body[i:i + 8])[0] for i in range(0, len(body), 8)]
+)";
+
+TEST_CASE("a mutation command takes pool rows: they leave the pool, train with their labels, and are journaled") {
+  TempDir dir;
+  // Round 0 takes pool rows 3, 7 and 11; round 1 records what the pool has left and takes 0.
+  const std::string script = dir.path() + "/take.py";
+  REQUIRE(WriteFileAtomic(script, std::string("import json, sys\n") + kReadNpyIds + R"(
+s = json.load(sys.stdin)
+if s["round"] == 1:
+    open(")" + dir.path() + R"(/unused.json", "w").write(json.dumps(npy_ids(s["run"]["pool_unused_ids"])))
+print(json.dumps({"take": [3, 7, 11] if s["round"] == 0 else [0]}))
+)").ok());
+  FakeExecutor fake(kHoldout, kPool);
+  const std::string state = dir.path() + "/s";
+  Config cfg = MakeConfig(state, 2, 3);
+  cfg.mutation.policy = MutationPolicyKind::kCommand;
+  cfg.mutation.argv = {"/usr/bin/python3", script};
+  REQUIRE(RunWith(fake, cfg) == exit_code::kOk);
+  auto recs = JournalOf(state);
+  std::vector<uint64_t> trained;
+  std::vector<nlohmann::json> taken;
+  for (const auto& r : recs) {
+    if (r.value("event", "") == "round_committed") trained.push_back(r.value("trained_rows", uint64_t{0}));
+    if (r.contains("pool_used")) taken.push_back(r["pool_used"]);
+  }
+  CHECK(trained == std::vector<uint64_t>{50, 53, 54});
+  REQUIRE(taken.size() >= 2);
+  CHECK(taken[0] == nlohmann::json{3, 7, 11});
+  CHECK(taken[1] == nlohmann::json{0});
+  const RunProgress p = ReplayJournal(recs);
+  CHECK(p.pool_used.size() == 4);
+  // Round 1's view of the pool: every row but the three taken.
+  auto unused = ReadFile(dir.path() + "/unused.json");
+  REQUIRE(unused.ok());
+  std::vector<int64_t> left = nlohmann::json::parse(*unused).get<std::vector<int64_t>>();
+  CHECK(left.size() == kPool - 3);
+  for (int64_t id : {3, 7, 11}) CHECK(std::find(left.begin(), left.end(), id) == left.end());
+}
+
+TEST_CASE("a mutation command that takes a pool row already in training fails the run, naming the row") {
+  TempDir dir;
+  const std::string script = dir.path() + "/again.py";
+  REQUIRE(WriteFileAtomic(script, "import json, sys\njson.load(sys.stdin)\nprint(json.dumps({\"take\": [3]}))\n").ok());
+  FakeExecutor fake(kHoldout, kPool);
+  const std::string state = dir.path() + "/s";
+  Config cfg = MakeConfig(state, 2, 3);
+  cfg.mutation.policy = MutationPolicyKind::kCommand;
+  cfg.mutation.argv = {"/usr/bin/python3", script};
+  CHECK(RunWith(fake, cfg) == exit_code::kPermanentFailure);
+  // Round 0's take is recorded; round 1's is refused and nothing of it is.
+  CHECK(ReplayJournal(JournalOf(state)).pool_used == std::vector<uint64_t>{3});
 }
 
 }  // namespace
