@@ -449,6 +449,10 @@ void ReadMutation(Validator& v, const json& root, const std::string& base_dir, M
       v.Strings(*j, p, "argv", /*allow_empty=*/true, &m->argv) || !j->contains("argv");
   v.Number(*j, p, "timeout_s", kPositive, &m->timeout_s);
   v.Enum(*j, p, "score", &m->score);
+  v.Enum(*j, p, "batch", &m->batch);
+  if (m->batch != BatchMode::kTop && m->policy != MutationPolicyKind::kQueryByCommittee)
+    v.Error(Child(p, "batch"), "is for policy \"query_by_committee\" (policy is \"" +
+                                   std::string(Name(m->policy)) + "\")");
   const std::string why = " when policy is \"" + std::string(Name(m->policy)) + "\"";
   if ((m->policy == MutationPolicyKind::kAppendFromPool || m->policy == MutationPolicyKind::kQueryByCommittee) && m->k < 1 &&
       k_usable) {
@@ -794,6 +798,7 @@ nlohmann::json ConfigToJson(const Config& c) {
   // normalised configs compare equal.
   if (c.task != TaskKind::kRegression) out["task"] = Name(c.task);
   if (c.mutation.score != CommitteeScore::kStd) out["mutation"]["score"] = Name(c.mutation.score);
+  if (c.mutation.batch != BatchMode::kTop) out["mutation"]["batch"] = Name(c.mutation.batch);
   if (d.target_columns.size() > 1) {
     out["data"].erase("target_column");
     out["data"]["target_columns"] = d.target_columns;

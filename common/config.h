@@ -149,6 +149,10 @@ struct MutationSpec {
   // Default (set by the config reader, from the task): std for regression, bald for
   // classification, epistemic for gaussian_nll
   CommitteeScore score = CommitteeScore::kStd;
+  // query_by_committee: the k rows with the highest score (top), or k rows both uncertain and
+  // spread out in the standardised input features (diverse; orchestrator/diverse_batch.h).
+  // Default: top
+  BatchMode batch = BatchMode::kTop;
 };
 
 struct RoundsSpec {

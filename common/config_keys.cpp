@@ -58,7 +58,7 @@ constexpr K kResources[] = {{"gpus", R::kResults, {}},
                             {"slurm", R::kRestart, kSlurm}};
 constexpr K kMutation[] = {
     {"policy", R::kResults, {}}, {"k", R::kLive, {}}, {"argv", R::kResults, {}}, {"timeout_s", R::kLive, {}},
-    {"score", R::kLive, {}}};
+    {"score", R::kLive, {}}, {"batch", R::kLive, {}}};
 constexpr K kRounds[] = {{"count", R::kLive, {}}, {"stop_below_error", R::kLive, {}}};
 constexpr K kRecycle[] = {{"after_tasks", R::kLive, {}},
                           {"rss_mb", R::kLive, {}},

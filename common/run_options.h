@@ -20,16 +20,21 @@ enum class DataSource { kSynthetic, kCsv, kNpy };
 enum class MutationPolicyKind { kNone, kAppendFromPool, kQueryByCommittee, kCommand };
 // mutation.score (orchestrator/committee_score.h).
 enum class CommitteeScore { kStd, kEntropy, kBald, kEpistemic };
+// mutation.batch: query by committee's k rows, the top k by score or a diverse batch
+// (orchestrator/diverse_batch.h).
+enum class BatchMode { kTop, kDiverse };
 
 inline constexpr std::array<std::string_view, 2> kExecutorNames{"local", "slurm"};
 inline constexpr std::array<std::string_view, 3> kDataSourceNames{"synthetic", "csv", "npy"};
 inline constexpr std::array<std::string_view, 4> kMutationPolicyNames{"none", "append_from_pool",
                                                                       "query_by_committee", "command"};
 inline constexpr std::array<std::string_view, 4> kCommitteeScoreNames{"std", "entropy", "bald", "epistemic"};
+inline constexpr std::array<std::string_view, 2> kBatchModeNames{"top", "diverse"};
 
 constexpr std::span<const std::string_view> NamesOf(ExecutorKind) { return kExecutorNames; }
 constexpr std::span<const std::string_view> NamesOf(DataSource) { return kDataSourceNames; }
 constexpr std::span<const std::string_view> NamesOf(MutationPolicyKind) { return kMutationPolicyNames; }
 constexpr std::span<const std::string_view> NamesOf(CommitteeScore) { return kCommitteeScoreNames; }
+constexpr std::span<const std::string_view> NamesOf(BatchMode) { return kBatchModeNames; }
 
 }  // namespace ens

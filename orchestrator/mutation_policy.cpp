@@ -11,6 +11,7 @@
 #include "common/seed.h"
 #include "common/subprocess.h"
 #include "orchestrator/committee_score.h"
+#include "orchestrator/diverse_batch.h"
 
 namespace ens {
 namespace {
@@ -46,12 +47,16 @@ Mutation QueryByCommittee(const MutationSpec& spec, const MutationContext& c) {
                                              : CommitteeScores(score, preds, width);
   std::vector<uint64_t> ids = UnusedPoolRows(c);
   size_t k = std::min<size_t>(static_cast<size_t>(spec.k), ids.size());
-  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](uint64_t a, uint64_t b) {
-    return spread[a] != spread[b] ? spread[a] > spread[b] : a < b;
-  });
   Mutation m;
   m.add.features = c.features;
   m.add.targets = c.targets;
+  if (spec.batch == BatchMode::kDiverse) {
+    m.pool_ids = SelectDiverseBatch(*c.pool, std::move(ids), spread, k);
+    return m;
+  }
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](uint64_t a, uint64_t b) {
+    return spread[a] != spread[b] ? spread[a] > spread[b] : a < b;
+  });
   m.pool_ids.assign(ids.begin(), ids.begin() + k);
   return m;
 }

@@ -4,7 +4,9 @@
 //   append_from_pool    k pool rows not used yet, drawn with a generator seeded from
 //                       (run seed, round): the same run makes the same draw after a restart
 //   query_by_committee  the k unused pool rows the members disagree on most, scored by
-//                       spec.score (committee_score.h), ties broken by the lower row id
+//                       spec.score (committee_score.h), ties broken by the lower row id;
+//                       with spec.batch "diverse", k rows both uncertain and spread out
+//                       (diverse_batch.h)
 //   command             an external program (argv, no shell) reads the round summary JSON on
 //                       stdin (with "run": where the run's data and predictions are,
 //                       mutation_view.h) and writes {"add": [[x..., y], ...], "drop": [row ids],

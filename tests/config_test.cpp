@@ -742,6 +742,22 @@ TEST_CASE("task classification: cross_entropy by default, bald scoring, written 
   CHECK_FALSE(plain["members"]["list"][0].contains("label_smoothing"));
 }
 
+TEST_CASE("mutation.batch: top by default and not written back, diverse for query_by_committee only", "[config]") {
+  json doc = Minimal();
+  doc["mutation"] = {{"policy", "query_by_committee"}, {"k", 5}};
+  Config top = MustParse(doc);
+  CHECK(top.mutation.batch == BatchMode::kTop);
+  CHECK_FALSE(ConfigToJson(top)["mutation"].contains("batch"));  // as earlier versions wrote it
+  doc["mutation"]["batch"] = "diverse";
+  Config diverse = MustParse(doc);
+  CHECK(diverse.mutation.batch == BatchMode::kDiverse);
+  CHECK(ConfigToJson(diverse)["mutation"]["batch"] == "diverse");
+  doc["mutation"]["batch"] = "spread";
+  RequireOnlyError(doc, "/mutation/batch", "must be one of top, diverse");
+  doc["mutation"] = {{"policy", "append_from_pool"}, {"k", 5}, {"batch", "diverse"}};
+  RequireOnlyError(doc, "/mutation/batch", "is for policy \"query_by_committee\" (policy is \"append_from_pool\")");
+}
+
 TEST_CASE("task and loss, score and data that do not fit are errors at their pointers", "[config][classification]") {
   json mse = Classifying();
   mse["members"]["defaults"]["loss"] = "mse";

@@ -167,6 +167,22 @@ TEST_CASE("query_by_committee picks the rows of largest disagreement", "[mutatio
   }
 }
 
+TEST_CASE("query_by_committee with batch diverse passes over near-duplicates of a pick", "[mutation][diverse]") {
+  Fixture f(6);
+  // Rows 0-2 nearly the same point and the most disputed; rows 3-5 far apart, less disputed.
+  f.pool.x = {0, 0, 0.01f, 0, 0, 0.01f, 5, 5, -5, 5, 5, -5};
+  f.members.resize(2);
+  f.members[0].pool_pred = {0, 0, 0, 0, 0, 0};
+  f.members[1].pool_pred = {10, 9.9f, 9.8f, 5, 4, 3};  // std: 5, 4.95, 4.9, 2.5, 2, 1.5
+  MutationSpec top = Policy("query_by_committee", 3);
+  CHECK(AsSet(MustDecide(top, f.ctx).pool_ids) == std::set<uint64_t>{0, 1, 2});
+  MutationSpec diverse = top;
+  diverse.batch = BatchMode::kDiverse;
+  CHECK(MustDecide(diverse, f.ctx).pool_ids == std::vector<uint64_t>{0, 3, 4});
+  f.used[3] = true;  // a used row is never a candidate
+  CHECK(MustDecide(diverse, f.ctx).pool_ids == std::vector<uint64_t>{0, 4, 5});
+}
+
 // ---- command policy ------------------------------------------------------------------------
 
 // Writes an executable /bin/sh script into dir and returns a command spec running it.

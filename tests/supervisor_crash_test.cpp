@@ -189,6 +189,42 @@ TEST_CASE("ensembled killed at each crash point resumes to the undisturbed resul
   }
 }
 
+// mutation.batch "diverse" is a pure function of the round's members, the pool and the rows
+// used: a run killed right after it appended the rows it chose takes the same rows again.
+TEST_CASE("a diverse batch is chosen again, the same rows, after a crash at its append", "[resilience][crash][diverse]") {
+  TempDir tmp;
+  auto diverse = [](std::string cfg) {
+    const std::string k = "\"k\": 10}";
+    const size_t at = cfg.find(k);
+    REQUIRE(at != std::string::npos);
+    return cfg.replace(at, k.size(), "\"k\": 10, \"batch\": \"diverse\"}");
+  };
+  WriteText(tmp / "base.json", diverse(Config(tmp / "base")));
+  auto base = RunEnsembled(tmp / "base.json", tmp.path(), NoCrash(), 90);
+  INFO(base.out << base.err);
+  REQUIRE(base.code == 0);
+  const std::string state = tmp / "crashed";
+  WriteText(tmp / "crashed.json", diverse(Config(state)));
+  auto crashed = RunEnsembled(tmp / "crashed.json", tmp.path(), CrashAt("after_mutation_append"), 90);
+  INFO("crashed run:\n" << crashed.out << crashed.err);
+  REQUIRE(crashed.code == 128 + SIGKILL);
+  CrashSnapshot snap = Snapshot(state);
+  CHECK(TrainHeader(state).rows == 210);  // round 0's 10 rows appended, not committed
+  auto resumed = RunEnsembled(tmp / "crashed.json", tmp.path(), NoCrash(), 90);
+  INFO("resumed run:\n" << resumed.out << resumed.err);
+  REQUIRE(resumed.code == 0);
+  CheckResumedEqualsBaseline(tmp / "base", state, snap, tmp.path());  // pool_used of every round included
+  // And they are not the 10 that "top" takes from the same members (the same run, batch top).
+  WriteText(tmp / "top.json", Config(tmp / "top"));
+  auto top = RunEnsembled(tmp / "top.json", tmp.path(), NoCrash(), 90);
+  REQUIRE(top.code == 0);
+  json by_diverse = CommitFacts(JournalOf(tmp / "base"))[0]["pool_used"];
+  json by_top = CommitFacts(JournalOf(tmp / "top"))[0]["pool_used"];
+  CHECK(by_diverse.size() == 10);
+  CHECK(by_top.size() == 10);
+  CHECK(by_diverse != by_top);
+}
+
 // A crash after the last round's round_committed record but before run_finished: the journal
 // then says "every round committed" yet not "finished". The resumed run must finish the run.
 TEST_CASE("a crash between the last round_committed and run_finished still ends in a finished run",
