@@ -130,7 +130,7 @@ TEST_CASE("the lazy selection picks what a full pass per pick picks, ties includ
   }
 }
 
-TEST_CASE("k at or above the candidates takes them all; no candidates or k 0 takes none", "[mutation][diverse]") {
+TEST_CASE("k at or above the candidates takes them all - no candidates or k 0 takes none", "[mutation][diverse]") {
   Table pool = Pool({{0, 0}, {1, 1}, {1, 1}, {2, 2}});
   std::vector<double> score{0.1, 0.2, 0.2, 0.3};
   std::vector<uint64_t> all = SelectDiverseBatch(pool, AllIds(pool), score, 10);
@@ -140,7 +140,7 @@ TEST_CASE("k at or above the candidates takes them all; no candidates or k 0 tak
   CHECK(SelectDiverseBatch(pool, AllIds(pool), score, 0).empty());
 }
 
-TEST_CASE("with every score 0 the batch is spread out by distance alone; constant columns count for nothing",
+TEST_CASE("with every score 0 the batch is spread out by distance alone - constant columns count for nothing",
           "[mutation][diverse]") {
   Table pool;
   pool.features = 2;
