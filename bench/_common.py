@@ -248,6 +248,38 @@ class Daemon:
             return self.wait()
 
 
+class Serve:
+    """`ensembled serve` in <work> with `cpu_workers` CPU worker slots and no GPU: its runs_dir
+    (<work>/runs.d), state_root (<work>/state), socket and log (<work>/daemon.log). Returns once
+    its socket exists; exits the script when it does not start within 30 s."""
+
+    def __init__(self, work, cpu_workers):
+        self.runs_dir, self.state_root = os.path.join(work, "runs.d"), os.path.join(work, "state")
+        os.makedirs(self.runs_dir)
+        socket = os.path.join(work, "serve.sock")
+        config = os.path.join(work, "serve.json")
+        with open(config, "w") as f:
+            json.dump({"runs_dir": self.runs_dir, "state_root": self.state_root,
+                       "resources": {"gpus": "none", "cpu_workers": cpu_workers},
+                       "service": {"control_socket": socket}}, f)
+        self.log_path = os.path.join(work, "daemon.log")
+        self.proc = subprocess.Popen([ENSEMBLED, "serve", "--config", config], stdout=open(self.log_path, "w"),
+                                     stderr=subprocess.STDOUT)
+        self.pid = self.proc.pid
+        deadline = time.monotonic() + 30
+        while not os.path.exists(socket):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                sys.exit("ensembled serve did not start; see %s" % self.log_path)
+            time.sleep(0.05)
+
+    def stop(self):
+        """SIGTERM (our own child), then its exit code."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        return self.proc.wait(timeout=60)
+
+
 def children_of(pid):
     """Direct children of pid (from /proc/<pid>/task/*/children)."""
     kids = set()

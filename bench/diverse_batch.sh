@@ -11,18 +11,4 @@ BIN="$OUT/diverse_batch"
 g++ -O2 -DNDEBUG -std=c++20 -I"$REPO" -o "$BIN" "$REPO/bench/diverse_batch.cpp" \
   "$REPO/orchestrator/diverse_batch.cpp" "$REPO/common/seed.cpp"
 taskset -c 0 "$BIN" "$@" | tee "$OUT/out.txt"
-mkdir -p "$REPO/bench/results"
-python3 - "$OUT/out.txt" "$REPO/bench/results/diverse_batch.json" <<'PY'
-import datetime, json, os, sys
-line = [l for l in open(sys.argv[1]) if l.startswith("JSON ")][-1]
-res = json.loads(line[5:])
-res["utc"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-res["nproc"] = os.cpu_count()
-res["loadavg"] = open("/proc/loadavg").read().split()[:3]
-path = sys.argv[2]
-runs = json.load(open(path)) if os.path.exists(path) else []
-runs.append(res)
-json.dump(runs, open(path + ".tmp", "w"), indent=2)
-os.replace(path + ".tmp", path)
-print("results appended to bench/results/diverse_batch.json")
-PY
+python3 "$REPO/bench/_append_result.py" "$OUT/out.txt" diverse_batch

@@ -15,7 +15,6 @@ Usage: bench/serve_cpu.py [--idle-s 60] [--rounds 30] [--keep]
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -76,24 +75,10 @@ def main():
     C.wait_for_binaries()
     info = C.machine_info()
     work = C.tempdir("bench-serve-cpu-")
-    runs_dir, state_root = os.path.join(work, "runs.d"), os.path.join(work, "state")
-    os.makedirs(runs_dir)
-    socket = os.path.join(work, "serve.sock")
-    serve_cfg = {"runs_dir": runs_dir, "state_root": state_root, "resources": {"gpus": "none", "cpu_workers": 3},
-                 "service": {"control_socket": socket}}
-    with open(os.path.join(work, "serve.json"), "w") as f:
-        json.dump(serve_cfg, f)
-    log_path = os.path.join(work, "daemon.log")
-    log = open(log_path, "w")
-    d = subprocess.Popen([C.ENSEMBLED, "serve", "--config", os.path.join(work, "serve.json")],
-                         stdout=log, stderr=subprocess.STDOUT)
+    d = C.Serve(work, cpu_workers=3)
+    runs_dir, state_root, log_path = d.runs_dir, d.state_root, d.log_path
     names = ["cpu%d" % i for i in range(3)]
     try:
-        deadline = time.monotonic() + 30
-        while not os.path.exists(socket):
-            if d.poll() is not None or time.monotonic() > deadline:
-                sys.exit("ensembled serve did not start; see %s" % log_path)
-            time.sleep(0.05)
         time.sleep(2)  # past its start-up
         idle_end = time.monotonic() + args.idle_s
         idle = measure(d.pid, lambda: time.monotonic() >= idle_end)
@@ -105,13 +90,12 @@ def main():
         deadline = time.monotonic() + 1800
 
         def all_done():
-            if time.monotonic() > deadline or d.poll() is not None:
-                sys.exit("the 3 runs did not finish (daemon exit %s); see %s" % (d.poll(), log_path))
+            if time.monotonic() > deadline or d.proc.poll() is not None:
+                sys.exit("the 3 runs did not finish (daemon exit %s); see %s" % (d.proc.poll(), log_path))
             return all(finished(state_root, n) for n in names)
         busy = measure(d.pid, all_done)
     finally:
-        d.terminate()  # our own child
-        rc = d.wait(timeout=60)
+        rc = d.stop()
     rows, results = [], {}
     for label, (cpu, wakes, wall) in (("idle", idle), ("3 runs training", busy)):
         pct = 100.0 * cpu / wall

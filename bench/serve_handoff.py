@@ -23,7 +23,6 @@ import json
 import os
 import re
 import select
-import subprocess
 import sys
 import time
 
@@ -155,29 +154,14 @@ def main():
     C.wait_for_binaries()
     info = C.machine_info()
     work = C.tempdir("bench-handoff-")
-    runs_dir, state_root = os.path.join(work, "runs.d"), os.path.join(work, "state")
-    os.makedirs(runs_dir)
-    socket = os.path.join(work, "serve.sock")
-    serve_cfg = {"runs_dir": runs_dir, "state_root": state_root, "resources": {"gpus": "none", "cpu_workers": 1},
-                 "service": {"control_socket": socket}}
-    with open(os.path.join(work, "serve.json"), "w") as f:
-        json.dump(serve_cfg, f)
-    log_path = os.path.join(work, "daemon.log")
-    log = open(log_path, "w")
-    d = subprocess.Popen([C.ENSEMBLED, "serve", "--config", os.path.join(work, "serve.json")],
-                         stdout=log, stderr=subprocess.STDOUT)
+    d = C.Serve(work, cpu_workers=1)
+    runs_dir, state_root, log_path = d.runs_dir, d.state_root, d.log_path
     pairs = []
     try:
-        deadline = time.monotonic() + 30
-        while not os.path.exists(socket):
-            if d.poll() is not None or time.monotonic() > deadline:
-                sys.exit("ensembled serve did not start; see %s" % log_path)
-            time.sleep(0.05)
         for rep in range(1, args.reps + 1):
             pairs.append(one_pair(rep, runs_dir, d.pid, state_root))
     finally:
-        d.terminate()  # our own child
-        rc = d.wait(timeout=60)
+        rc = d.stop()
     offset = wall_to_boot()
     lines = daemon_log_times(log_path, offset)
     rows, results = [], []

@@ -47,6 +47,14 @@ Config MakeConfig(const std::string& state, int members, int rounds, const std::
   return *c;
 }
 
+// 2 members, 3 rounds, mutated by `python3 script` (policy command).
+Config CommandMutationConfig(const std::string& state, const std::string& script) {
+  Config cfg = MakeConfig(state, 2, 3);
+  cfg.mutation.policy = MutationPolicyKind::kCommand;
+  cfg.mutation.argv = {"/usr/bin/python3", script};
+  return cfg;
+}
+
 int RunWith(FakeExecutor& fake, const Config& cfg) {
   LocalTransport transport;
   SupervisorOptions o;
@@ -147,9 +155,7 @@ print(json.dumps({"add": [[0.5] * 10 + [1.0]] * 20, "drop": drop}))
 )").ok());
   FakeExecutor fake(kHoldout, kPool);
   const std::string state = dir.path() + "/s";
-  Config cfg = MakeConfig(state, 2, 3);
-  cfg.mutation.policy = MutationPolicyKind::kCommand;
-  cfg.mutation.argv = {"/usr/bin/python3", script};
+  Config cfg = CommandMutationConfig(state, script);
   REQUIRE(RunWith(fake, cfg) == exit_code::kOk);
   auto recs = JournalOf(state);
   std::vector<uint64_t> trained, dropped_rows;
@@ -197,9 +203,7 @@ print(json.dumps({"take": [3, 7, 11] if s["round"] == 0 else [0]}))
 )").ok());
   FakeExecutor fake(kHoldout, kPool);
   const std::string state = dir.path() + "/s";
-  Config cfg = MakeConfig(state, 2, 3);
-  cfg.mutation.policy = MutationPolicyKind::kCommand;
-  cfg.mutation.argv = {"/usr/bin/python3", script};
+  Config cfg = CommandMutationConfig(state, script);
   REQUIRE(RunWith(fake, cfg) == exit_code::kOk);
   auto recs = JournalOf(state);
   std::vector<uint64_t> trained;
@@ -228,9 +232,7 @@ TEST_CASE("a mutation command that takes a pool row already in training fails th
   REQUIRE(WriteFileAtomic(script, "import json, sys\njson.load(sys.stdin)\nprint(json.dumps({\"take\": [3]}))\n").ok());
   FakeExecutor fake(kHoldout, kPool);
   const std::string state = dir.path() + "/s";
-  Config cfg = MakeConfig(state, 2, 3);
-  cfg.mutation.policy = MutationPolicyKind::kCommand;
-  cfg.mutation.argv = {"/usr/bin/python3", script};
+  Config cfg = CommandMutationConfig(state, script);
   CHECK(RunWith(fake, cfg) == exit_code::kPermanentFailure);
   // Round 0's take is recorded; round 1's is refused and nothing of it is.
   CHECK(ReplayJournal(JournalOf(state)).pool_used == std::vector<uint64_t>{3});
