@@ -12,10 +12,12 @@
 // and TorchScript modules expose no hidden layer to the supervisor) and cost nothing to get.
 //
 // Pure and deterministic: the same candidates (in any order), scores and k give the same rows
-// in the same order on every machine (float sums in a fixed order, no randomness), so a
-// replayed or resumed round takes the same rows.
-// Cost: k passes over candidates x features floats; memory one float per candidate value.
-// Thread-compatible.
+// in the same order (float sums in a fixed order, no randomness), so a replayed or resumed
+// round takes the same rows.
+// Cost: one pass over candidates x features to standardise and to measure every candidate
+// against the first pick; after that lazy greedy (a candidate is measured against the newer
+// picks only when its bound reaches the top of a heap), which picks exactly what a full pass
+// per pick would. Memory: one float per candidate value. Thread-compatible.
 #pragma once
 
 #include <cstddef>
@@ -26,8 +28,8 @@
 
 namespace ens {
 
-// `candidates`: pool row ids (unused rows), each < pool.rows(), no repeats; `score`: indexed by
-// pool row id (>= 0). Returns min(k, candidates) ids, in the order picked.
+// `candidates`: pool row ids (unused rows), each < pool.rows(), no repeats, fewer than 2^32;
+// `score`: indexed by pool row id (>= 0). Returns min(k, candidates) ids, in the order picked.
 std::vector<uint64_t> SelectDiverseBatch(const Table& pool, std::vector<uint64_t> candidates,
                                          const std::vector<double>& score, size_t k);
 
