@@ -28,20 +28,26 @@ struct Series {
   std::string name, color;
   std::vector<double> y;
   bool dashed = false;
+  std::vector<double> x = {};  // empty: y's index (1-based); else one x per y
 };
 
 const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
 
-// A line chart: x = index (1-based), y auto-scaled; log-free and dependency-free.
+// A line chart: x = the series' x values, else the index (1-based); both axes auto-scaled;
+// log-free and dependency-free.
 std::string LineChart(const std::string& id, const std::string& title, const std::string& xlabel,
                       const std::vector<Series>& series) {
   const double w = 560, h = 300, l = 60, r = 150, t = 30, b = 40;
-  double lo = INFINITY, hi = -INFINITY;
+  double lo = INFINITY, hi = -INFINITY, x_lo = INFINITY, x_hi = -INFINITY;
   size_t n = 0;
   for (const auto& s : series) {
     for (double v : s.y)
       if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
     n = std::max(n, s.y.size());
+    for (size_t i = 0; i < s.y.size(); ++i) {
+      const double xv = s.x.empty() ? static_cast<double>(i + 1) : s.x[i];
+      x_lo = std::min(x_lo, xv), x_hi = std::max(x_hi, xv);
+    }
   }
   std::ostringstream o;
   o << "<svg id=\"" << id << "\" class=\"plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h
@@ -57,7 +63,10 @@ std::string LineChart(const std::string& id, const std::string& title, const std
     return o.str();
   }
   if (hi - lo < 1e-12) hi = lo + 1;
-  auto X = [&](size_t i) { return l + (w - l - r) * (n > 1 ? static_cast<double>(i) / (n - 1) : 0.5); };
+  auto X = [&](const Series& s, size_t i) {
+    const double xv = s.x.empty() ? static_cast<double>(i + 1) : s.x[i];
+    return l + (w - l - r) * (x_hi > x_lo ? (xv - x_lo) / (x_hi - x_lo) : 0.5);
+  };
   auto Y = [&](double v) { return h - b - (h - b - t) * (v - lo) / (hi - lo); };
   for (int k = 0; k <= 4; ++k) {
     double v = lo + (hi - lo) * k / 4;
@@ -65,14 +74,17 @@ std::string LineChart(const std::string& id, const std::string& title, const std
     std::snprintf(label, sizeof(label), "%.3g", v);
     o << "<text x=\"" << l - 4 << "\" y=\"" << Y(v) + 4 << "\" text-anchor=\"end\">" << label << "</text>";
   }
-  o << "<text x=\"" << l << "\" y=\"" << h - b + 14 << "\" text-anchor=\"middle\">1</text><text x=\"" << w - r << "\" y=\""
-    << h - b + 14 << "\" text-anchor=\"middle\">" << n << "</text>";
+  char x_first[32], x_last[32];
+  std::snprintf(x_first, sizeof(x_first), "%.6g", x_lo);
+  std::snprintf(x_last, sizeof(x_last), "%.6g", x_hi);
+  o << "<text x=\"" << l << "\" y=\"" << h - b + 14 << "\" text-anchor=\"middle\">" << x_first << "</text><text x=\""
+    << w - r << "\" y=\"" << h - b + 14 << "\" text-anchor=\"middle\">" << x_last << "</text>";
   for (size_t k = 0; k < series.size(); ++k) {
     const Series& s = series[k];
     o << "<polyline class=\"series\" fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"1.5\""
       << (s.dashed ? " stroke-dasharray=\"4 3\"" : "") << " points=\"";
     for (size_t i = 0; i < s.y.size(); ++i)
-      if (std::isfinite(s.y[i])) o << X(i) << "," << Y(s.y[i]) << " ";
+      if (std::isfinite(s.y[i])) o << X(s, i) << "," << Y(s.y[i]) << " ";
     o << "\"/>";
     if (k < 16)
       o << "<text x=\"" << w - r + 8 << "\" y=\"" << t + 12 * k + 8 << "\" fill=\"" << s.color << "\">" << Html(s.name)
@@ -99,11 +111,22 @@ std::string RenderStatusPage(const RunSnapshot& s) {
 
   std::vector<Series> ens, curves;
   const std::string metric = s.rounds_done.empty() ? "RMSE" : s.rounds_done.back().metric;
+  // Against the rows each round trained on, when they grow from round to round: a learning
+  // curve (active learning's question is how fast the error falls per labelled row); else
+  // (the same data every round, or rows dropped) against the round.
   Series e{"ensemble " + metric, kPalette[0], {}}, m{"member " + metric + " (mean)", kPalette[1], {}, true};
-  for (const auto& r : s.rounds_done) {
+  bool by_rows = s.rounds_done.size() > 1;
+  for (size_t i = 0; i < s.rounds_done.size(); ++i) {
+    const RoundView& r = s.rounds_done[i];
     e.y.push_back(r.ensemble);
     m.y.push_back(r.member_mean);
+    e.x.push_back(static_cast<double>(r.trained_rows));
+    by_rows = by_rows && (i == 0 || r.trained_rows > s.rounds_done[i - 1].trained_rows);
   }
+  if (by_rows)
+    m.x = e.x;
+  else
+    e.x.clear();
   ens = {e, m};
   size_t k = 0;
   for (const auto& [name, c] : s.curves) {
@@ -112,7 +135,9 @@ std::string RenderStatusPage(const RunSnapshot& s) {
     curves.push_back({name + " val_loss", color, c.val_loss, true});
   }
   o << "<div class=\"plots\">"
-    << LineChart("ensemble-error", "Ensemble holdout " + metric + " per round", "round", ens)
+    << LineChart("ensemble-error",
+                 "Ensemble holdout " + metric + (by_rows ? " by training rows (a point a round)" : " per round"),
+                 by_rows ? "training rows" : "round", ens)
     << LineChart("member-curves", "Round " + std::to_string(s.curves_round) + ": loss (solid) / val_loss (dashed)",
                  "epoch", curves)
     << "</div>";

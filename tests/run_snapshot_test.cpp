@@ -2,6 +2,10 @@
 // SnapshotFromJson, what `ensembled serve` renders a run's page from.
 #include "orchestrator/run_snapshot.h"
 
+#include <string>
+#include <tuple>
+#include <vector>
+
 #include <catch2/catch.hpp>
 
 namespace ens {
@@ -149,6 +153,45 @@ TEST_CASE("a round's calibration comes from its summary - one written before it 
   const std::string classes = RenderStatusPage(s);
   CHECK(classes.find("<th>NLL</th><th>ECE</th>") != std::string::npos);
   CHECK(classes.find("<td>0.3000</td><td>0.0500</td>") != std::string::npos);
+}
+
+
+// The x coordinates of the first polyline of the <svg id="...">: one per point.
+std::vector<double> FirstSeriesX(const std::string& page, const std::string& id) {
+  const size_t svg = page.find("<svg id=\"" + id + "\"");
+  const size_t at = page.find("points=\"", svg);
+  std::vector<double> xs;
+  if (svg == std::string::npos || at == std::string::npos) return xs;
+  const std::string points = page.substr(at + 8, page.find('"', at + 8) - at - 8);
+  for (size_t p = 0; p < points.size();) {
+    const size_t comma = points.find(',', p), space = points.find(' ', p);
+    if (comma == std::string::npos) break;
+    xs.push_back(std::stod(points.substr(p, comma - p)));
+    p = space == std::string::npos ? points.size() : space + 1;
+  }
+  return xs;
+}
+
+TEST_CASE("the page plots the ensemble's error against training rows when they grow, else per round",
+          "[service][page]") {
+  RunSnapshot s;
+  for (auto [round, rows, err] : {std::tuple{0, 100, 2.0}, std::tuple{1, 140, 1.5}, std::tuple{2, 220, 1.0}})
+    s.rounds_done.push_back(RoundView::FromSummary(round, static_cast<uint64_t>(rows),
+                                                   {{"member_rmse_mean", err + 0.5}, {"ensemble_rmse", err}}, 1.0));
+  std::string page = RenderStatusPage(s);
+  const std::string svg = page.substr(page.find("<svg id=\"ensemble-error\""));
+  CHECK_THAT(svg.substr(0, svg.find("</svg>")), Catch::Contains("by training rows") && Catch::Contains(">100</text>") &&
+                                                   Catch::Contains(">220</text>") && Catch::Contains("training rows</text>"));
+  std::vector<double> x = FirstSeriesX(page, "ensemble-error");
+  REQUIRE(x.size() == 3);
+  CHECK((x[1] - x[0]) / (x[2] - x[0]) == Approx(40.0 / 120.0));  // 140 is a third of the way from 100 to 220
+  // The same rows every round (mutation none): one point a round, evenly spaced.
+  for (RoundView& r : s.rounds_done) r.trained_rows = 100;
+  page = RenderStatusPage(s);
+  CHECK_THAT(page, Catch::Contains("per round") && Catch::Contains(">round</text>"));
+  x = FirstSeriesX(page, "ensemble-error");
+  REQUIRE(x.size() == 3);
+  CHECK((x[1] - x[0]) / (x[2] - x[0]) == Approx(0.5));
 }
 
 }  // namespace
