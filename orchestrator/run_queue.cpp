@@ -52,8 +52,8 @@ StatusOr<RunAsk> GrantPool::AskOf(const ResourcesSpec& r) const {
   RunAsk ask;
   if (r.gpus_mode == "none" || (r.gpus_mode == "auto" && gpus_.empty())) {
     if (r.cpu_workers > cpu_workers_)
-      return Status::InvalidArgument("/resources/cpu_workers: asks " + std::to_string(r.cpu_workers) +
-                                     " CPU workers; this daemon has " + std::to_string(cpu_workers_));
+      return Status::InvalidArgument("/resources/cpu_workers: asks " + std::to_string(r.cpu_workers) + " CPU worker" +
+                                     (r.cpu_workers == 1 ? "" : "s") + "; this daemon has " + std::to_string(cpu_workers_));
     ask.cpu_workers = r.cpu_workers;
     return ask;
   }
@@ -63,8 +63,8 @@ StatusOr<RunAsk> GrantPool::AskOf(const ResourcesSpec& r) const {
   }
   if (r.gpus_mode == "count") {
     if (r.gpu_count > static_cast<int>(gpus_.size()))
-      return Status::InvalidArgument("/resources/gpus: asks " + std::to_string(r.gpu_count) + " GPUs; this daemon has " +
-                                     std::to_string(gpus_.size()));
+      return Status::InvalidArgument("/resources/gpus: asks " + std::to_string(r.gpu_count) + " GPU" +
+                                     (r.gpu_count == 1 ? "" : "s") + "; this daemon has " + std::to_string(gpus_.size()));
     ask.gpu_count = r.gpu_count;
     return ask;
   }

@@ -128,7 +128,7 @@ TEST_CASE("a GPU count takes any free GPUs, the lowest indices first - more than
   GrantPool cpu_only({}, 2);
   auto none = cpu_only.AskOf(GpuCount(1));
   REQUIRE_FALSE(none.ok());
-  CHECK(none.status().message() == "/resources/gpus: asks 1 GPUs; this daemon has 0");
+  CHECK(none.status().message() == "/resources/gpus: asks 1 GPU; this daemon has 0");
 
   ServedRun listed = Queued("listed", 1, *q.pool().AskOf(GpuList({"1"})));
   ServedRun a = Queued("a", 2, *two), b = Queued("b", 3, *two);
