@@ -226,7 +226,7 @@ print(json.dumps({"take": [3, 7, 11] if s["round"] == 0 else [0]}))
   for (int64_t id : {3, 7, 11}) CHECK(std::find(left.begin(), left.end(), id) == left.end());
 }
 
-TEST_CASE("a mutation command that takes a pool row already in training fails the run, naming the row") {
+TEST_CASE("a mutation command that takes a pool row already in training fails the run and records nothing of it") {
   TempDir dir;
   const std::string script = dir.path() + "/again.py";
   REQUIRE(WriteFileAtomic(script, "import json, sys\njson.load(sys.stdin)\nprint(json.dumps({\"take\": [3]}))\n").ok());
