@@ -25,8 +25,52 @@ const char* SlotStateName(SlotState s) {
     case SlotState::kIdle: return "idle";
     case SlotState::kBusy: return "busy";
     case SlotState::kStopping: return "stopping";
+    case SlotState::kUnusable: return "unusable";
   }
   return "?";
+}
+
+namespace {
+
+struct SlotMove {
+  SlotState from;
+  SlotEvent on;
+  SlotState to;
+};
+using S = SlotState;
+using E = SlotEvent;
+// Every move a slot makes (worker_pool.h draws them).
+constexpr SlotMove kSlotMoves[] = {
+    {S::kDown, E::kSpawned, S::kStarting},       {S::kDown, E::kStartFailed, S::kDown},
+    {S::kDown, E::kGivenUp, S::kUnusable},       {S::kStarting, E::kGivenUp, S::kUnusable},
+    {S::kStarting, E::kReady, S::kIdle},         {S::kIdle, E::kAssigned, S::kBusy},
+    {S::kBusy, E::kReported, S::kIdle},          {S::kBusy, E::kReportedRecycle, S::kStopping},
+    {S::kStarting, E::kExited, S::kDown},        {S::kIdle, E::kExited, S::kDown},
+    {S::kBusy, E::kExited, S::kDown},            {S::kStopping, E::kExited, S::kDown},
+    {S::kStarting, E::kShutdown, S::kStopping},  {S::kIdle, E::kShutdown, S::kStopping},
+    {S::kBusy, E::kShutdown, S::kStopping},      {S::kStopping, E::kShutdown, S::kStopping},
+    {S::kDown, E::kReleased, S::kDown},          {S::kStarting, E::kReleased, S::kDown},
+    {S::kIdle, E::kReleased, S::kDown},          {S::kBusy, E::kReleased, S::kDown},
+    {S::kStopping, E::kReleased, S::kDown},
+};
+
+}  // namespace
+
+std::optional<SlotState> NextSlotState(SlotState from, SlotEvent event) {
+  for (const SlotMove& m : kSlotMoves)
+    if (m.from == from && m.on == event) return m.to;
+  return std::nullopt;
+}
+
+bool WorkerPool::Move(WorkerSlot& s, SlotEvent event) {
+  std::optional<SlotState> to = NextSlotState(s.state, event);
+  if (!to) return false;
+  s.state = *to;
+  return true;
+}
+
+void WorkerPool::GiveUp(WorkerSlot& s, std::string why) {
+  if (Move(s, SlotEvent::kGivenUp)) s.unusable = std::move(why);
 }
 
 WorkerPool::WorkerPool(Executor* executor, Transport* transport, PoolOptions opts,
@@ -95,14 +139,14 @@ void WorkerPool::Spawn(WorkerSlot& s) {
   auto failed_start = [&](const Status& why) {
     spdlog::error("slot {}: cannot start worker: {}", s.placement.slot, why.message());
     transport_->Forget(l.token);
-    s.state = SlotState::kDown;
+    Move(s, SlotEvent::kStartFailed);
     s.respawn_at = Clock::now() + std::chrono::seconds(2);
     // A launch the executor calls hopeless (bad partition, no such program) is not retried.
     const bool hopeless = why.code() == Status::Code::kInvalidArgument || why.code() == Status::Code::kNotFound;
-    if ((hopeless || ++s.failed_starts >= kSlotStartBudget) && s.unusable.empty())
-      s.unusable = hopeless ? "its worker cannot be started: " + why.message()
-                            : "its worker could not be started " + std::to_string(s.failed_starts) +
-                                  " times in a row: " + why.message();
+    if (hopeless || ++s.failed_starts >= kSlotStartBudget)
+      GiveUp(s, hopeless ? "its worker cannot be started: " + why.message()
+                         : "its worker could not be started " + std::to_string(s.failed_starts) +
+                               " times in a row: " + why.message());
   };
   if (!mine.ok()) return failed_start(mine.status());
   auto handle = executor_->Start(l);
@@ -110,7 +154,7 @@ void WorkerPool::Spawn(WorkerSlot& s) {
   if (!handle.ok()) return failed_start(handle.status());
   s.handle = *handle;
   s.pid = handle->pid;
-  s.state = SlotState::kStarting;
+  Move(s, SlotEvent::kSpawned);
   if (mine->valid()) Attach(s, std::move(*mine));
 }
 
@@ -166,12 +210,12 @@ void WorkerPool::HandleMessage(const std::string& bytes, WorkerSlot& from, std::
   s->last_heard = Clock::now();
   switch (m->type) {
     case MessageType::kReady:
-      if (s->state == SlotState::kStarting) s->state = SlotState::kIdle;
+      Move(*s, SlotEvent::kReady);
       if (s->handle.pid == 0) s->pid = static_cast<pid_t>(m->pid);  // a remote worker: its pid there
       s->failed_starts = 0;
       break;
     case MessageType::kUnusable:
-      if (s->state == SlotState::kStarting) s->unusable = m->error.empty() ? "unusable" : m->error;
+      if (s->state == SlotState::kStarting) GiveUp(*s, m->error.empty() ? "unusable" : m->error);
       break;
     case MessageType::kHeartbeat:
       s->rss_kb = m->rss_kb;
@@ -208,7 +252,7 @@ void WorkerPool::HandleMessage(const std::string& bytes, WorkerSlot& from, std::
       s->tasks.pop_back();
       s->tasks_done += 1;
       if (s->tasks.empty()) {  // the whole task (or pack) is reported
-        s->state = m->recycle ? SlotState::kStopping : SlotState::kIdle;
+        Move(*s, m->recycle ? SlotEvent::kReportedRecycle : SlotEvent::kReported);
         s->recycling = m->recycle;
         if (m->recycle) spdlog::info("slot {}: worker pid {} recycles: {}", s->placement.slot, s->pid, m->recycle_reason);
       }
@@ -254,22 +298,18 @@ void WorkerPool::HandleExit(WorkerSlot& s, const WorkerExit& exit, std::vector<P
   }
   s.tasks.clear();
   s.task_index.clear();
-  if (s.state == SlotState::kStarting && s.unusable.empty() && !x.signaled && x.code == 78)
-    s.unusable = "the worker exited 78 (permanent) before it was ready; its log line above says why";
+  if (s.state == SlotState::kStarting && !x.signaled && x.code == 78)
+    GiveUp(s, "the worker exited 78 (permanent) before it was ready; its log line above says why");
   // Restart budget: a worker that never gets as far as "ready" (a binary that cannot exec,
   // a library missing, a crash at start) would otherwise be respawned every second forever.
-  if (s.state == SlotState::kStarting && !planned) {
-    s.failed_starts += 1;
-    if (s.failed_starts >= kSlotStartBudget && s.unusable.empty())
-      s.unusable = "its worker failed to start " + std::to_string(s.failed_starts) +
-                   " times in a row, never ready; the last one " + how +
-                   (!x.signaled && x.code == 127
-                        ? " (the worker binary could not be executed: " + opts_.worker_binary + ")"
-                        : " (its log lines above say why)");
-  }
+  if (s.state == SlotState::kStarting && !planned && ++s.failed_starts >= kSlotStartBudget)
+    GiveUp(s, "its worker failed to start " + std::to_string(s.failed_starts) + " times in a row, never ready; the last one " +
+                  how +
+                  (!x.signaled && x.code == 127 ? " (the worker binary could not be executed: " + opts_.worker_binary + ")"
+                                                : " (its log lines above say why)"));
   bool died_young = !planned && Clock::now() - s.started_at < std::chrono::seconds(10);
   s.respawn_at = Clock::now() + (died_young ? std::chrono::seconds(1) : std::chrono::seconds(0));
-  s.state = SlotState::kDown;
+  Move(s, SlotEvent::kExited);  // a kUnusable slot stays so
   s.handle = {};
   s.pid = 0;
   s.linked = false;
@@ -294,7 +334,7 @@ std::vector<PoolEvent> WorkerPool::Service() {
   Reap(&events);
   auto now = Clock::now();
   for (auto& s : slots_) {
-    if (s.state == SlotState::kDown && now >= s.respawn_at && s.unusable.empty()) Spawn(s);
+    if (s.state == SlotState::kDown && now >= s.respawn_at) Spawn(s);
     bool silent = now - s.last_heard > std::chrono::duration<double>(opts_.heartbeat_timeout_s);
     // A remote worker that has not connected yet may be waiting in the scheduler's queue.
     bool watched = s.linked && (s.state == SlotState::kBusy || s.state == SlotState::kStarting);
@@ -347,7 +387,7 @@ bool WorkerPool::Assign(const std::vector<TaskSpec>& tasks) {
     s.tasks = tasks;
     s.task_index.clear();
     for (size_t i = 0; i < tasks.size(); ++i) s.task_index[tasks[i].task_id] = i;
-    s.state = SlotState::kBusy;
+    Move(s, SlotEvent::kAssigned);
     s.phase = TaskPhase::kSetup;
     s.last_heard = Clock::now();
     return true;
@@ -357,7 +397,7 @@ bool WorkerPool::Assign(const std::vector<TaskSpec>& tasks) {
 
 std::string WorkerPool::Unusable() const {
   for (const auto& s : slots_)
-    if (!s.unusable.empty())
+    if (s.state == SlotState::kUnusable)
       return "slot " + std::to_string(s.placement.slot) + " (" +
              (s.placement.gpu.empty() ? std::string("CPU") : "GPU " + s.placement.gpu) + "): " + s.unusable;
   return "";
@@ -391,7 +431,7 @@ void WorkerPool::Shutdown(double timeout_s) {
     m.slot = s.placement.slot;
     if (s.channel.valid()) (void)s.channel.Send(EncodeMessage(m), 0);  // gone: it is exiting anyway
     else executor_->Signal(s.handle, SIGTERM);  // not connected (yet): nothing else reaches it
-    s.state = SlotState::kStopping;
+    Move(s, SlotEvent::kShutdown);
   }
   const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
   bool killed = false;
@@ -424,7 +464,7 @@ void WorkerPool::Shutdown(double timeout_s) {
     s.handle = {};
     s.pid = 0;
     s.linked = false;
-    if (s.state != SlotState::kDown) s.state = SlotState::kDown;
+    Move(s, SlotEvent::kReleased);
   }
 }
 

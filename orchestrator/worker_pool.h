@@ -1,24 +1,27 @@
 // WorkerPool: the supervisor's worker slots, their processes and their channels.
 //
-// One WorkerSlot per placement. Each slot's state moves only in WorkerPool (one place says
-// which event moves which state where):
-//   kDown     --spawn-->            kStarting
+// One WorkerSlot per placement. A slot's state moves only through NextSlotState, the one table
+// that says which event moves which state where (worker_pool.cpp, kSlotMoves):
+//   kDown     --spawned-->          kStarting
+//   kDown     --start failed-->     kDown      (respawned after 2 s)
 //   kStarting --"ready"-->          kIdle
-//   kIdle     --Assign(tasks)-->    kBusy      (one task, or a fused pack reported task by task)
-//   kBusy     --"done"/"failed"-->  kIdle      (event returned to the supervisor)
-//   kBusy     --report + recycle--> kStopping  (no new task; respawned at once when it exits)
-//   any       --process exits-->    kDown      (a Busy slot's task comes back as kLost)
-//   kBusy     --silent past heartbeat_timeout_s--> SIGTERM; still there after kill_grace_s --> SIGKILL
-//   kDown     --after backoff-->    spawn again (at least 1 s between respawns of a slot
-//                                               whose worker died within 10 s of starting)
-//   kStarting --"unusable", or exit 78 before "ready"--> kDown for good: the slot's placement
-//                                     cannot work (its GPU is not what CUDA sees); Unusable()
-//                                     says why and the supervisor stops the run (exit 78)
-//   kStarting --dies before "ready", kSlotStartBudget times in a row--> kDown for good, the same
-//                                     way (restart budget: a worker that crashes at start is not
-//                                     respawned every second forever; failed starts count too)
-//   kDown     --a hopeless start (InvalidArgument/NotFound from the executor: a program that
-//               cannot be executed, a job sbatch refuses)--> kDown for good at once
+//   kIdle     --assigned-->         kBusy      (one task, or a fused pack reported task by task)
+//   kBusy     --reported-->         kIdle      (the last task's "done"/"failed"; events go to the supervisor)
+//   kBusy     --reported, recycle--> kStopping (no new task; respawned at once when it exits)
+//   kStarting/kIdle/kBusy/kStopping --process exits--> kDown (a Busy slot's tasks come back as kLost)
+//   kStarting/kIdle/kBusy --shutdown--> kStopping;  any but kUnusable --released--> kDown
+//   kDown, kStarting --given up--> kUnusable, for good (never respawned; Unusable() says why and
+//                                   the supervisor stops the run with exit 78). Given up: the
+//                                   worker said "unusable" (its placement cannot work: its GPU
+//                                   is not what CUDA sees) or exited 78 before "ready"; it died
+//                                   before "ready" kSlotStartBudget times in a row (a worker that
+//                                   crashes at start is not respawned every second forever); or
+//                                   the executor called its start hopeless (InvalidArgument or
+//                                   NotFound: a program that cannot be executed, a job sbatch
+//                                   refuses). A kUnusable slot's process, if any, is still reaped.
+// An event a state has no move for is ignored (a second "ready", a late message); timers are
+// not events: a busy slot silent past heartbeat_timeout_s gets SIGTERM, and SIGKILL after
+// kill_grace_s; a slot whose worker died within 10 s of starting waits 1 s before its respawn.
 // Each worker process talks over its own WorkerChannel: a socket pair made when it is spawned
 // (local), or the TCP connection it opens back and proves with its spawn token (remote,
 // transport.h); the supervisor waits on all of them, and on the transport's listener, through
@@ -51,7 +54,11 @@
 
 namespace ens {
 
-enum class SlotState { kDown, kStarting, kIdle, kBusy, kStopping };
+enum class SlotState { kDown, kStarting, kIdle, kBusy, kStopping, kUnusable };
+enum class SlotEvent { kSpawned, kStartFailed, kReady, kAssigned, kReported, kReportedRecycle, kExited, kGivenUp,
+                       kShutdown, kReleased };
+// The slot state `event` moves `from` to; nullopt when the event does not apply there.
+std::optional<SlotState> NextSlotState(SlotState from, SlotEvent event);
 
 // Consecutive failed starts (a worker dead, or not startable, before "ready") after which a slot
 // is given up and the run stops with exit 78. A worker that once said ready resets the count.
@@ -74,7 +81,7 @@ struct WorkerSlot {
   int tasks_done = 0;        // since this process started
   int recycles = 0;          // planned replacements (recycle policy)
   bool recycling = false;    // the current process announced it exits after its report
-  std::string unusable;      // why this slot's placement cannot work ("" = fine); never respawned
+  std::string unusable;      // kUnusable: why the slot was given up ("" until then)
   int failed_starts = 0;     // consecutive processes that died (or could not start) before "ready"
   int64_t rss_kb = 0;
   double gpu_reserved_mb = 0;
@@ -138,6 +145,10 @@ class WorkerPool {
 
  private:
   void Spawn(WorkerSlot& s);
+  // Moves s by the transition table; false (state unchanged) when the event does not apply.
+  bool Move(WorkerSlot& s, SlotEvent event);
+  // s cannot work: kUnusable with `why`, unless it was given up already.
+  void GiveUp(WorkerSlot& s, std::string why);
   // Reads what the slot's worker sent (at most a bounded number of messages per call).
   void Drain(WorkerSlot& s, std::vector<PoolEvent>* events);
   void Disconnect(WorkerSlot& s);
