@@ -1,4 +1,10 @@
-// Fault injection for the crash tests: lets a test kill a process at a named point.
+// Fault injection: the one module through which tests make product code fail on purpose.
+//
+// Product code asks through the free functions below; each asks the process's Faults (a narrow
+// interface, as leveldb's Env is for its file system). By default that is the environment's:
+// each fault is set by a variable, so a test can set it for a child process (the crash and
+// kill-storm tests run the real binaries). A test in the same process may install its own
+// Faults (ScopedFaults). Unset, every question is one getenv: nothing fails.
 //
 // ENSEMBLED_CRASH_AT=<point>[:<n>] makes the n-th (default first) call of CrashPoint(point)
 // SIGKILL the calling process, exactly as an OOM kill or power loss would at that instant.
@@ -22,16 +28,55 @@
 // send, before training it, each string of the JSON array in <file> to its supervisor as one
 // raw message, "@SLOT@" and "@PID@" replaced by its slot and pid: a worker gone bad (the
 // hostile-messages test).
+// ENSEMBLED_TEST_FAIL_JOURNAL=<event> makes every journal write holding a record of that event
+// fail with an I/O error, as a full or failing disk would (nothing of the write is kept).
+// ENSEMBLED_TEST_CUDA_SEES replaces what CUDA reports to a GPU worker (cuda_support.h).
 #pragma once
 
 #include <cstddef>
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace ens {
 
+// What a test can make fail. Each method answers for one call of the product code named beside it.
+class Faults {
+ public:
+  virtual ~Faults() = default;
+  // The n-th call of CrashPoint(point) this process makes: kill it now?
+  virtual bool CrashAt(const char* point, int nth) = 0;
+  virtual bool NonFiniteLoss(const std::string& task_id) = 0;
+  virtual bool WriteFailure(const std::string& task_id, int attempt) = 0;
+  virtual bool OutOfMemory(size_t pack_size) = 0;
+  virtual bool KillForSize(size_t pack_size) = 0;
+  virtual bool TorchError(const std::string& task_id) = 0;
+  virtual int SlowPhaseMs(std::string_view phase) = 0;  // 0: not slowed
+  virtual bool Hang(const std::string& task_id, int attempt, std::string_view phase) = 0;
+  virtual std::vector<std::string> RawMessages(const std::string& task_id, int attempt, int slot, long pid) = 0;
+  virtual bool JournalWriteFails(const std::string& event) = 0;
+  // What CUDA should be taken to see (cuda_support.h); nullopt: ask CUDA.
+  virtual std::optional<std::string> CudaSees() = 0;
+};
+
+// The environment's faults (the variables above).
+Faults& EnvironmentFaults();
+
+// Installs `faults` for the process while it lives, then restores the one before. Tests only.
+class ScopedFaults {
+ public:
+  explicit ScopedFaults(Faults* faults);
+  ~ScopedFaults();
+  ScopedFaults(const ScopedFaults&) = delete;
+  ScopedFaults& operator=(const ScopedFaults&) = delete;
+
+ private:
+  Faults* before_;
+};
+
+// ---- what product code calls ----
 void CrashPoint(const char* point);
 bool NonFiniteLossRequested(const std::string& task_id);
 bool WriteFailureRequested(const std::string& task_id, int attempt);
@@ -45,5 +90,9 @@ void SlowPhaseIfTold(std::string_view phase);
 void HangIfTold(const std::string& task_id, int attempt, std::string_view phase);
 // The raw messages ENSEMBLED_TEST_SEND_RAW asks this attempt to send (empty: none).
 std::vector<std::string> RawMessagesRequested(const std::string& task_id, int attempt, int slot, long pid);
+// Whether a journal write holding a record of `event` must fail.
+bool JournalWriteFailureRequested(const std::string& event);
+// ENSEMBLED_TEST_CUDA_SEES: "none", "given" or a UUID; nullopt when unset.
+std::optional<std::string> CudaSeesRequested();
 
 }  // namespace ens

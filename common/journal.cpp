@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/atomic_file.h"
+#include "common/fault_injection.h"
 #include "common/fd_io.h"
 
 namespace ens {
@@ -77,6 +78,9 @@ Status Journal::Append(json record) {
 
 Status Journal::AppendBatch(std::vector<json> batch) {
   if (batch.empty()) return Status::Ok();
+  for (const json& record : batch)
+    if (JournalWriteFailureRequested(record.value("event", "")))
+      return Status::IOError("write " + path_ + ": injected failure (ENSEMBLED_TEST_FAIL_JOURNAL)");
   const auto now = static_cast<int64_t>(std::time(nullptr));
   std::string line;
   for (json& record : batch) {
@@ -97,48 +101,144 @@ StatusOr<std::vector<json>> ReadJournal(const std::string& path) {
   return ParseLines(*text, path, &valid, &torn);
 }
 
+json ToRecord(const RunStartedRecord& r) {
+  return {{"event", r.kEvent}, {"config_fingerprint", r.config_fingerprint}, {"features", r.features},
+          {"train_rows", r.train_rows}, {"holdout_rows", r.holdout_rows}, {"pool_rows", r.pool_rows}};
+}
+
+json ToRecord(const MemberDoneRecord& r) {
+  return {{"event", r.kEvent}, {"round", r.round}, {"member", r.member}, {"index", r.index}, {"attempt", r.attempt},
+          {"slot", r.slot}, {"pid", r.pid}, {"metrics", r.metrics}};
+}
+
+json ToRecord(const MemberFailedRecord& r) {
+  return {{"event", r.kEvent}, {"round", r.round}, {"member", r.member}, {"index", r.index},
+          {"attempt", r.attempt}, {"error", r.error}, {"permanent", r.permanent}};
+}
+
+json ToRecord(const RoundCommittedRecord& r) {
+  json j = {{"event", r.kEvent}, {"round", r.round}, {"trained_rows", r.trained_rows}, {"generation", r.generation},
+            {"train_rows", r.train_rows}, {"dropped_rows", r.dropped_rows}, {"pool_used", r.pool_used},
+            {"excluded_file", r.excluded_file}, {"summary", r.summary}, {"wall_seconds", r.wall_seconds}};
+  if (r.mutation_skipped) j["mutation_skipped"] = true;  // absent otherwise, as before the key existed
+  return j;
+}
+
+json ToRecord(const MutationAppliedRecord& r) {
+  return {{"event", r.kEvent}, {"round", r.round}, {"generation", r.generation}, {"train_rows", r.train_rows},
+          {"dropped_rows", r.dropped_rows}, {"pool_used", r.pool_used}, {"excluded_file", r.excluded_file},
+          {"added", r.added}, {"dropped", r.dropped}};
+}
+
+json ToRecord(const ConfigChangedRecord& r) {
+  return {{"event", r.kEvent}, {"epoch", r.epoch}, {"from_round", r.from_round}, {"fingerprint", r.fingerprint},
+          {"changes", r.changes}};
+}
+
+json ToRecord(const RunExtendedRecord& r) {
+  return {{"event", r.kEvent}, {"from_rounds", r.from_rounds}, {"to_rounds", r.to_rounds}};
+}
+
+json ToRecord(const RunFinishedRecord& r) {
+  return {{"event", r.kEvent}, {"rounds", r.rounds}, {"reason", r.reason}};
+}
+
+namespace {
+
+std::vector<uint64_t> Ids(const json& j, const char* key) {
+  std::vector<uint64_t> out;
+  if (j.contains(key) && j[key].is_array())
+    for (const auto& id : j[key])
+      if (id.is_number_unsigned() || (id.is_number_integer() && id.get<int64_t>() >= 0)) out.push_back(id.get<uint64_t>());
+  return out;
+}
+
+// The fields round_committed and mutation_applied share: the round, and the generation its
+// mutation published.
+template <typename R>
+R WithGeneration(const json& j) {
+  R r;
+  r.round = j.value("round", -1);
+  r.generation = j.value("generation", uint64_t{0});
+  r.train_rows = j.value("train_rows", uint64_t{0});
+  r.dropped_rows = j.value("dropped_rows", uint64_t{0});
+  r.pool_used = Ids(j, "pool_used");
+  r.excluded_file = j.value("excluded_file", "");
+  return r;
+}
+
+}  // namespace
+
+RoundCommittedRecord RoundCommittedFrom(const json& j) {
+  auto r = WithGeneration<RoundCommittedRecord>(j);
+  r.trained_rows = j.value("trained_rows", uint64_t{0});
+  r.summary = j.value("summary", json::object());
+  r.wall_seconds = j.value("wall_seconds", 0.0);
+  r.mutation_skipped = j.value("mutation_skipped", false);
+  return r;
+}
+
+MutationAppliedRecord MutationAppliedFrom(const json& j) {
+  auto r = WithGeneration<MutationAppliedRecord>(j);
+  r.added = j.value("added", uint64_t{0});
+  r.dropped = j.value("dropped", uint64_t{0});
+  return r;
+}
+
+ConfigChangedRecord ConfigChangedFrom(const json& j) {
+  ConfigChangedRecord r;
+  r.epoch = j.value("epoch", 0);
+  r.from_round = j.value("from_round", 0);
+  r.fingerprint = j.value("fingerprint", "");
+  if (j.contains("changes") && j["changes"].is_array())
+    for (const auto& c : j["changes"])
+      if (c.is_string()) r.changes.push_back(c.get<std::string>());
+  return r;
+}
+
 RunProgress ReplayJournal(const std::vector<json>& records) {
   RunProgress p;
   for (const json& r : records) {
     const std::string ev = r.value("event", "");
-    if (ev == "run_started") {
+    const int round = r.value("round", -1);
+    if (ev == RunStartedRecord::kEvent) {
       p.started = true;
       p.train_rows = r.value("train_rows", uint64_t{0});
-    } else if (ev == "member_done" && r.value("round", -1) == p.next_round) {
+    } else if (ev == MemberDoneRecord::kEvent && round == p.next_round) {
       p.done[r.value("member", "")] = r;
       p.failed.erase(r.value("member", ""));
-    } else if (ev == "member_failed" && r.value("round", -1) == p.next_round) {
+    } else if (ev == MemberFailedRecord::kEvent && round == p.next_round) {
       p.failed[r.value("member", "")] = r;
-    } else if (ev == "round_committed" && r.value("round", -1) == p.next_round) {
+    } else if (ev == RoundCommittedRecord::kEvent && round == p.next_round) {
+      const RoundCommittedRecord c = RoundCommittedFrom(r);
       p.committed.push_back(r);
       p.next_round += 1;
-      p.generation = r.value("generation", p.generation + 1);
-      p.train_rows = r.value("train_rows", p.train_rows);
-      p.dropped_rows = r.value("dropped_rows", p.dropped_rows);
-      if (r.contains("pool_used") && r["pool_used"].is_array())
-        for (const auto& id : r["pool_used"]) p.pool_used.push_back(id.get<uint64_t>());
+      p.generation = r.contains("generation") ? c.generation : p.generation + 1;
+      if (r.contains("train_rows")) p.train_rows = c.train_rows;
+      if (r.contains("dropped_rows")) p.dropped_rows = c.dropped_rows;
+      p.pool_used.insert(p.pool_used.end(), c.pool_used.begin(), c.pool_used.end());
       p.done.clear();
       p.failed.clear();
-    } else if (ev == "mutation_applied" && !p.committed.empty() &&
-               r.value("round", -1) == p.committed.back().value("round", -2)) {
+    } else if (ev == MutationAppliedRecord::kEvent && !p.committed.empty() &&
+               round == p.committed.back().value("round", -2)) {
       // The mutation a last round skipped, decided when the run was extended.
-      p.generation = r.value("generation", p.generation + 1);
-      p.train_rows = r.value("train_rows", p.train_rows);
-      p.dropped_rows = r.value("dropped_rows", p.dropped_rows);
-      if (r.contains("pool_used") && r["pool_used"].is_array())
-        for (const auto& id : r["pool_used"]) p.pool_used.push_back(id.get<uint64_t>());
-      p.committed.back()["excluded_file"] = r.value("excluded_file", "");
+      const MutationAppliedRecord m = MutationAppliedFrom(r);
+      p.generation = r.contains("generation") ? m.generation : p.generation + 1;
+      if (r.contains("train_rows")) p.train_rows = m.train_rows;
+      if (r.contains("dropped_rows")) p.dropped_rows = m.dropped_rows;
+      p.pool_used.insert(p.pool_used.end(), m.pool_used.begin(), m.pool_used.end());
+      p.committed.back()["excluded_file"] = m.excluded_file;
       p.committed.back()["mutation_skipped"] = false;
-    } else if (ev == "run_finished") {
+    } else if (ev == RunFinishedRecord::kEvent) {
       p.finished = true;
       p.finish_reason = r.value("reason", "");
-    } else if (ev == "run_extended") {
+    } else if (ev == RunExtendedRecord::kEvent) {
       p.finished = false;
       p.finish_reason.clear();
       // A run that finished with all rounds done skipped its last round's mutation.
       if (!p.committed.empty()) p.committed.back()["mutation_skipped"] = true;
-    } else if (ev == "config_changed") {
-      p.config_epoch = r.value("epoch", p.config_epoch);
+    } else if (ev == ConfigChangedRecord::kEvent) {
+      p.config_epoch = r.contains("epoch") ? ConfigChangedFrom(r).epoch : p.config_epoch;
     }
   }
   return p;

@@ -5,19 +5,8 @@
 // drops (and truncates away); a bad line anywhere else is corruption, reported with its
 // line number, never guessed around.
 //
-// Records ("event" field):
-//   run_started     {config_fingerprint, features, train_rows, holdout_rows, pool_rows}
-//   member_done     {round, member, index, attempt, slot, pid, metrics}
-//   member_failed   {round, member, index, attempt, error, permanent}
-//   round_committed {round, trained_rows, generation, train_rows, dropped_rows, pool_used:[ids],
-//                    excluded_file, summary}: trained_rows is what the round trained on (net
-//                    of drops); train_rows and dropped_rows describe the next generation's
-//                    table (all its rows, and how many of them are dropped)
-//   mutation_applied {round, generation, train_rows, dropped_rows, pool_used, excluded_file, ...}
-//   config_changed  {epoch, from_round, fingerprint, changes}: a resume accepted a config that
-//                    changes results (`--accept-config-change`): a new config epoch
-//   run_extended    {from_rounds, to_rounds}: a finished run resumed with more rounds
-//   run_finished    {rounds, reason}
+// Records: one struct each below, with its "event" name (kEvent) and its fields; ToRecord and
+// the From* readers in journal.cpp are the only code that spells a record's keys.
 // A Journal is move-only and single-threaded (the supervisor's loop).
 #pragma once
 
@@ -34,6 +23,94 @@
 
 namespace ens {
 
+// run_started: the data was published (state_dir/data) and the config recorded.
+struct RunStartedRecord {
+  static constexpr const char* kEvent = "run_started";
+  std::string config_fingerprint;
+  int64_t features = 0;
+  uint64_t train_rows = 0, holdout_rows = 0, pool_rows = 0;
+};
+// member_done: a member of `round` trained and its directory is complete (metrics.json's
+// content in `metrics`). Journaled in batches, one fsync per batch.
+struct MemberDoneRecord {
+  static constexpr const char* kEvent = "member_done";
+  int round = 0;
+  std::string member;
+  int index = 0, attempt = 0, slot = 0;
+  int64_t pid = 0;
+  nlohmann::json metrics;
+};
+// member_failed: an attempt that will not be retried (permanent, or the last allowed).
+struct MemberFailedRecord {
+  static constexpr const char* kEvent = "member_failed";
+  int round = 0;
+  std::string member;
+  int index = 0, attempt = 0;
+  std::string error;
+  bool permanent = false;
+};
+// round_committed: the round's summary is written and its mutation appended. trained_rows is
+// what the round trained on (net of drops); generation, train_rows and dropped_rows describe
+// the next generation's table (all its rows, and how many of them are dropped).
+struct RoundCommittedRecord {
+  static constexpr const char* kEvent = "round_committed";
+  int round = 0;
+  uint64_t trained_rows = 0, generation = 0, train_rows = 0, dropped_rows = 0;
+  std::vector<uint64_t> pool_used;  // pool rows this round's mutation moved into train
+  std::string excluded_file;        // the dropped-rows file of `generation` ("" = none)
+  nlohmann::json summary;           // EnsembleSummary::ToJson
+  double wall_seconds = 0;
+  // The last round decides no mutation; extending the run decides it then (mutation_applied).
+  bool mutation_skipped = false;
+};
+// mutation_applied: the mutation a last round skipped, decided when the run was extended.
+struct MutationAppliedRecord {
+  static constexpr const char* kEvent = "mutation_applied";
+  int round = 0;
+  uint64_t generation = 0, train_rows = 0, dropped_rows = 0;
+  std::vector<uint64_t> pool_used;
+  std::string excluded_file;
+  uint64_t added = 0, dropped = 0;
+};
+// config_changed: a resume accepted a config that changes results (--accept-config-change).
+struct ConfigChangedRecord {
+  static constexpr const char* kEvent = "config_changed";
+  int epoch = 0, from_round = 0;
+  std::string fingerprint;
+  std::vector<std::string> changes;  // DescribeChange of each
+};
+// run_extended: a finished run resumed with more rounds.
+struct RunExtendedRecord {
+  static constexpr const char* kEvent = "run_extended";
+  int from_rounds = 0, to_rounds = 0;
+};
+// run_finished: no round is left to run ("all rounds done" or "stop_below_error reached").
+struct RunFinishedRecord {
+  static constexpr const char* kEvent = "run_finished";
+  int rounds = 0;
+  std::string reason;
+};
+
+// A record's journal line (less "time", which Append adds).
+nlohmann::json ToRecord(const RunStartedRecord& r);
+nlohmann::json ToRecord(const MemberDoneRecord& r);
+nlohmann::json ToRecord(const MemberFailedRecord& r);
+nlohmann::json ToRecord(const RoundCommittedRecord& r);
+nlohmann::json ToRecord(const MutationAppliedRecord& r);
+nlohmann::json ToRecord(const ConfigChangedRecord& r);
+nlohmann::json ToRecord(const RunExtendedRecord& r);
+nlohmann::json ToRecord(const RunFinishedRecord& r);
+// Readers of the records replay needs. A missing key reads as the field's default, as journals
+// of earlier versions lack later keys; the caller has checked the event.
+RoundCommittedRecord RoundCommittedFrom(const nlohmann::json& j);
+MutationAppliedRecord MutationAppliedFrom(const nlohmann::json& j);
+ConfigChangedRecord ConfigChangedFrom(const nlohmann::json& j);
+// Whether `j` is a record of type R.
+template <typename R>
+bool IsRecord(const nlohmann::json& j) {
+  return j.is_object() && j.value("event", "") == R::kEvent;
+}
+
 class Journal {
  public:
   // Opens (creating if absent, 0600) and reads every record.
@@ -42,6 +119,10 @@ class Journal {
 
   // Adds "time" (unix seconds) and appends durably.
   Status Append(nlohmann::json record);
+  template <typename R>
+  Status Append(const R& record) {
+    return Append(ToRecord(record));
+  }
   // Appends every record with one write and one fdatasync (a pack's member_done records):
   // after an ok, all are durable; a crash mid-way leaves a prefix of them (and at most one
   // torn line, dropped on Open). On error none is in records().

@@ -7,6 +7,12 @@
 
 namespace ens {
 
+std::string RunLayout::ExcludedRows(const std::string& data_dir, uint64_t generation) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "/excluded-g%04llu.u64", static_cast<unsigned long long>(generation));
+  return data_dir + name;
+}
+
 std::string RunLayout::RoundDir(int round) const {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "/rounds/r%04d", round);

@@ -29,6 +29,7 @@
 // code spells a file name of the run. Pure path arithmetic; thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace ens {
@@ -66,6 +67,8 @@ class RunLayout {
   static std::string PoolSegment(const std::string& data_dir) { return data_dir + "/pool.bin"; }
   static std::string HoldoutFeatures(const std::string& data_dir) { return data_dir + "/holdout_x.npy"; }
   static std::string PoolFeatures(const std::string& data_dir) { return data_dir + "/pool_x.npy"; }
+  // The train row ids dropped as of `generation` (uint64 each, native order).
+  static std::string ExcludedRows(const std::string& data_dir, uint64_t generation);
 
  private:
   std::string root_;

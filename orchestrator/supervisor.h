@@ -8,6 +8,9 @@
 // Signals (SIGINT/SIGTERM) arrive through a signalfd: the first stops dispatching and lets
 // running tasks finish, the second stops the workers at once. Either way the journal holds
 // every finished member, so the next run resumes.
+// The parts: DatasetStore (the published data), RoundRunner (one round's members, from dispatch
+// to the journal), mutation_policy.h (what a round boundary adds or drops) and, in
+// supervisor_service.cpp, what the run shows and hears (control socket, status, systemd).
 // Single-threaded. Run() is called once.
 #pragma once
 
@@ -26,11 +29,15 @@
 #include "common/run_layout.h"
 #include "common/status.h"
 #include "common/table.h"
+#include "orchestrator/config_change.h"
 #include "orchestrator/control_socket.h"
+#include "orchestrator/dataset_store.h"
+#include "orchestrator/ensemble_summary.h"
 #include "orchestrator/executor.h"
 #include "orchestrator/gpu_monitor.h"
 #include "orchestrator/http_endpoint.h"
 #include "orchestrator/mutation_view.h"
+#include "orchestrator/round_runner.h"
 #include "orchestrator/run_snapshot.h"
 #include "orchestrator/systemd_notifier.h"
 #include "orchestrator/worker_pool.h"
@@ -49,37 +56,38 @@ struct SupervisorOptions {
   Transport* transport = nullptr;
 };
 
-class Supervisor {
+class Supervisor : private RoundHost {
  public:
   Supervisor(Config config, SupervisorOptions opts);
-  ~Supervisor();
+  ~Supervisor() override;
   // Returns an exit code from common/exit_codes.h.
   int Run();
 
  private:
-  enum class RoundEnd { kComplete, kStopped, kFailed };
   Status Prepare();
+  // A run whose journal says it is finished or complete: exit code, or nullopt to go on.
+  std::optional<int> FinishedOrExtended();
+  // The GPUs found and the workers planned on them (local executor).
+  StatusOr<std::vector<WorkerPlacement>> PlanLocalWorkers();
   // The executor and transport of resources.executor (unless injected), and the slots they get.
   Status SetUpExecutor(std::vector<WorkerPlacement>* placements);
   int RunWith(const std::vector<WorkerPlacement>& placements);  // the rounds, once workers are planned
+  // The rounds from progress_.next_round on; an exit code.
+  int RunRounds();
   Status PublishFreshData();
   // Compares the config with state_dir/config.json on resume (config_change.h).
   Status CheckConfigOnResume();
+  // A resume's config epoch: the recorded one, or a later one the journal accepted.
+  void ApplyJournaledConfigChanges(RecordedConfig* r, const nlohmann::json& now) const;
   Status CheckScriptMembers() const;
-  // data/holdout_x.npy and data/pool_x.npy (run_layout.h), when missing.
-  Status PublishFeatureFiles() const;
-  Status ReopenData(const RunProgress& p);
   RoundEnd RunRound(int round, Status* error);
   Status CommitRound(int round, double wall_seconds, bool* stop_now);
-  // What a round boundary's mutation did to the training segment.
-  struct AppliedMutation {
-    uint64_t generation = 0;          // the generation it published
-    std::vector<uint64_t> pool_ids;   // pool rows it moved into train
-    std::string excluded_file;        // the dropped-rows file of that generation ("" = none)
-    uint64_t added = 0;
-    uint64_t dropped = 0;             // rows newly dropped by this mutation
-    uint64_t dropped_rows = 0;        // rows dropped in all, this one included
-  };
+  // The round's finished members' results (members whose directory is complete).
+  StatusOr<std::vector<MemberResult>> LoadRoundResults(int round, bool journaled_only) const;
+  // The journal recorded `mut` (round_committed or mutation_applied).
+  void MutationRecorded(const AppliedMutation& mut);
+  void PrintCommitted(int round, const EnsembleSummary& ens, uint64_t trained_rows, uint64_t added,
+                      double wall_seconds) const;
   // Decides round `round`'s mutation (none when `skip`) and appends its rows as the next
   // generation.
   Status DecideAndAppend(int round, const nlohmann::json& summary,
@@ -89,9 +97,17 @@ class Supervisor {
                                              const std::vector<MemberResult>& results) const;
   // An extended run: the mutation its last committed round skipped, decided now.
   Status ApplyDeferredMutation();
-  TaskSpec MakeTask(int round, int index, int attempt) const;
   bool HandleSignals();  // false when the loop must end now
   void PrintFinalTable() const;
+  // ---- RoundHost: what a round needs of the run ----
+  Stop StopState() const override;
+  bool Paused() const override { return paused_; }
+  std::vector<int> WaitFds() const override { return {control_.fd(), opts_.signal_fd}; }
+  bool Tick(size_t failed) override;
+  TaskSpec MakeTask(int round, int index, int attempt) const override;
+  void MemberJournaled(const MemberDoneRecord& record, const std::string& out_dir) override;
+  void MemberFailedJournaled() override { ++counters_.members_failed_total; }
+  void MemberRetried() override { ++counters_.members_retried_total; }
   // ---- service side (supervisor_service.cpp) ----
   Status StartService();  // control socket, HTTP endpoint
   // Each loop pass: control requests, sd_notify, watchdog; status.json and the HTTP snapshot
@@ -110,20 +126,9 @@ class Supervisor {
   int lock_fd_ = -1;
   std::unique_ptr<Journal> journal_;
   RunProgress progress_;
-  std::unique_ptr<DatasetWriter> train_;
-  Table holdout_, pool_;
-  ClassList classes_;  // classification: the run's classes (run.json); empty for regression
-  // Values per row in a member's prediction files: the target count (1 but for
-  // target_columns), or the class count.
-  // Gaussian heads (every member's loss gaussian_nll, config.h): rows of [mean, variance].
+  DatasetStore data_;
   bool Gaussian() const { return !cfg_.members.empty() && cfg_.members[0].loss == LossKind::kGaussianNll; }
-  size_t PredictionWidth() const {
-    return classes_.empty() ? (Gaussian() ? 2 : static_cast<size_t>(holdout_.targets))
-                            : static_cast<size_t>(classes_.size());
-  }
-  std::vector<bool> pool_used_;
-  std::vector<uint64_t> excluded_;
-  std::string excluded_file_;
+  size_t PredictionWidth() const { return data_.PredictionWidth(Gaussian()); }
   // Declared before workers_: the pool's shutdown still uses them.
   std::unique_ptr<Executor> own_executor_;
   std::unique_ptr<Transport> own_transport_;

@@ -242,5 +242,62 @@ TEST_CASE("ReplayJournal of nothing is a run not started", "[journal]") {
   CHECK(p.train_rows == 42);
 }
 
+TEST_CASE("journal records: each type's line names its event and carries its fields", "[journal]") {
+  RoundCommittedRecord c{3, 90, 4, 120, 5, {7, 2}, "/d/excluded-g0004.u64", {{"ensemble_rmse", 0.5}}, 1.25, false};
+  json line = ToRecord(c);
+  CHECK(line["event"] == "round_committed");
+  CHECK(line["trained_rows"] == 90);
+  CHECK(line["train_rows"] == 120);
+  CHECK(line["pool_used"] == json::array({7, 2}));
+  CHECK_FALSE(line.contains("mutation_skipped"));  // written only when true, as journals before it
+  c.mutation_skipped = true;
+  CHECK(ToRecord(c)["mutation_skipped"] == true);
+  RoundCommittedRecord back = RoundCommittedFrom(ToRecord(c));
+  CHECK(back.round == 3);
+  CHECK(back.generation == 4);
+  CHECK(back.dropped_rows == 5);
+  CHECK(back.pool_used == std::vector<uint64_t>{7, 2});
+  CHECK(back.excluded_file == "/d/excluded-g0004.u64");
+  CHECK(back.summary["ensemble_rmse"] == 0.5);
+  CHECK(back.wall_seconds == 1.25);
+  CHECK(back.mutation_skipped);
+
+  MutationAppliedRecord m = MutationAppliedFrom(ToRecord(MutationAppliedRecord{2, 3, 130, 0, {9}, "", 10, 0}));
+  CHECK(m.round == 2);
+  CHECK(m.train_rows == 130);
+  CHECK(m.pool_used == std::vector<uint64_t>{9});
+  CHECK(m.added == 10);
+
+  ConfigChangedRecord k = ConfigChangedFrom(ToRecord(ConfigChangedRecord{2, 5, "abc", {"rounds.count: 3 -> 4"}}));
+  CHECK(k.epoch == 2);
+  CHECK(k.from_round == 5);
+  CHECK(k.changes == std::vector<std::string>{"rounds.count: 3 -> 4"});
+
+  CHECK(IsRecord<MemberDoneRecord>(ToRecord(MemberDoneRecord{0, "m1", 1, 1, 0, 42, {{"seconds", 1.0}}})));
+  CHECK_FALSE(IsRecord<MemberDoneRecord>(ToRecord(MemberFailedRecord{0, "m1", 1, 2, "boom", true})));
+  CHECK(ToRecord(MemberFailedRecord{0, "m1", 1, 2, "boom", true})["permanent"] == true);
+  CHECK(ToRecord(RunFinishedRecord{4, "all rounds done"})["rounds"] == 4);
+  CHECK(ToRecord(RunExtendedRecord{4, 6})["to_rounds"] == 6);
+  CHECK(ToRecord(RunStartedRecord{"fp", 9, 100, 20, 30})["pool_rows"] == 30);
+}
+
+TEST_CASE("journal records: a line of an earlier version reads with each missing key at its default", "[journal]") {
+  RoundCommittedRecord r = RoundCommittedFrom(Rec("round_committed", {{"round", 1}, {"generation", 2}}));
+  CHECK(r.round == 1);
+  CHECK(r.generation == 2);
+  CHECK(r.pool_used.empty());
+  CHECK(r.excluded_file.empty());
+  CHECK_FALSE(r.mutation_skipped);
+  // A typed record appended and replayed is what the json one was.
+  TempDir dir;
+  auto j = MustOpen(dir.path() + "/journal.jsonl");
+  REQUIRE(j->Append(RunStartedRecord{"fp", 3, 50, 10, 10}).ok());
+  REQUIRE(j->Append(RoundCommittedRecord{0, 50, 1, 60, 0, {4}, "", json::object(), 0.5, false}).ok());
+  RunProgress p = ReplayJournal(MustOpen(dir.path() + "/journal.jsonl")->records());
+  CHECK(p.next_round == 1);
+  CHECK(p.train_rows == 60);
+  CHECK(p.pool_used == std::vector<uint64_t>{4});
+}
+
 }  // namespace
 }  // namespace ens

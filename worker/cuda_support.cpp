@@ -5,6 +5,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <string>
+
+#include "common/fault_injection.h"
 
 namespace ens {
 
@@ -94,9 +98,9 @@ Status CheckAssignedGpu() {
   if (Wanted() != Want::kMust) return Status::Ok();
   const std::string given = std::getenv("CUDA_VISIBLE_DEVICES");
   std::string seen, why;
-  if (const char* fake = std::getenv("ENSEMBLED_TEST_CUDA_SEES")) {
-    if (std::strcmp(fake, "none") == 0) why = "CUDA sees no device (ENSEMBLED_TEST_CUDA_SEES)";
-    else seen = std::strcmp(fake, "given") == 0 ? BareUuid(given) : BareUuid(fake);
+  if (std::optional<std::string> fake = CudaSeesRequested()) {
+    if (*fake == "none") why = "CUDA sees no device (ENSEMBLED_TEST_CUDA_SEES)";
+    else seen = *fake == "given" ? BareUuid(given) : BareUuid(*fake);
   } else {
     seen = DriverDeviceUuid(&why);
   }
