@@ -28,6 +28,154 @@ std::string ServedLine(const json& r) {
   return line;
 }
 
+// A live reading (the worker's or NVML's) with printf format `fmt`; -1 (not given, or no NVML) is "-".
+std::string Reading(const json& o, const char* key, const char* fmt) {
+  double v = o.value(key, -1.0);
+  if (v < 0) return std::string("-");
+  char b[32];
+  std::snprintf(b, sizeof(b), fmt, v);
+  return std::string(b);
+}
+
+// A calibration figure of a round's table row; "-" where the round's summary has none.
+std::string Figure(const std::optional<double>& v) {
+  if (!v) return std::string("-");
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.4f", *v);
+  return std::string(b);
+}
+
+// The supervisor's live status when one runs the state directory right now (*running), else
+// null. Only a supervisor holding the directory's lock counts; for a served run the daemon says
+// whether it runs and passes its supervisor's answer on. Falls back to the file the daemon
+// rewrites every second.
+json LiveStatus(const RunLayout& layout, const std::string& state_dir, const std::string& socket, const json* served,
+                bool* running) {
+  json live;
+  *running = false;
+  if (served != nullptr) {
+    const std::string state = (*served)["run"].value("state", "");
+    *running = state == "running" || state == "stopping";
+    if (served->contains("live") && (*served)["live"].is_object()) live = (*served)["live"];
+  } else {
+    int lock = ::open(layout.LockFile().c_str(), O_RDONLY | O_CLOEXEC);
+    *running = lock >= 0 && ::flock(lock, LOCK_EX | LOCK_NB) != 0;
+    if (lock >= 0) ::close(lock);
+    if (*running) {
+      auto reply = ControlRequest(FindControlSocket(state_dir, socket), {{"cmd", "status"}}, 3000);
+      if (reply.ok() && reply->value("ok", false)) live = (*reply)["status"];
+    }
+  }
+  if (*running && !live.is_object()) {
+    auto text = ReadFile(layout.StatusFile());
+    if (text.ok()) live = json::parse(*text, nullptr, false);
+    if (live.is_discarded()) live = json();
+  }
+  return live;
+}
+
+// `ensemblectl status --json`'s object.
+json StatusJson(const json& run, const RunProgress& p, bool running, const json& live, const json& last,
+                const json* served) {
+  json out = {{"run", run},
+              {"finished", p.finished},
+              {"finish_reason", p.finish_reason},
+              {"rounds_committed", p.committed.size()},
+              {"current_round", p.next_round},
+              {"generation", p.generation},
+              {"config_epoch", p.config_epoch},
+              {"train_rows", p.training_rows()},
+              {"members_done", p.done.size()},
+              {"members_failed", p.failed.size()},
+              {"running", running},
+              {"live", live},
+              {"last_summary", last},
+              {"rounds", p.committed}};
+  if (served != nullptr) out["served"] = (*served)["run"];
+  return out;
+}
+
+// The live view's lines: the round's progress and ETA, the worker table and, when NVML gave
+// any, the GPU table.
+void PrintLive(const json& live) {
+  std::printf("%s%s: %d/%d members done, %d running, %d failed; ETA of the round %s\n",
+              live.value("paused", false) ? "PAUSED; " : live.value("stopping", false) ? "STOPPING; " : "",
+              RoundPosition(live.value("round", 0), live.value("rounds", 0)).c_str(), live.value("members_done", 0),
+              live.value("members_total", 0), live.value("members_running", 0), live.value("members_failed", 0),
+              live.value("eta_round_s", -1.0) < 0 ? "unknown"
+                                                  : (std::to_string(static_cast<int>(live["eta_round_s"].get<double>())) + " s").c_str());
+  std::printf("%-5s %-6s %-8s %-9s %-10s %10s %8s %8s %8s\n", "slot", "gpu", "pid", "state", "member", "RSS MiB",
+              "GPU MiB", "tasks", "recycles");
+  auto workers = live.find("workers");
+  if (workers != live.end())
+    for (const auto& w : *workers)
+      std::printf("%-5d %-6s %-8d %-9s %-10s %10.1f %8s %8d %8d\n", w.value("slot", 0), w.value("gpu", "").c_str(),
+                  w.value("pid", 0), w.value("state", "").c_str(), w.value("member", "").c_str(),
+                  w.value("rss_kb", 0) / 1024.0, Reading(w, "gpu_memory_mb", "%.0f").c_str(),
+                  w.value("tasks_since_start", 0), w.value("recycles", 0));
+  if (live.contains("gpus") && live["gpus"].is_array() && !live["gpus"].empty()) {
+    std::printf("GPUs (found through %s):\n", live.value("gpu_source", "?").c_str());
+    std::printf("%-4s %-42s %-22s %18s %6s %6s %8s\n", "gpu", "uuid", "name", "memory MiB", "util%", "temp C",
+                "power W");
+    for (const auto& g : live["gpus"])
+      std::printf("%-4d %-42s %-22s %18s %6s %6s %8s\n", g.value("index", 0), g.value("uuid", "").c_str(),
+                  g.value("name", "").c_str(),
+                  (Reading(g, "memory_used_mb", "%.0f") + " / " + Reading(g, "memory_total_mb", "%.0f")).c_str(),
+                  Reading(g, "utilization_pct", "%.0f").c_str(), Reading(g, "temperature_c", "%.0f").c_str(),
+                  Reading(g, "power_w", "%.1f").c_str());
+  }
+}
+
+// One line per committed round: rows, member and ensemble holdout scores, and calibration
+// (RoundView): regression, the coverage of the ensemble's +-1 and 2 sigma intervals and its
+// Gaussian NLL; classification, NLL and ECE; "-" where a round's summary has none (written
+// before them, or a one-member regression).
+void PrintRounds(const RunProgress& p) {
+  const bool classify = !p.committed.empty() && p.committed.back()["summary"].contains("ensemble_accuracy");
+  const char* metric = classify ? "accuracy" : "RMSE";
+  std::printf("%-6s %12s %28s %18s", "round", "train rows",
+              (std::string("member holdout ") + metric + " (mean±std)").c_str(), (std::string("ensemble ") + metric).c_str());
+  if (classify)
+    std::printf(" %10s %10s\n", "NLL", "ECE");
+  else
+    std::printf(" %10s %10s %10s\n", "cover 1sd", "cover 2sd", "NLL");
+  for (const auto& c : p.committed) {
+    const RoundView r = RoundView::FromSummary(c.value("round", 0), c.value("trained_rows", uint64_t{0}),
+                                               c["summary"], 0);
+    std::printf("%-6d %12llu %19.4f ± %-7.4f %18.4f", r.round, static_cast<unsigned long long>(r.trained_rows),
+                r.member_mean, r.member_std, r.ensemble);
+    if (classify)
+      std::printf(" %10s %10s\n", Figure(r.holdout_nll).c_str(), Figure(r.ece).c_str());
+    else
+      std::printf(" %10s %10s %10s\n", Figure(r.coverage_1sigma).c_str(), Figure(r.coverage_2sigma).c_str(),
+                  Figure(r.holdout_nll).c_str());
+  }
+}
+
+// The human-readable status: the run, its state, the live view when it runs, the round table
+// and the current round's failed members.
+void PrintStatus(const std::string& state_dir, const json& run, const RunProgress& p, bool running, const json& live,
+                 const json* served) {
+  std::printf("run %s (%s) in %s\n", run.value("run_name", "?").c_str(), run.value("run_id", "?").c_str(),
+              state_dir.c_str());
+  std::string state = p.finished  ? "finished: " + p.finish_reason
+                      : running   ? "running"
+                      : served    ? "not running (the queue's view below says why)"
+                                  : "stopped (run again to resume)";
+  std::printf("state: %s\n", state.c_str());
+  if (served != nullptr) std::printf("%s\n", ServedLine((*served)["run"]).c_str());
+  if (p.config_epoch > 0)
+    std::printf("config epoch %d (ensembled run --accept-config-change; the journal's config_changed records say what)\n",
+                p.config_epoch);
+  if (live.is_object()) PrintLive(live);
+  std::printf("rounds committed: %zu; current round %d: %zu members done, %zu failed; generation %llu, %llu train rows\n",
+              p.committed.size(), p.next_round, p.done.size(), p.failed.size(),
+              static_cast<unsigned long long>(p.generation), static_cast<unsigned long long>(p.training_rows()));
+  PrintRounds(p);
+  for (const auto& [name, f] : p.failed)
+    std::printf("failed: %s: %s\n", name.c_str(), f.value("error", "").c_str());
+}
+
 }  // namespace
 
 int ShowStatus(const std::string& state_dir, const std::string& socket, bool as_json, const json* served) {
@@ -52,126 +200,15 @@ int ShowStatus(const std::string& state_dir, const std::string& socket, bool as_
     return exit_code::kPermanentFailure;
   }
   RunProgress p = ReplayJournal(*recs);
-  // Live view: only when a supervisor holds the state directory's lock right now (for a served
-  // run, the daemon says whether it runs and passes its supervisor's answer on).
-  json live;
   bool running = false;
-  if (served != nullptr) {
-    const std::string state = (*served)["run"].value("state", "");
-    running = state == "running" || state == "stopping";
-    if (served->contains("live") && (*served)["live"].is_object()) live = (*served)["live"];
-  } else {
-    int lock = ::open(layout.LockFile().c_str(), O_RDONLY | O_CLOEXEC);
-    running = lock >= 0 && ::flock(lock, LOCK_EX | LOCK_NB) != 0;
-    if (lock >= 0) ::close(lock);
-    if (running) {
-      auto reply = ControlRequest(FindControlSocket(state_dir, socket), {{"cmd", "status"}}, 3000);
-      if (reply.ok() && reply->value("ok", false)) live = (*reply)["status"];
-    }
-  }
-  if (running && !live.is_object()) {  // fall back to the file the daemon rewrites every second
-    auto text = ReadFile(layout.StatusFile());
-    if (text.ok()) live = json::parse(*text, nullptr, false);
-    if (live.is_discarded()) live = json();
-  }
+  json live = LiveStatus(layout, state_dir, socket, served, &running);
+  // Indexing the mutable record gives a last round without a summary a null one (the table reads it).
   json last = p.committed.empty() ? json() : p.committed.back()["summary"];
-  json out = {{"run", run},
-              {"finished", p.finished},
-              {"finish_reason", p.finish_reason},
-              {"rounds_committed", p.committed.size()},
-              {"current_round", p.next_round},
-              {"generation", p.generation},
-              {"config_epoch", p.config_epoch},
-              {"train_rows", p.training_rows()},
-              {"members_done", p.done.size()},
-              {"members_failed", p.failed.size()},
-              {"running", running},
-              {"live", live},
-              {"last_summary", last},
-              {"rounds", p.committed}};
-  if (served != nullptr) out["served"] = (*served)["run"];
   if (as_json) {
-    std::cout << out.dump(2) << "\n";
+    std::cout << StatusJson(run, p, running, live, last, served).dump(2) << "\n";
     return exit_code::kOk;
   }
-  std::printf("run %s (%s) in %s\n", run.value("run_name", "?").c_str(), run.value("run_id", "?").c_str(),
-              state_dir.c_str());
-  std::string state = p.finished  ? "finished: " + p.finish_reason
-                      : running   ? "running"
-                      : served    ? "not running (the queue's view below says why)"
-                                  : "stopped (run again to resume)";
-  std::printf("state: %s\n", state.c_str());
-  if (served != nullptr) std::printf("%s\n", ServedLine((*served)["run"]).c_str());
-  if (p.config_epoch > 0)
-    std::printf("config epoch %d (ensembled run --accept-config-change; the journal's config_changed records say what)\n",
-                p.config_epoch);
-  if (live.is_object()) {
-    std::printf("%s%s: %d/%d members done, %d running, %d failed; ETA of the round %s\n",
-                live.value("paused", false) ? "PAUSED; " : live.value("stopping", false) ? "STOPPING; " : "",
-                RoundPosition(live.value("round", 0), live.value("rounds", 0)).c_str(), live.value("members_done", 0),
-                live.value("members_total", 0), live.value("members_running", 0), live.value("members_failed", 0),
-                live.value("eta_round_s", -1.0) < 0 ? "unknown"
-                                                    : (std::to_string(static_cast<int>(live["eta_round_s"].get<double>())) + " s").c_str());
-    // A reading NVML did not give (or no NVML) is -1: shown as "-".
-    auto reading = [](const json& o, const char* key, const char* fmt) {
-      double v = o.value(key, -1.0);
-      if (v < 0) return std::string("-");
-      char b[32];
-      std::snprintf(b, sizeof(b), fmt, v);
-      return std::string(b);
-    };
-    std::printf("%-5s %-6s %-8s %-9s %-10s %10s %8s %8s %8s\n", "slot", "gpu", "pid", "state", "member", "RSS MiB",
-                "GPU MiB", "tasks", "recycles");
-    for (const auto& w : live["workers"])
-      std::printf("%-5d %-6s %-8d %-9s %-10s %10.1f %8s %8d %8d\n", w.value("slot", 0), w.value("gpu", "").c_str(),
-                  w.value("pid", 0), w.value("state", "").c_str(), w.value("member", "").c_str(),
-                  w.value("rss_kb", 0) / 1024.0, reading(w, "gpu_memory_mb", "%.0f").c_str(),
-                  w.value("tasks_since_start", 0), w.value("recycles", 0));
-    if (live.contains("gpus") && live["gpus"].is_array() && !live["gpus"].empty()) {
-      std::printf("GPUs (found through %s):\n", live.value("gpu_source", "?").c_str());
-      std::printf("%-4s %-42s %-22s %18s %6s %6s %8s\n", "gpu", "uuid", "name", "memory MiB", "util%", "temp C",
-                  "power W");
-      for (const auto& g : live["gpus"])
-        std::printf("%-4d %-42s %-22s %18s %6s %6s %8s\n", g.value("index", 0), g.value("uuid", "").c_str(),
-                    g.value("name", "").c_str(),
-                    (reading(g, "memory_used_mb", "%.0f") + " / " + reading(g, "memory_total_mb", "%.0f")).c_str(),
-                    reading(g, "utilization_pct", "%.0f").c_str(), reading(g, "temperature_c", "%.0f").c_str(),
-                    reading(g, "power_w", "%.1f").c_str());
-    }
-  }
-  std::printf("rounds committed: %zu; current round %d: %zu members done, %zu failed; generation %llu, %llu train rows\n",
-              p.committed.size(), p.next_round, p.done.size(), p.failed.size(),
-              static_cast<unsigned long long>(p.generation), static_cast<unsigned long long>(p.training_rows()));
-  const bool classify = !p.committed.empty() && p.committed.back()["summary"].contains("ensemble_accuracy");
-  const char* metric = classify ? "accuracy" : "RMSE";
-  // Calibration (RoundView): regression, the coverage of the ensemble's +-1 and 2 sigma
-  // intervals and its Gaussian NLL; classification, NLL and ECE; "-" where a round's summary
-  // has none (written before them, or a one-member regression).
-  std::printf("%-6s %12s %28s %18s", "round", "train rows",
-              (std::string("member holdout ") + metric + " (mean±std)").c_str(), (std::string("ensemble ") + metric).c_str());
-  if (classify)
-    std::printf(" %10s %10s\n", "NLL", "ECE");
-  else
-    std::printf(" %10s %10s %10s\n", "cover 1sd", "cover 2sd", "NLL");
-  auto figure = [](const std::optional<double>& v) {
-    if (!v) return std::string("-");
-    char b[32];
-    std::snprintf(b, sizeof(b), "%.4f", *v);
-    return std::string(b);
-  };
-  for (const auto& c : p.committed) {
-    const RoundView r = RoundView::FromSummary(c.value("round", 0), c.value("trained_rows", uint64_t{0}),
-                                               c["summary"], 0);
-    std::printf("%-6d %12llu %19.4f ± %-7.4f %18.4f", r.round, static_cast<unsigned long long>(r.trained_rows),
-                r.member_mean, r.member_std, r.ensemble);
-    if (classify)
-      std::printf(" %10s %10s\n", figure(r.holdout_nll).c_str(), figure(r.ece).c_str());
-    else
-      std::printf(" %10s %10s %10s\n", figure(r.coverage_1sigma).c_str(), figure(r.coverage_2sigma).c_str(),
-                  figure(r.holdout_nll).c_str());
-  }
-  for (const auto& [name, f] : p.failed)
-    std::printf("failed: %s: %s\n", name.c_str(), f.value("error", "").c_str());
+  PrintStatus(state_dir, run, p, running, live, served);
   return exit_code::kOk;
 }
 
