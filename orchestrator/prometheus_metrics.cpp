@@ -36,11 +36,8 @@ class Writer {
   std::ostringstream out_;
 };
 
-}  // namespace
-
-std::string RenderPrometheus(const RunSnapshot& s) {
-  Writer w;
-  const std::string run = "run=\"" + Escape(s.run_name) + "\"";
+// The run's position and its counters since the daemon started. `run`: the run label.
+void WriteProgress(Writer& w, const RunSnapshot& s, const std::string& run) {
   w.Family("ensembled_round", "gauge", "Round being trained (0-based).");
   w.Sample("ensembled_round", s.round, run);
   w.Family("ensembled_rounds_completed", "gauge", "Rounds committed so far.");
@@ -57,7 +54,10 @@ std::string RenderPrometheus(const RunSnapshot& s) {
   w.Sample("ensembled_worker_recycles_total", static_cast<double>(s.worker_recycles_total), run);
   w.Family("ensembled_bad_messages_total", "counter", "Messages rejected by validation.");
   w.Sample("ensembled_bad_messages_total", static_cast<double>(s.bad_messages_total), run);
+}
 
+// The histogram of finished member tasks' wall times.
+void WriteTaskDurations(Writer& w, const RunSnapshot& s, const std::string& run) {
   w.Family("ensembled_task_duration_seconds", "histogram", "Wall time of finished member tasks.");
   for (size_t i = 0; i < s.task_seconds_bucket_bounds.size(); ++i) {
     std::ostringstream le;
@@ -69,7 +69,10 @@ std::string RenderPrometheus(const RunSnapshot& s) {
   w.Sample("ensembled_task_duration_seconds_bucket", static_cast<double>(s.task_seconds_count), run + ",le=\"+Inf\"");
   w.Sample("ensembled_task_duration_seconds_sum", s.task_seconds_sum, run);
   w.Sample("ensembled_task_duration_seconds_count", static_cast<double>(s.task_seconds_count), run);
+}
 
+// Each worker process's resident set and CUDA reservation, by slot.
+void WriteWorkerMemory(Writer& w, const RunSnapshot& s, const std::string& run) {
   w.Family("ensembled_worker_rss_bytes", "gauge", "Resident set of each worker process.");
   for (const auto& wk : s.workers)
     w.Sample("ensembled_worker_rss_bytes", static_cast<double>(wk.rss_kb) * 1024,
@@ -78,7 +81,11 @@ std::string RenderPrometheus(const RunSnapshot& s) {
   for (const auto& wk : s.workers)
     w.Sample("ensembled_worker_gpu_reserved_bytes", wk.gpu_reserved_mb * 1048576,
              run + ",slot=\"" + std::to_string(wk.slot) + "\",gpu=\"" + Escape(wk.gpu) + "\"");
-  // GPUs (GpuMonitor, through NVML): a reading NVML did not give is left out.
+}
+
+// GPUs (GpuMonitor, through NVML), and each worker's memory on its GPU: a reading NVML did not
+// give is left out, and a family with no reading at all too.
+void WriteGpus(Writer& w, const RunSnapshot& s, const std::string& run) {
   auto gpu_labels = [&](int index, const std::string& uuid) {
     return run + ",gpu=\"" + std::to_string(index) + "\",uuid=\"" + Escape(uuid) + "\"";
   };
@@ -113,6 +120,10 @@ std::string RenderPrometheus(const RunSnapshot& s) {
     w.Sample("ensembled_gpu_worker_memory_bytes", wk.gpu_memory_mb * 1048576,
              run + ",slot=\"" + std::to_string(wk.slot) + "\",gpu=\"" + index + "\",uuid=\"" + Escape(uuid) + "\"");
   }
+}
+
+// The dataset generation and, per committed round, its wall time and ensemble holdout scores.
+void WriteRounds(Writer& w, const RunSnapshot& s, const std::string& run) {
   w.Family("ensembled_dataset_rows", "gauge", "Training rows of the current dataset generation.");
   w.Sample("ensembled_dataset_rows", static_cast<double>(s.dataset_rows), run);
   w.Family("ensembled_dataset_generation", "gauge", "Current dataset generation.");
@@ -139,27 +150,42 @@ std::string RenderPrometheus(const RunSnapshot& s) {
            "Ensemble holdout error of each committed round: RMSE, or the fraction misclassified.");
   for (const auto& r : s.rounds_done)
     w.Sample("ensembled_ensemble_error", r.ensemble_error, run + ",round=\"" + std::to_string(r.round) + "\"");
-  // Calibration of the last committed round (one series per run, no round label; the round is
-  // ensembled_rounds_completed - 1); left out where that round's summary has none.
-  if (!s.rounds_done.empty()) {
-    const RoundView& last = s.rounds_done.back();
-    auto calibration = [&](const char* name, const std::optional<double>& v, const char* help) {
-      if (!v) return;
-      w.Family(name, "gauge", help);
-      w.Sample(name, *v, run);
-    };
-    calibration("ensembled_round_coverage_1sigma", last.coverage_1sigma,
-                "Regression: fraction of holdout rows within the ensemble's mean +- 1 std (last committed round; "
-                "several targets: the mean over targets).");
-    calibration("ensembled_round_coverage_2sigma", last.coverage_2sigma,
-                "Regression: fraction of holdout rows within the ensemble's mean +- 2 std (last committed round).");
-    calibration("ensembled_round_holdout_nll", last.holdout_nll,
-                "Holdout NLL of the last committed round: regression, of the Gaussian with the ensemble's mean and "
-                "std; classification, of the mean probabilities.");
-    calibration("ensembled_round_ece", last.ece,
-                "Classification: expected calibration error (15 equal-width confidence bins) of the last committed "
-                "round.");
-  }
+}
+
+// Calibration of the last committed round (one series per run, no round label; the round is
+// ensembled_rounds_completed - 1); left out where that round's summary has none.
+void WriteCalibration(Writer& w, const RunSnapshot& s, const std::string& run) {
+  if (s.rounds_done.empty()) return;
+  const RoundView& last = s.rounds_done.back();
+  auto calibration = [&](const char* name, const std::optional<double>& v, const char* help) {
+    if (!v) return;
+    w.Family(name, "gauge", help);
+    w.Sample(name, *v, run);
+  };
+  calibration("ensembled_round_coverage_1sigma", last.coverage_1sigma,
+              "Regression: fraction of holdout rows within the ensemble's mean +- 1 std (last committed round; "
+              "several targets: the mean over targets).");
+  calibration("ensembled_round_coverage_2sigma", last.coverage_2sigma,
+              "Regression: fraction of holdout rows within the ensemble's mean +- 2 std (last committed round).");
+  calibration("ensembled_round_holdout_nll", last.holdout_nll,
+              "Holdout NLL of the last committed round: regression, of the Gaussian with the ensemble's mean and "
+              "std; classification, of the mean probabilities.");
+  calibration("ensembled_round_ece", last.ece,
+              "Classification: expected calibration error (15 equal-width confidence bins) of the last committed "
+              "round.");
+}
+
+}  // namespace
+
+std::string RenderPrometheus(const RunSnapshot& s) {
+  Writer w;
+  const std::string run = "run=\"" + Escape(s.run_name) + "\"";
+  WriteProgress(w, s, run);
+  WriteTaskDurations(w, s, run);
+  WriteWorkerMemory(w, s, run);
+  WriteGpus(w, s, run);
+  WriteRounds(w, s, run);
+  WriteCalibration(w, s, run);
   return w.str();
 }
 
