@@ -94,10 +94,8 @@ std::string LineChart(const std::string& id, const std::string& title, const std
   return o.str();
 }
 
-}  // namespace
-
-std::string RenderStatusPage(const RunSnapshot& s) {
-  std::ostringstream o;
+// The page's head (title, style, a refresh every 10 s) and the run's one-line summary.
+void WriteHeader(std::ostream& o, const RunSnapshot& s) {
   o << "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"10\">"
     << "<title>ensembled: " << Html(s.run_name) << "</title><style>body{font-family:sans-serif;margin:20px}"
     << "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
@@ -108,9 +106,12 @@ std::string RenderStatusPage(const RunSnapshot& s) {
     << " &middot; dataset generation " << s.dataset_generation << ", "
     << s.dataset_rows << " training rows" << (s.paused ? " &middot; <b>paused</b>" : "")
     << (s.stopping ? " &middot; <b>stopping</b>" : "") << "</p>";
+}
 
+// The two plots: the ensemble's and the members' mean holdout `metric` of each committed round,
+// and the current round's members' loss curves.
+void WritePlots(std::ostream& o, const RunSnapshot& s, const std::string& metric) {
   std::vector<Series> ens, curves;
-  const std::string metric = s.rounds_done.empty() ? "RMSE" : s.rounds_done.back().metric;
   // Against the rows each round trained on, when they grow from round to round: a learning
   // curve (active learning's question is how fast the error falls per labelled row); else
   // (the same data every round, or rows dropped) against the round.
@@ -141,32 +142,37 @@ std::string RenderStatusPage(const RunSnapshot& s) {
     << LineChart("member-curves", "Round " + std::to_string(s.curves_round) + ": loss (solid) / val_loss (dashed)",
                  "epoch", curves)
     << "</div>";
+}
 
-  if (!s.gpus.empty()) {
-    o << "<h2>GPUs</h2><p id=\"gpu-source\">found through " << Html(s.gpu_source) << "</p><table id=\"gpus\"><tr>"
-      << "<th>gpu</th><th>uuid</th><th>name</th><th>memory MiB</th><th>util %</th><th>temp &deg;C</th><th>power W</th></tr>";
-    auto num = [](double v, const char* fmt) {
-      if (v < 0) return std::string("&ndash;");
-      char b[32];
-      std::snprintf(b, sizeof(b), fmt, v);
-      return std::string(b);
-    };
-    for (const auto& g : s.gpus)
-      o << "<tr><td>" << g.index << "</td><td>" << Html(g.uuid) << "</td><td>" << Html(g.name) << "</td><td>"
-        << num(g.memory_used_mb, "%.0f") << " / " << num(g.memory_total_mb, "%.0f") << "</td><td>"
-        << num(g.utilization_pct, "%.0f") << "</td><td>" << num(g.temperature_c, "%.0f") << "</td><td>"
-        << num(g.power_w, "%.1f") << "</td></tr>";
-    o << "</table>";
-    std::vector<Series> mem;
-    for (size_t i = 0; i < s.gpu_history_mb.size() && i < s.gpus.size(); ++i)
-      mem.push_back({"GPU " + std::to_string(s.gpus[i].index), kPalette[i % 8], s.gpu_history_mb[i]});
-    o << "<div class=\"plots\">" << LineChart("gpu-memory", "GPU memory used (MiB)", "sample (every few seconds)", mem)
-      << "</div>";
-  }
+// The GPUs' table and memory plot; nothing when the run sees no GPU. A reading NVML did not
+// give shows a dash.
+void WriteGpus(std::ostream& o, const RunSnapshot& s) {
+  if (s.gpus.empty()) return;
+  o << "<h2>GPUs</h2><p id=\"gpu-source\">found through " << Html(s.gpu_source) << "</p><table id=\"gpus\"><tr>"
+    << "<th>gpu</th><th>uuid</th><th>name</th><th>memory MiB</th><th>util %</th><th>temp &deg;C</th><th>power W</th></tr>";
+  auto num = [](double v, const char* fmt) {
+    if (v < 0) return std::string("&ndash;");
+    char b[32];
+    std::snprintf(b, sizeof(b), fmt, v);
+    return std::string(b);
+  };
+  for (const auto& g : s.gpus)
+    o << "<tr><td>" << g.index << "</td><td>" << Html(g.uuid) << "</td><td>" << Html(g.name) << "</td><td>"
+      << num(g.memory_used_mb, "%.0f") << " / " << num(g.memory_total_mb, "%.0f") << "</td><td>"
+      << num(g.utilization_pct, "%.0f") << "</td><td>" << num(g.temperature_c, "%.0f") << "</td><td>"
+      << num(g.power_w, "%.1f") << "</td></tr>";
+  o << "</table>";
+  std::vector<Series> mem;
+  for (size_t i = 0; i < s.gpu_history_mb.size() && i < s.gpus.size(); ++i)
+    mem.push_back({"GPU " + std::to_string(s.gpus[i].index), kPalette[i % 8], s.gpu_history_mb[i]});
+  o << "<div class=\"plots\">" << LineChart("gpu-memory", "GPU memory used (MiB)", "sample (every few seconds)", mem)
+    << "</div>";
+}
 
-  // Calibration (run_snapshot.h RoundView): regression, the coverage of the ensemble's +-1 and
-  // 2 sigma intervals and its Gaussian NLL; classification, NLL and ECE. A round whose summary
-  // has none (written before them) shows a dash.
+// The committed rounds' table. Calibration (run_snapshot.h RoundView): regression, the coverage
+// of the ensemble's +-1 and 2 sigma intervals and its Gaussian NLL; classification, NLL and
+// ECE. A round whose summary has none (written before them) shows a dash.
+void WriteRounds(std::ostream& o, const RunSnapshot& s, const std::string& metric) {
   const bool classify = metric == "accuracy";
   o << "<h2>Rounds</h2><table id=\"rounds\"><tr><th>round</th><th>train rows</th><th>member " << metric << "</th>"
     << "<th>ensemble " << metric << "</th>"
@@ -192,7 +198,12 @@ std::string RenderStatusPage(const RunSnapshot& s) {
     std::snprintf(row, sizeof(row), "<td>%.1f</td></tr>", r.wall_seconds);
     o << row;
   }
-  o << "</table><h2>Workers</h2><table id=\"workers\"><tr><th>slot</th><th>gpu</th><th>pid</th><th>state</th>"
+  o << "</table>";
+}
+
+// The workers' table, one row a slot.
+void WriteWorkers(std::ostream& o, const RunSnapshot& s) {
+  o << "<h2>Workers</h2><table id=\"workers\"><tr><th>slot</th><th>gpu</th><th>pid</th><th>state</th>"
     << "<th>member</th><th>RSS MiB</th><th>GPU MiB</th><th>tasks</th><th>recycles</th></tr>";
   for (const auto& w : s.workers) {
     char row[512];
@@ -203,7 +214,20 @@ std::string RenderStatusPage(const RunSnapshot& s) {
                   gpu_mb, w.tasks_since_start, w.recycles);
     o << row;
   }
-  o << "</table></body></html>";
+  o << "</table>";
+}
+
+}  // namespace
+
+std::string RenderStatusPage(const RunSnapshot& s) {
+  std::ostringstream o;
+  const std::string metric = s.rounds_done.empty() ? "RMSE" : s.rounds_done.back().metric;
+  WriteHeader(o, s);
+  WritePlots(o, s, metric);
+  WriteGpus(o, s);
+  WriteRounds(o, s, metric);
+  WriteWorkers(o, s);
+  o << "</body></html>";
   return o.str();
 }
 
