@@ -96,7 +96,10 @@ json WithRunFiles(json runs) {
   return runs;
 }
 
-std::string RenderServeMetrics(const json& runs, const json& gpus) {
+namespace {
+
+// ensembled_runs: how many runs are in each state (every state named, 0 included).
+std::string RunsByState(const json& runs) {
   constexpr RunState kStates[] = {RunState::kQueued,   RunState::kRunning,   RunState::kStopping, RunState::kFinished,
                                   RunState::kFailed,   RunState::kCancelled, RunState::kRejected};
   std::map<std::string, int> by_state;
@@ -105,6 +108,12 @@ std::string RenderServeMetrics(const json& runs, const json& gpus) {
   std::string out = "# HELP ensembled_runs Runs of this daemon by state.\n# TYPE ensembled_runs gauge\n";
   for (RunState s : kStates)
     out += std::string("ensembled_runs{state=\"") + RunStateName(s) + "\"} " + std::to_string(by_state[RunStateName(s)]) + "\n";
+  return out;
+}
+
+// One family a run figure (state, rounds, members, grant, crashes), a sample per run that has it.
+std::string PerRunSeries(const json& runs) {
+  std::string out;
   struct Series {
     const char* name;
     const char* help;
@@ -141,8 +150,11 @@ std::string RenderServeMetrics(const json& runs, const json& gpus) {
       }
     }
   }
-  if (gpus.empty()) return out;
-  // The daemon's GPUs: which run holds each, and what that run's supervisor last read of it.
+  return out;
+}
+
+// The daemon's GPUs: which run holds each, and what that run's supervisor last read of it.
+std::string GpuHolding(const json& runs, const json& gpus) {
   std::map<std::string, const json*> holder;  // GPU id -> the run holding it
   for (const json& r : runs)
     if (r.value("granted", false) && r.contains("gpus"))
@@ -168,7 +180,7 @@ std::string RenderServeMetrics(const json& runs, const json& gpus) {
         utilization += "ensembled_gpu_utilization_pct{" + labels + "} " + std::to_string(reading.value("utilization_pct", -1)) + "\n";
     }
   }
-  out += "# HELP ensembled_gpus The daemon's GPUs, held by a run or free.\n# TYPE ensembled_gpus gauge\n";
+  std::string out = "# HELP ensembled_gpus The daemon's GPUs, held by a run or free.\n# TYPE ensembled_gpus gauge\n";
   out += "ensembled_gpus{state=\"granted\"} " + std::to_string(held) + "\n";
   out += "ensembled_gpus{state=\"free\"} " + std::to_string(static_cast<int>(gpus.size()) - held) + "\n";
   out += "# HELP ensembled_gpu_granted 1 when a run holds the GPU (its run label), else 0.\n"
@@ -178,6 +190,14 @@ std::string RenderServeMetrics(const json& runs, const json& gpus) {
   out += "# HELP ensembled_gpu_utilization_pct GPU utilisation, as the holding run's supervisor last sampled it.\n"
          "# TYPE ensembled_gpu_utilization_pct gauge\n" + utilization;
   return out;
+}
+
+}  // namespace
+
+std::string RenderServeMetrics(const json& runs, const json& gpus) {
+  std::string out = RunsByState(runs) + PerRunSeries(runs);
+  if (gpus.empty()) return out;
+  return out + GpuHolding(runs, gpus);
 }
 
 std::string RenderServePage(const json& runs) {
