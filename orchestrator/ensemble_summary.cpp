@@ -113,76 +113,80 @@ nlohmann::json EnsembleSummary::ToJson() const {
           {"mean_disagreement", mean_disagreement}};
 }
 
-EnsembleSummary SummariseEnsemble(const std::vector<MemberResult>& results, const std::vector<float>& holdout_y,
-                                  int classes, bool gaussian, int targets) {
-  EnsembleSummary s;
-  s.members = static_cast<int>(results.size());
-  s.classes = classes;
-  s.gaussian = gaussian;
-  if (results.empty()) return s;
-  std::vector<const std::vector<float>*> preds;
-  for (const auto& r : results) preds.push_back(&r.holdout_pred);
-  const double n = std::max<double>(1.0, static_cast<double>(holdout_y.size()));
-  const std::vector<double> mean = MeanPrediction(preds);
-  if (gaussian) {
-    std::tie(s.member_rmse_mean, s.member_rmse_std) = MeanStd(results, "holdout_rmse");
-    s.member_nll_mean = MeanStd(results, "holdout_nll").first;
-    const double m = static_cast<double>(preds.size());
-    double se = 0, nll = 0, alea = 0, epi = 0;
-    std::vector<CalibrationSums> calibration(1);
-    std::vector<double> log_density(preds.size());
-    for (size_t i = 0; i < holdout_y.size(); ++i) {
-      const double mu = mean[2 * i], y = holdout_y[i];
-      double spread = 0;
-      for (size_t k = 0; k < preds.size(); ++k) {
-        const double mu_k = (*preds[k])[2 * i], var_k = (*preds[k])[2 * i + 1];
-        spread += (mu_k - mu) * (mu_k - mu);
-        log_density[k] = -0.5 * (std::log(2 * M_PI * var_k) + (y - mu_k) * (y - mu_k) / var_k);
-      }
-      const double top = *std::max_element(log_density.begin(), log_density.end());
-      double sum = 0;
-      for (double l : log_density) sum += std::exp(l - top);
-      nll -= top + std::log(sum / m);  // log-sum-exp: far tails do not underflow
-      se += (mu - y) * (mu - y);
-      alea += std::sqrt(mean[2 * i + 1]);
-      epi += std::sqrt(spread / m);
-      calibration[0].Add(y - mu, std::sqrt(mean[2 * i + 1] + spread / m));  // the mixture's total std
+namespace {
+
+// Gaussian members (holdout_pred: mean and variance per row): the mixture's RMSE, NLL and
+// calibration, and the mean aleatoric and epistemic std. `n`: the rows, at least 1.
+void SummariseGaussian(const std::vector<MemberResult>& results, const std::vector<const std::vector<float>*>& preds,
+                       const std::vector<double>& mean, const std::vector<float>& holdout_y, double n,
+                       EnsembleSummary* s) {
+  std::tie(s->member_rmse_mean, s->member_rmse_std) = MeanStd(results, "holdout_rmse");
+  s->member_nll_mean = MeanStd(results, "holdout_nll").first;
+  const double m = static_cast<double>(preds.size());
+  double se = 0, nll = 0, alea = 0, epi = 0;
+  std::vector<CalibrationSums> calibration(1);
+  std::vector<double> log_density(preds.size());
+  for (size_t i = 0; i < holdout_y.size(); ++i) {
+    const double mu = mean[2 * i], y = holdout_y[i];
+    double spread = 0;
+    for (size_t k = 0; k < preds.size(); ++k) {
+      const double mu_k = (*preds[k])[2 * i], var_k = (*preds[k])[2 * i + 1];
+      spread += (mu_k - mu) * (mu_k - mu);
+      log_density[k] = -0.5 * (std::log(2 * M_PI * var_k) + (y - mu_k) * (y - mu_k) / var_k);
     }
-    SetCalibration(calibration, n, &s);
-    s.ensemble_rmse = s.ensemble_error = std::sqrt(se / n);
-    s.ensemble_nll = nll / n;
-    s.mean_aleatoric_std = alea / n;
-    s.mean_epistemic_std = s.mean_disagreement = epi / n;
-    return s;
+    const double top = *std::max_element(log_density.begin(), log_density.end());
+    double sum = 0;
+    for (double l : log_density) sum += std::exp(l - top);
+    nll -= top + std::log(sum / m);  // log-sum-exp: far tails do not underflow
+    se += (mu - y) * (mu - y);
+    alea += std::sqrt(mean[2 * i + 1]);
+    epi += std::sqrt(spread / m);
+    calibration[0].Add(y - mu, std::sqrt(mean[2 * i + 1] + spread / m));  // the mixture's total std
   }
-  if (classes == 0) {
-    std::tie(s.member_rmse_mean, s.member_rmse_std) = MeanStd(results, "holdout_rmse");
-    const size_t w = static_cast<size_t>(std::max(targets, 1)), rows = holdout_y.size() / w;
-    const double nr = std::max<double>(1.0, static_cast<double>(rows));
-    std::vector<double> spread = CommitteeScores(CommitteeScore::kStd, preds, static_cast<int>(w));
-    std::vector<double> se(w, 0.0);
-    std::vector<CalibrationSums> calibration(w);
-    double dis = 0;
-    for (size_t i = 0; i < rows; ++i) {
-      for (size_t t = 0; t < w; ++t) {
-        const double e = mean[i * w + t] - holdout_y[i * w + t];
-        se[t] += e * e;
-        double var = 0;  // the members' population variance, as mean_disagreement's std
-        for (const auto* p : preds) var += ((*p)[i * w + t] - mean[i * w + t]) * ((*p)[i * w + t] - mean[i * w + t]);
-        calibration[t].Add(e, std::sqrt(var / static_cast<double>(preds.size())));
-      }
-      dis += spread[i];
+  SetCalibration(calibration, n, s);
+  s->ensemble_rmse = s->ensemble_error = std::sqrt(se / n);
+  s->ensemble_nll = nll / n;
+  s->mean_aleatoric_std = alea / n;
+  s->mean_epistemic_std = s->mean_disagreement = epi / n;
+}
+
+// Regression over `targets` values a row: the mean RMSE over targets (and each target's), the
+// members' spread and, with more than one member, calibration.
+void SummariseRegression(const std::vector<MemberResult>& results, const std::vector<const std::vector<float>*>& preds,
+                         const std::vector<double>& mean, const std::vector<float>& holdout_y, int targets,
+                         EnsembleSummary* s) {
+  std::tie(s->member_rmse_mean, s->member_rmse_std) = MeanStd(results, "holdout_rmse");
+  const size_t w = static_cast<size_t>(std::max(targets, 1)), rows = holdout_y.size() / w;
+  const double nr = std::max<double>(1.0, static_cast<double>(rows));
+  std::vector<double> spread = CommitteeScores(CommitteeScore::kStd, preds, static_cast<int>(w));
+  std::vector<double> se(w, 0.0);
+  std::vector<CalibrationSums> calibration(w);
+  double dis = 0;
+  for (size_t i = 0; i < rows; ++i) {
+    for (size_t t = 0; t < w; ++t) {
+      const double e = mean[i * w + t] - holdout_y[i * w + t];
+      se[t] += e * e;
+      double var = 0;  // the members' population variance, as mean_disagreement's std
+      for (const auto* p : preds) var += ((*p)[i * w + t] - mean[i * w + t]) * ((*p)[i * w + t] - mean[i * w + t]);
+      calibration[t].Add(e, std::sqrt(var / static_cast<double>(preds.size())));
     }
-    if (preds.size() > 1) SetCalibration(calibration, nr, &s);
-    double rmse = 0;
-    for (size_t t = 0; t < w; ++t) rmse += std::sqrt(se[t] / nr);
-    s.ensemble_rmse = s.ensemble_error = rmse / static_cast<double>(w);
-    if (w > 1)
-      for (size_t t = 0; t < w; ++t) s.ensemble_rmse_per_target.push_back(std::sqrt(se[t] / nr));
-    s.mean_disagreement = dis / nr;
-    return s;
+    dis += spread[i];
   }
-  std::tie(s.member_accuracy_mean, s.member_accuracy_std) = MeanStd(results, "holdout_accuracy");
+  if (preds.size() > 1) SetCalibration(calibration, nr, s);
+  double rmse = 0;
+  for (size_t t = 0; t < w; ++t) rmse += std::sqrt(se[t] / nr);
+  s->ensemble_rmse = s->ensemble_error = rmse / static_cast<double>(w);
+  if (w > 1)
+    for (size_t t = 0; t < w; ++t) s->ensemble_rmse_per_target.push_back(std::sqrt(se[t] / nr));
+  s->mean_disagreement = dis / nr;
+}
+
+// Classification (holdout_pred: `classes` probabilities a row): accuracy, NLL, Brier score and
+// ECE of the mean probabilities, and the BALD disagreement. `n`: the rows, at least 1.
+void SummariseClassification(const std::vector<MemberResult>& results,
+                             const std::vector<const std::vector<float>*>& preds, const std::vector<double>& mean,
+                             const std::vector<float>& holdout_y, int classes, double n, EnsembleSummary* s) {
+  std::tie(s->member_accuracy_mean, s->member_accuracy_std) = MeanStd(results, "holdout_accuracy");
   std::vector<double> bald = CommitteeScores(CommitteeScore::kBald, preds, classes);
   const size_t w = static_cast<size_t>(classes);
   double hits = 0, nll = 0, brier = 0, dis = 0;
@@ -194,12 +198,33 @@ EnsembleSummary SummariseEnsemble(const std::vector<MemberResult>& results, cons
     for (size_t c = 0; c < w; ++c) brier += (p[c] - (c == label)) * (p[c] - (c == label));
     dis += bald[i];
   }
-  s.ensemble_accuracy = hits / n;
-  s.ensemble_error = 1.0 - s.ensemble_accuracy;
-  s.ensemble_nll = nll / n;
-  s.ensemble_brier = brier / n;
-  s.ensemble_ece = ExpectedCalibrationError(mean, holdout_y, w);
-  s.mean_disagreement = dis / n;
+  s->ensemble_accuracy = hits / n;
+  s->ensemble_error = 1.0 - s->ensemble_accuracy;
+  s->ensemble_nll = nll / n;
+  s->ensemble_brier = brier / n;
+  s->ensemble_ece = ExpectedCalibrationError(mean, holdout_y, w);
+  s->mean_disagreement = dis / n;
+}
+
+}  // namespace
+
+EnsembleSummary SummariseEnsemble(const std::vector<MemberResult>& results, const std::vector<float>& holdout_y,
+                                  int classes, bool gaussian, int targets) {
+  EnsembleSummary s;
+  s.members = static_cast<int>(results.size());
+  s.classes = classes;
+  s.gaussian = gaussian;
+  if (results.empty()) return s;
+  std::vector<const std::vector<float>*> preds;
+  for (const auto& r : results) preds.push_back(&r.holdout_pred);
+  const double n = std::max<double>(1.0, static_cast<double>(holdout_y.size()));
+  const std::vector<double> mean = MeanPrediction(preds);
+  if (gaussian)
+    SummariseGaussian(results, preds, mean, holdout_y, n, &s);
+  else if (classes == 0)
+    SummariseRegression(results, preds, mean, holdout_y, targets, &s);
+  else
+    SummariseClassification(results, preds, mean, holdout_y, classes, n, &s);
   return s;
 }
 
