@@ -54,6 +54,64 @@ bool GetString(const json& j, const char* key, size_t max_len, std::string* out,
   return true;
 }
 
+// Message readers: each reads its fields into *m and returns false with *err naming the field
+// at fault (the field readers' contract).
+
+// A heartbeat: pid, task, epoch, RSS, and the optional GPU reservation and task phase.
+bool GetHeartbeat(const json& j, Message* m, std::string* err) {
+  int64_t epoch = 0;
+  bool ok = GetInt(j, "pid", 1, INT32_MAX, &m->pid, err) && GetString(j, "task_id", 256, &m->task_id, err) &&
+            GetInt(j, "epoch", 0, 1 << 30, &epoch, err) && GetInt(j, "rss_kb", 0, INT64_MAX, &m->rss_kb, err) &&
+            (!j.contains("gpu_reserved_kb") || GetInt(j, "gpu_reserved_kb", 0, INT64_MAX, &m->gpu_reserved_kb, err));
+  m->epoch = static_cast<int>(epoch);
+  if (ok && j.contains("phase")) {
+    std::string phase;
+    ok = GetString(j, "phase", 32, &phase, err);
+    auto parsed = Parse<TaskPhase>(phase);
+    if (ok && !parsed) {
+      ok = false;
+      *err = "field 'phase': unknown phase '" + phase + "'";
+    }
+    if (ok) m->phase = *parsed;
+  }
+  return ok;
+}
+
+// A finished task: pid, task and its metrics object.
+bool GetDone(const json& j, Message* m, std::string* err) {
+  bool ok = GetInt(j, "pid", 1, INT32_MAX, &m->pid, err) && GetString(j, "task_id", 256, &m->task_id, err);
+  if (ok && !(j.contains("metrics") && j["metrics"].is_object())) {
+    ok = false;
+    *err = "field 'metrics' missing or not an object";
+  }
+  if (ok) m->metrics = j["metrics"];
+  return ok;
+}
+
+// A failed task: pid, task, the error and whether a retry could help.
+bool GetFailed(const json& j, Message* m, std::string* err) {
+  bool ok = GetInt(j, "pid", 1, INT32_MAX, &m->pid, err) && GetString(j, "task_id", 256, &m->task_id, err) &&
+            GetString(j, "error", 4096, &m->error, err);
+  if (ok && !(j.contains("permanent") && j["permanent"].is_boolean())) {
+    ok = false;
+    *err = "field 'permanent' missing or not a boolean";
+  }
+  if (ok) m->permanent = j["permanent"].get<bool>();
+  return ok;
+}
+
+// The optional recycle request of a done or failed message, and its reason.
+bool GetRecycle(const json& j, Message* m, std::string* err) {
+  if (!j.contains("recycle")) return true;
+  if (!j["recycle"].is_boolean()) {
+    *err = "field 'recycle' not a boolean";
+    return false;
+  }
+  m->recycle = j["recycle"].get<bool>();
+  if (j.contains("recycle_reason")) return GetString(j, "recycle_reason", 512, &m->recycle_reason, err);
+  return true;
+}
+
 }  // namespace
 
 const char* MessageTypeName(MessageType t) {
@@ -186,42 +244,11 @@ StatusOr<Message> DecodeMessage(std::string_view bytes) {
   }
   if (!known) return Status::InvalidArgument("message: unknown type '" + type + "'");
   bool ok = true;
-  int64_t epoch = 0;
   switch (m.type) {
     case MessageType::kReady: ok = GetInt(j, "pid", 1, INT32_MAX, &m.pid, &err); break;
-    case MessageType::kHeartbeat:
-      ok = GetInt(j, "pid", 1, INT32_MAX, &m.pid, &err) && GetString(j, "task_id", 256, &m.task_id, &err) &&
-           GetInt(j, "epoch", 0, 1 << 30, &epoch, &err) && GetInt(j, "rss_kb", 0, INT64_MAX, &m.rss_kb, &err) &&
-           (!j.contains("gpu_reserved_kb") || GetInt(j, "gpu_reserved_kb", 0, INT64_MAX, &m.gpu_reserved_kb, &err));
-      m.epoch = static_cast<int>(epoch);
-      if (ok && j.contains("phase")) {
-        std::string phase;
-        ok = GetString(j, "phase", 32, &phase, &err);
-        auto parsed = Parse<TaskPhase>(phase);
-        if (ok && !parsed) {
-          ok = false;
-          err = "field 'phase': unknown phase '" + phase + "'";
-        }
-        if (ok) m.phase = *parsed;
-      }
-      break;
-    case MessageType::kDone:
-      ok = GetInt(j, "pid", 1, INT32_MAX, &m.pid, &err) && GetString(j, "task_id", 256, &m.task_id, &err);
-      if (ok && !(j.contains("metrics") && j["metrics"].is_object())) {
-        ok = false;
-        err = "field 'metrics' missing or not an object";
-      }
-      if (ok) m.metrics = j["metrics"];
-      break;
-    case MessageType::kFailed:
-      ok = GetInt(j, "pid", 1, INT32_MAX, &m.pid, &err) && GetString(j, "task_id", 256, &m.task_id, &err) &&
-           GetString(j, "error", 4096, &m.error, &err);
-      if (ok && !(j.contains("permanent") && j["permanent"].is_boolean())) {
-        ok = false;
-        err = "field 'permanent' missing or not a boolean";
-      }
-      if (ok) m.permanent = j["permanent"].get<bool>();
-      break;
+    case MessageType::kHeartbeat: ok = GetHeartbeat(j, &m, &err); break;
+    case MessageType::kDone: ok = GetDone(j, &m, &err); break;
+    case MessageType::kFailed: ok = GetFailed(j, &m, &err); break;
     case MessageType::kTask: {
       if (!j.contains("task")) return Status::InvalidArgument("message: field 'task' missing");
       Status s = TaskFromJson(j["task"], &m.task);
@@ -234,15 +261,7 @@ StatusOr<Message> DecodeMessage(std::string_view bytes) {
       ok = GetInt(j, "pid", 1, INT32_MAX, &m.pid, &err) && GetString(j, "error", 4096, &m.error, &err);
       break;
   }
-  if (ok && (m.type == MessageType::kDone || m.type == MessageType::kFailed) && j.contains("recycle")) {
-    if (!j["recycle"].is_boolean()) {
-      ok = false;
-      err = "field 'recycle' not a boolean";
-    } else {
-      m.recycle = j["recycle"].get<bool>();
-      if (j.contains("recycle_reason")) ok = GetString(j, "recycle_reason", 512, &m.recycle_reason, &err);
-    }
-  }
+  if (ok && (m.type == MessageType::kDone || m.type == MessageType::kFailed)) ok = GetRecycle(j, &m, &err);
   if (!ok) return Status::InvalidArgument("message '" + type + "': " + err);
   return m;
 }
