@@ -63,122 +63,164 @@ int ValidateConfig(const std::string& path) {
   return exit_code::kOk;
 }
 
+namespace {
+
+// The command line's values (CLI11 writes them during the parse).
+struct CtlOptions {
+  std::string state_dir;     // a per-run command's --state-dir
+  std::string served;        // a run of `ensembled serve`, by name (with the daemon's --socket)
+  std::string socket;        // the serve daemon's control socket, or the run's with --state-dir
+  bool as_json = false;      // status, list: machine-readable output
+  int round = -1;            // predict, verify, export: the round (-1: the latest committed)
+  std::string input;         // predict: the input CSV ('-': batches on stdin)
+  std::string output = "-";  // predict: the output CSV ('-': stdout)
+  std::string member;        // verify: just this member
+  int sample = 0;            // verify: this many members, chosen repeatably
+  bool all = false;          // verify: every member (the default)
+  std::string export_file;   // export: the TorchScript file to write
+  std::string file;          // submit: the run config file
+  int priority = 0;          // submit: higher starts first
+  std::string run_name;      // cancel: the run
+  std::string config;        // validate-config: the config file
+};
+
+// The subcommands, to tell after the parse which one was given.
+struct CtlCommands {
+  CLI::App* status = nullptr;
+  std::vector<CLI::App*> control;  // stop | pause | resume | reload
+  CLI::App *predict = nullptr, *verify = nullptr, *export_cmd = nullptr;  // on a round's members
+  CLI::App *submit = nullptr, *list = nullptr, *cancel = nullptr;         // on the serve daemon's queue
+  CLI::App* validate = nullptr;
+};
+
+// A per-run command names its run by --state-dir, or by NAME with the serve daemon's --socket.
+void AddRunOptions(CLI::App* c, CtlOptions* o, bool has_socket) {
+  auto* dir = c->add_option("--state-dir,-s", o->state_dir, "the run's state directory");
+  auto* name = c->add_option("run", o->served, "a run of `ensembled serve`, by name (with the daemon's --socket)");
+  dir->excludes(name);
+  name->excludes(dir);
+  if (has_socket)
+    c->add_option("--socket", o->socket,
+                  "with a run NAME: the serve daemon's socket; with --state-dir: the run's control socket "
+                  "(default: found from the state directory)");
+  else
+    c->add_option("--socket", o->socket, "the serve daemon's control socket (with a run NAME)");
+}
+
+// status and stop | pause | resume | reload: what a running supervisor is asked over its socket.
+void AddStatusCommands(CLI::App& app, CtlOptions* o, CtlCommands* cmds) {
+  cmds->status = app.add_subcommand("status", "where a run stands: run state, plus live workers when running");
+  AddRunOptions(cmds->status, o, true);
+  cmds->status->add_flag("--json", o->as_json, "machine-readable output");
+  for (auto [name, help] : {std::pair{"stop", "graceful stop: no new tasks, running ones finish"},
+                            std::pair{"pause", "no new tasks until resume (running ones finish)"},
+                            std::pair{"resume", "dispatch again after pause"},
+                            std::pair{"reload", "re-read the config; safe changes apply at the next round boundary"}}) {
+    auto* c = app.add_subcommand(name, help);
+    AddRunOptions(c, o, true);
+    cmds->control.push_back(c);
+  }
+}
+
+// predict, verify and export: what runs a round's members (through ensemble-worker).
+void AddMemberCommands(CLI::App& app, CtlOptions* o, CtlCommands* cmds) {
+  cmds->predict = app.add_subcommand("predict", "ensemble mean and std per row of a CSV");
+  AddRunOptions(cmds->predict, o, false);
+  cmds->predict
+      ->add_option("--input,-i", o->input,
+                   "CSV with the run's feature columns (header line); '-': batches on stdin, the header once, "
+                   "a blank line after each batch, each answered at once")
+      ->required();
+  cmds->predict->add_option("--output,-o", o->output, "output CSV (default: stdout)");
+  cmds->predict->add_option("--round,-r", o->round,
+                            "round whose members predict (default: latest committed; the round being committed, "
+                            "during its mutation command)");
+
+  cmds->verify = app.add_subcommand("verify", "retrain members alone and compare them bit for bit");
+  AddRunOptions(cmds->verify, o, false);
+  cmds->verify->add_option("--round,-r", o->round, "round (default: latest committed)");
+  auto* only = cmds->verify->add_option("--member,-m", o->member, "just this member");
+  auto* some = cmds->verify->add_option("--sample", o->sample, "this many members, chosen repeatably")->excludes(only);
+  cmds->verify->add_flag("--all", o->all, "every member of the round (the default)")->excludes(only)->excludes(some);
+
+  cmds->export_cmd =
+      app.add_subcommand("export", "one TorchScript file of a round's members: forward(x) -> (mean, std)");
+  AddRunOptions(cmds->export_cmd, o, false);
+  cmds->export_cmd->add_option("--round,-r", o->round, "round whose members are exported (default: latest committed)");
+  cmds->export_cmd->add_option("--output,-o", o->export_file, "TorchScript file to write (e.g. ensemble.pt)")
+      ->required();
+}
+
+// submit, list and cancel (an `ensembled serve` daemon's queue), and validate-config.
+void AddQueueCommands(CLI::App& app, CtlOptions* o, CtlCommands* cmds) {
+  cmds->submit = app.add_subcommand("submit", "queue a run config on an `ensembled serve` daemon");
+  cmds->submit->add_option("--socket", o->socket, "the daemon's control socket")->required();
+  cmds->submit->add_option("file", o->file, "run config file")->required();
+  cmds->submit->add_option("--priority", o->priority, "higher starts first (default 0)");
+  cmds->list = app.add_subcommand("list", "every run of an `ensembled serve` daemon");
+  cmds->list->add_option("--socket", o->socket, "the daemon's control socket")->required();
+  cmds->list->add_flag("--json", o->as_json, "machine-readable output: {\"runs\": [...]}");
+  cmds->cancel = app.add_subcommand("cancel", "stop a queued or running run of an `ensembled serve` daemon");
+  cmds->cancel->add_option("--socket", o->socket, "the daemon's control socket")->required();
+  cmds->cancel->add_option("name", o->run_name, "run_name of the run")->required();
+
+  cmds->validate = app.add_subcommand("validate-config", "check a config; print every error");
+  cmds->validate->add_option("config", o->config, "config file")->required();
+}
+
+// Runs the subcommand the parse found; its exit code. A per-run command needs either
+// --state-dir or a run NAME with the serve daemon's --socket (kUsage otherwise).
+int RunCommand(CLI::App& app, const CtlCommands& cmds, CtlOptions& o) {
+  if (*cmds.submit) return Submit(o.socket, o.file, o.priority);
+  if (*cmds.list) return ListRuns(o.socket, o.as_json);
+  if (*cmds.cancel) return CancelRun(o.socket, o.run_name);
+  CLI::App* per_run = app.get_subcommands().front();
+  if (per_run != cmds.validate) {
+    if (o.state_dir.empty() == o.served.empty()) {
+      std::cerr << "ensemblectl " << per_run->get_name() << ": give the run's --state-dir, or its NAME and the serve daemon's --socket\n";
+      return exit_code::kUsage;
+    }
+    if (!o.served.empty() && o.socket.empty()) {
+      std::cerr << "ensemblectl " << per_run->get_name() << ": run " << o.served << ": --socket (the serve daemon's) is required with a run name\n";
+      return exit_code::kUsage;
+    }
+  }
+  if (*cmds.status && !o.served.empty()) {
+    int code = 0;
+    auto reply = AskServedRun(o.socket, o.served, "status", "status", &code);
+    if (!reply) return code;
+    return ShowStatus((*reply)["run"].value("state_dir", ""), "", o.as_json, &*reply);
+  }
+  if (*cmds.status) return ShowStatus(o.state_dir, o.socket, o.as_json);
+  for (auto* c : cmds.control) {
+    if (!*c) continue;
+    if (!o.served.empty()) return ServedRunAction(o.socket, o.served, c->get_name());
+    return Control(o.state_dir, o.socket, c->get_name());
+  }
+  if (!o.served.empty()) {
+    int code = 0;
+    o.state_dir = StateDirOf(o.state_dir, o.socket, o.served, per_run->get_name(), &code);
+    if (o.state_dir.empty()) return code;
+  }
+  if (*cmds.predict) return Predict(o.state_dir, o.round, o.input, o.output);
+  if (*cmds.verify) return Verify(o.state_dir, o.round, o.member, o.sample);
+  if (*cmds.export_cmd) return Export(o.state_dir, o.round, o.export_file);
+  return ValidateConfig(o.config);
+}
+
+}  // namespace
+
 }  // namespace ens::ctl
 
 int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);  // a program run with pipes (a command member's predict_argv) may close its end
   CLI::App app{"ensemblectl: inspect and use an ensembled run"};
   app.require_subcommand(1);
-  std::string state_dir, input, output = "-", config;
-  int round = -1;
-  bool as_json = false;
-
-  std::string socket;
-  std::string served;  // a run of `ensembled serve`, by name (with the daemon's --socket)
-  // A per-run command names its run by --state-dir, or by NAME with the serve daemon's --socket.
-  auto run_options = [&](CLI::App* c, bool has_socket) {
-    auto* dir = c->add_option("--state-dir,-s", state_dir, "the run's state directory");
-    auto* name = c->add_option("run", served, "a run of `ensembled serve`, by name (with the daemon's --socket)");
-    dir->excludes(name);
-    name->excludes(dir);
-    if (has_socket)
-      c->add_option("--socket", socket,
-                    "with a run NAME: the serve daemon's socket; with --state-dir: the run's control socket "
-                    "(default: found from the state directory)");
-    else
-      c->add_option("--socket", socket, "the serve daemon's control socket (with a run NAME)");
-  };
-  auto* status = app.add_subcommand("status", "where a run stands: run state, plus live workers when running");
-  run_options(status, true);
-  status->add_flag("--json", as_json, "machine-readable output");
-  std::vector<CLI::App*> control;
-  for (auto [name, help] : {std::pair{"stop", "graceful stop: no new tasks, running ones finish"},
-                            std::pair{"pause", "no new tasks until resume (running ones finish)"},
-                            std::pair{"resume", "dispatch again after pause"},
-                            std::pair{"reload", "re-read the config; safe changes apply at the next round boundary"}}) {
-    auto* c = app.add_subcommand(name, help);
-    run_options(c, true);
-    control.push_back(c);
-  }
-
-  auto* predict = app.add_subcommand("predict", "ensemble mean and std per row of a CSV");
-  run_options(predict, false);
-  predict->add_option("--input,-i", input,
-                      "CSV with the run's feature columns (header line); '-': batches on stdin, the header once, "
-                      "a blank line after each batch, each answered at once")
-      ->required();
-  predict->add_option("--output,-o", output, "output CSV (default: stdout)");
-  predict->add_option("--round,-r", round,
-                      "round whose members predict (default: latest committed; the round being committed, during "
-                      "its mutation command)");
-
-  std::string member;
-  int sample = 0;
-  bool all = false;
-  auto* verify = app.add_subcommand("verify", "retrain members alone and compare them bit for bit");
-  run_options(verify, false);
-  verify->add_option("--round,-r", round, "round (default: latest committed)");
-  auto* only = verify->add_option("--member,-m", member, "just this member");
-  auto* some = verify->add_option("--sample", sample, "this many members, chosen repeatably")->excludes(only);
-  verify->add_flag("--all", all, "every member of the round (the default)")->excludes(only)->excludes(some);
-
-  std::string export_file;
-  auto* export_cmd =
-      app.add_subcommand("export", "one TorchScript file of a round's members: forward(x) -> (mean, std)");
-  run_options(export_cmd, false);
-  export_cmd->add_option("--round,-r", round, "round whose members are exported (default: latest committed)");
-  export_cmd->add_option("--output,-o", export_file, "TorchScript file to write (e.g. ensemble.pt)")->required();
-
-  std::string file, run_name;
-  int priority = 0;
-  auto* submit = app.add_subcommand("submit", "queue a run config on an `ensembled serve` daemon");
-  submit->add_option("--socket", socket, "the daemon's control socket")->required();
-  submit->add_option("file", file, "run config file")->required();
-  submit->add_option("--priority", priority, "higher starts first (default 0)");
-  auto* list = app.add_subcommand("list", "every run of an `ensembled serve` daemon");
-  list->add_option("--socket", socket, "the daemon's control socket")->required();
-  list->add_flag("--json", as_json, "machine-readable output: {\"runs\": [...]}");
-  auto* cancel = app.add_subcommand("cancel", "stop a queued or running run of an `ensembled serve` daemon");
-  cancel->add_option("--socket", socket, "the daemon's control socket")->required();
-  cancel->add_option("name", run_name, "run_name of the run")->required();
-
-  auto* validate = app.add_subcommand("validate-config", "check a config; print every error");
-  validate->add_option("config", config, "config file")->required();
+  ens::ctl::CtlOptions options;
+  ens::ctl::CtlCommands commands;
+  ens::ctl::AddStatusCommands(app, &options, &commands);
+  ens::ctl::AddMemberCommands(app, &options, &commands);
+  ens::ctl::AddQueueCommands(app, &options, &commands);
   CLI11_PARSE(app, argc, argv);
-
-  if (*submit) return ens::ctl::Submit(socket, file, priority);
-  if (*list) return ens::ctl::ListRuns(socket, as_json);
-  if (*cancel) return ens::ctl::CancelRun(socket, run_name);
-  CLI::App* per_run = app.get_subcommands().front();
-  if (per_run != validate) {
-    if (state_dir.empty() == served.empty()) {
-      std::cerr << "ensemblectl " << per_run->get_name() << ": give the run's --state-dir, or its NAME and the serve daemon's --socket\n";
-      return ens::exit_code::kUsage;
-    }
-    if (!served.empty() && socket.empty()) {
-      std::cerr << "ensemblectl " << per_run->get_name() << ": run " << served << ": --socket (the serve daemon's) is required with a run name\n";
-      return ens::exit_code::kUsage;
-    }
-  }
-  if (*status && !served.empty()) {
-    int code = 0;
-    auto reply = ens::ctl::AskServedRun(socket, served, "status", "status", &code);
-    if (!reply) return code;
-    return ens::ctl::ShowStatus((*reply)["run"].value("state_dir", ""), "", as_json, &*reply);
-  }
-  if (*status) return ens::ctl::ShowStatus(state_dir, socket, as_json);
-  for (auto* c : control) {
-    if (!*c) continue;
-    if (!served.empty()) return ens::ctl::ServedRunAction(socket, served, c->get_name());
-    return ens::ctl::Control(state_dir, socket, c->get_name());
-  }
-  if (!served.empty()) {
-    int code = 0;
-    state_dir = ens::ctl::StateDirOf(state_dir, socket, served, per_run->get_name(), &code);
-    if (state_dir.empty()) return code;
-  }
-  if (*predict) return ens::ctl::Predict(state_dir, round, input, output);
-  if (*verify) return ens::ctl::Verify(state_dir, round, member, sample);
-  if (*export_cmd) return ens::ctl::Export(state_dir, round, export_file);
-  return ens::ctl::ValidateConfig(config);
+  return ens::ctl::RunCommand(app, commands, options);
 }
