@@ -56,6 +56,61 @@ nlohmann::json PackDescription(const std::vector<TaskSpec>& tasks) {
           {"members", members}};
 }
 
+// Ends every task of the pack with `status` (none of them ran).
+void FailPack(const Status& status, bool permanent, std::vector<TaskOutcome>* outs) {
+  for (auto& o : *outs) {
+    o.status = status;
+    o.permanent = permanent;
+  }
+}
+
+// Why the pack cannot train as one, or Ok. The supervisor packs only MLP members (pack_plan.h):
+// another kind in a pack is refused, naming it.
+Status PackRefusal(const std::vector<TaskSpec>& tasks) {
+  if (tasks.size() > 1)
+    for (const auto& t : tasks)
+      if (t.member.model.kind != ModelKind::kMlp)
+        return Status::InvalidArgument("member " + t.member.name + ": a " + std::string(Name(t.member.model.kind)) +
+                                       " member in a pack of " + std::to_string(tasks.size()) +
+                                       " (such members train alone)");
+  return Status::Ok();
+}
+
+// Writes the pack's description into its round's packs/ directory, unsynced: Publish flushes it
+// with the members.
+Status WritePackFile(const std::vector<TaskSpec>& tasks) {
+  const std::string dir = RoundDirOf(tasks[0]) + "/packs";
+  Status st = MakeDirs(dir);
+  if (st.ok()) st = WriteFileUnsynced(RoundDirOf(tasks[0]) + "/" + PackFileName(tasks), PackDescription(tasks).dump(1) + "\n");
+  return st;
+}
+
+// Each trained member's outcome: its metrics with the pack's time shared out (member_seconds)
+// and the process's RSS, written as metrics.json last (the pack's time is known only now) where
+// the task publishes; a member that failed gets its error.
+void RecordOutcomes(const std::vector<TaskSpec>& tasks, double member_seconds, const TaskRunner::Progress& on_progress,
+                    std::vector<TrainOutputs>* res, std::vector<TaskOutcome>* outs) {
+  for (size_t k = 0; k < tasks.size(); ++k) {
+    TrainOutputs& r = (*res)[k];
+    TaskOutcome& out = (*outs)[k];
+    if (!r.status.ok()) {
+      out.status = r.status;
+      out.permanent = r.permanent_failure;
+      continue;
+    }
+    nlohmann::json& m = out.metrics;
+    m = std::move(r.metrics);
+    m.update({{"seconds", member_seconds}, {"rss_kb_after", CurrentRssKb()}, {"rss_kb_peak", PeakRssKb()}});
+    if (!m.contains("train_seconds")) m["train_seconds"] = member_seconds;
+    if (!tasks[k].publish) {  // its journaled directory stays as it is
+      m["published"] = false;
+      continue;
+    }
+    if (on_progress) on_progress(TaskPhase::kWriting, 0);
+    out.status = WriteFileUnsynced(MemberFiles(tasks[k].out_dir + ".tmp").Metrics(), m.dump(2) + "\n");
+  }
+}
+
 }  // namespace
 
 int64_t CurrentRssKb() { return ProcStatusKb("VmRSS:"); }
@@ -229,43 +284,27 @@ TaskOutcome TaskRunner::Run(const TaskSpec& task, const Progress& on_progress) {
   return o[0];
 }
 
-std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks, const Progress& on_progress,
-                                             const std::function<void(const std::string&)>& on_note) {
-  auto t0 = std::chrono::steady_clock::now();
-  int64_t rss_before = CurrentRssKb();
-  std::vector<TaskOutcome> outs(tasks.size());
-  if (Status init = runtime_->Init(); !init.ok()) {  // the device cannot be used: no task can run here
-    for (auto& o : outs) o.status = init, o.permanent = true;
-    return outs;
-  }
-  if (tasks.size() > 1)  // the supervisor packs only MLP members (pack_plan.h); say so if another came
-    for (const auto& t : tasks)
-      if (t.member.model.kind != ModelKind::kMlp) {
-        for (auto& o : outs) {
-          o.status = Status::InvalidArgument("member " + t.member.name + ": a " + std::string(Name(t.member.model.kind)) +
-                                             " member in a pack of " + std::to_string(tasks.size()) +
-                                             " (such members train alone)");
-          o.permanent = true;
-        }
-        return outs;
-      }
-  std::vector<TrainInputs> ins(tasks.size());
+// Prepares each task's inputs (its data mapped, its split made), each writing its outputs as
+// soon as it has them. False when one member cannot run: the pack cannot be formed as planned,
+// and every outcome has that member's error.
+bool TaskRunner::PrepareInputs(const std::vector<TaskSpec>& tasks, const Progress& on_progress,
+                               const std::function<void(const std::string&)>& on_note, int64_t rss_before,
+                               std::vector<TrainInputs>* ins, std::vector<TaskOutcome>* outs) {
   for (size_t k = 0; k < tasks.size(); ++k) {
     if (on_progress) on_progress(TaskPhase::kSetup, 0);
     SlowPhaseIfTold(Name(TaskPhase::kSetup));
-    Status st = Prepare(tasks[k], &ins[k], &outs[k].permanent);
-    if (!st.ok()) {  // one member cannot run: the pack cannot be formed as planned
-      for (auto& o : outs) {
-        o.status = st;
-        o.permanent = outs[k].permanent;
-      }
-      return outs;
+    Status st = Prepare(tasks[k], &(*ins)[k], &(*outs)[k].permanent);
+    if (!st.ok()) {
+      FailPack(st, (*outs)[k].permanent, outs);
+      return false;
     }
-    ins[k].on_progress = on_progress;
-    ins[k].on_note = on_note;
-    ins[k].data_cache = device_data_.get();
-    ins[k].runtime = runtime_;
-    ins[k].on_outputs = [&, k](TrainOutputs& o) {
+    TrainInputs& in = (*ins)[k];
+    in.on_progress = on_progress;
+    in.on_note = on_note;
+    in.data_cache = device_data_.get();
+    in.runtime = runtime_;
+    // Called during RunPack, whose tasks, progress callback and inputs outlive it.
+    in.on_outputs = [this, &tasks, &on_progress, ins, rss_before, k](TrainOutputs& o) {
       if (on_progress) on_progress(TaskPhase::kWriting, 0);
       HangIfTold(tasks[k].task_id, tasks[k].attempt, Name(TaskPhase::kWriting));
       SlowPhaseIfTold(Name(TaskPhase::kWriting));
@@ -273,14 +312,29 @@ std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks,
       nlohmann::json pack_ref;
       if (tasks.size() > 1)
         pack_ref = {{"file", "../../" + PackFileName(tasks)}, {"size", tasks.size()}, {"position", k}};
-      o.status = WriteOutputs(ins[k], o, rss_before, pack_ref);
+      o.status = WriteOutputs((*ins)[k], o, rss_before, pack_ref);
     };
   }
+  return true;
+}
+
+std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks, const Progress& on_progress,
+                                             const std::function<void(const std::string&)>& on_note) {
+  auto t0 = std::chrono::steady_clock::now();
+  int64_t rss_before = CurrentRssKb();
+  std::vector<TaskOutcome> outs(tasks.size());
+  if (Status init = runtime_->Init(); !init.ok()) {  // the device cannot be used: no task can run here
+    FailPack(init, true, &outs);
+    return outs;
+  }
+  if (Status refused = PackRefusal(tasks); !refused.ok()) {  // say so if a member the planner never packs came
+    FailPack(refused, true, &outs);
+    return outs;
+  }
+  std::vector<TrainInputs> ins(tasks.size());
+  if (!PrepareInputs(tasks, on_progress, on_note, rss_before, &ins, &outs)) return outs;
   if (tasks.size() > 1) {  // flushed with the members (Publish); a failure fails the pack
-    const std::string dir = RoundDirOf(tasks[0]) + "/packs";
-    Status st = MakeDirs(dir);
-    if (st.ok()) st = WriteFileUnsynced(RoundDirOf(tasks[0]) + "/" + PackFileName(tasks), PackDescription(tasks).dump(1) + "\n");
-    if (!st.ok()) {
+    if (Status st = WritePackFile(tasks); !st.ok()) {
       for (auto& o : outs) o.status = st;
       return outs;
     }
@@ -303,25 +357,7 @@ std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks,
   KeepCacheWithinPolicy(on_note);
   malloc_trim(0);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double member_seconds = seconds / static_cast<double>(tasks.size());
-  for (size_t k = 0; k < tasks.size(); ++k) {
-    if (!res[k].status.ok()) {
-      outs[k].status = res[k].status;
-      outs[k].permanent = res[k].permanent_failure;
-      continue;
-    }
-    nlohmann::json& m = outs[k].metrics;
-    m = std::move(res[k].metrics);
-    m.update({{"seconds", member_seconds}, {"rss_kb_after", CurrentRssKb()}, {"rss_kb_peak", PeakRssKb()}});
-    if (!m.contains("train_seconds")) m["train_seconds"] = member_seconds;
-    if (!tasks[k].publish) {  // its journaled directory stays as it is
-      m["published"] = false;
-      continue;
-    }
-    // metrics.json last: the pack's time is known only now.
-    if (on_progress) on_progress(TaskPhase::kWriting, 0);
-    outs[k].status = WriteFileUnsynced(MemberFiles(tasks[k].out_dir + ".tmp").Metrics(), m.dump(2) + "\n");
-  }
+  RecordOutcomes(tasks, seconds / static_cast<double>(tasks.size()), on_progress, &res, &outs);
   Publish(tasks, &outs, on_progress);
   return outs;
 }

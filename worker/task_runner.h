@@ -61,6 +61,10 @@ class TaskRunner {
  private:
   Status EnsureMapped(const TaskSpec& task);
   Status Prepare(const TaskSpec& task, TrainInputs* in, bool* permanent);
+  // RunPack's set-up: every task's inputs, or false with every outcome failed.
+  bool PrepareInputs(const std::vector<TaskSpec>& tasks, const Progress& on_progress,
+                     const std::function<void(const std::string&)>& on_note, int64_t rss_before,
+                     std::vector<TrainInputs>* ins, std::vector<TaskOutcome>* outs);
   Status WriteOutputs(const TrainInputs& in, TrainOutputs& res, int64_t rss_before, const nlohmann::json& pack_ref);
   // A command member (worker/command_member.h) in place of TrainPack.
   TrainOutputs RunCommand(const TaskSpec& task, const TrainInputs& in, const Progress& on_progress);
