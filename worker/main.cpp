@@ -472,7 +472,7 @@ int main(int argc, char** argv) {
   // A GPU slot trains on its GPU; a worker run by hand (CUDA_VISIBLE_DEVICES unset) where CUDA
   // can be used; a CPU slot, and a GPU slot that the test hook fakes on a machine without one,
   // on the CPU.
-  const bool faked_gpu = std::getenv("ENSEMBLED_TEST_CUDA_SEES") != nullptr;
+  const bool faked_gpu = ens::CudaSeesRequested().has_value();
   const ens::DeviceChoice choice =
       cuda.state != ens::CudaSupport::kLoaded || faked_gpu ? ens::DeviceChoice::kCpu
       : ens::IsGpuSlot()                                   ? ens::DeviceChoice::kGpu
