@@ -21,6 +21,7 @@
 
 #include "common/config_keys.h"
 #include "common/config_validator.h"
+#include "common/run_head.h"
 #include "common/table.h"
 
 namespace ens {
@@ -480,10 +481,10 @@ void CheckTask(Validator& v, const json& root, Config* c) {
   else if (classify && synthetic)
     v.Error("/data", "is required for task \"classification\" (the built-in synthetic data is a regression target)");
   CommitteeScore& score = c->mutation.score;
-  const bool gaussian = !c->members.empty() && c->members[0].loss == LossKind::kGaussianNll;
+  const RunHead head = RunHead::For(*c, 0, 1);
+  const bool gaussian = head.gaussian();
   const json* mutation = Find(root, "mutation");
-  if (mutation == nullptr || Find(*mutation, "score") == nullptr)  // not given: the task's
-    score = classify ? CommitteeScore::kBald : gaussian ? CommitteeScore::kEpistemic : CommitteeScore::kStd;
+  if (mutation == nullptr || Find(*mutation, "score") == nullptr) score = head.DefaultScore();  // not given: the head's
   if (!classify && (score == CommitteeScore::kEntropy || score == CommitteeScore::kBald))
     v.Error("/mutation/score",
             "\"" + std::string(Name(score)) + "\" scores class probabilities; it needs task \"classification\"");

@@ -9,6 +9,7 @@
 #include "common/config.h"
 #include "common/data_source.h"
 #include "common/exit_codes.h"
+#include "common/run_head.h"
 #include "ctl/commands.h"
 #include "orchestrator/script_model_check.h"
 
@@ -44,7 +45,7 @@ std::vector<ConfigError> CheckAgainstData(const Config& cfg) {
   if (std::string why = TargetCountProblem(cfg, columns->targets, cfg.data.y_path); !why.empty())
     return {{"/data/y_path", why}};
   if (!any) return {};
-  return CheckScriptModels(cfg.members, columns->features, RequiredOutputs(cfg, 0, columns->targets), WorkerBinary());
+  return CheckScriptModels(cfg.members, columns->features, RunHead::For(cfg, 0, columns->targets).OutputWidth(), WorkerBinary());
 }
 
 int ValidateConfig(const std::string& path) {

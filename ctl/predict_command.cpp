@@ -17,6 +17,7 @@
 #include "common/logging.h"
 #include "common/member_result.h"
 #include "common/npy_writer.h"
+#include "common/run_head.h"
 #include "common/run_layout.h"
 #include "common/subprocess.h"
 #include "ctl/commands.h"
@@ -128,7 +129,7 @@ class RoundPredictor {
   Status Open(const CommittedRound& committed, int features, size_t classes, size_t targets, const std::string& scratch) {
     committed_ = &committed;
     scratch_ = scratch;
-    width_ = classes > 0 ? classes : std::max<size_t>(targets, 1);
+    head_ = RunHead::For(LossKind::kMse, static_cast<int>(classes), static_cast<int>(targets));
     std::vector<std::string> argv = {WorkerBinary(), "predict", "--stream", "--features", std::to_string(features)};
     for (size_t m = 0; m < committed.member_dirs.size(); ++m) {
       const std::string& dir = committed.member_dirs[m];
@@ -145,8 +146,8 @@ class RoundPredictor {
         commands_.push_back({m, spec});
         continue;
       }
-      // Gaussian heads predict [mean, variance] per row (every member of the run or none).
-      if (spec.loss == LossKind::kGaussianNll) gaussian_ = true, width_ = 2;
+      // The members' loss says whether the head is Gaussian (every member of the run or none).
+      head_ = RunHead::For(spec.loss, static_cast<int>(classes), static_cast<int>(targets));
       builtin_.push_back(m);
       argv.push_back(MemberFiles(dir).Checkpoint());
     }
@@ -163,7 +164,7 @@ class RoundPredictor {
 
   // [members x rows x width] in the round's member order.
   StatusOr<std::vector<float>> Predict(const Table& table) {
-    const size_t k = committed_->member_dirs.size(), rows = table.rows() * width_;
+    const size_t k = committed_->member_dirs.size(), rows = table.rows() * static_cast<size_t>(head_.OutputWidth());
     std::vector<float> out(k * rows);
     if (!commands_.empty()) {
       const std::string input = scratch_ + "/in.npy";
@@ -205,12 +206,11 @@ class RoundPredictor {
   std::string scratch_;
   std::vector<size_t> builtin_;
   std::vector<std::pair<size_t, MemberSpec>> commands_;
-  size_t width_ = 1;
-  bool gaussian_ = false;
+  RunHead head_ = RunHead::Regression();
   Subprocess worker_;
 
  public:
-  bool gaussian() const { return gaussian_; }
+  bool gaussian() const { return head_.gaussian(); }
   size_t members() const { return committed_->member_dirs.size(); }
 };
 

@@ -65,11 +65,6 @@ class DatasetStore {
   const std::vector<bool>& pool_used() const { return pool_used_; }
   const std::vector<uint64_t>& excluded() const { return excluded_; }
   const std::string& excluded_file() const { return excluded_file_; }
-  // Values per row in a member's prediction files: the class count, 2 for Gaussian heads
-  // (mean, variance), else the target count.
-  size_t PredictionWidth(bool gaussian) const {
-    return classes_.empty() ? (gaussian ? 2 : static_cast<size_t>(holdout_.targets)) : classes_.size();
-  }
 
  private:
   // data/holdout_x.npy and data/pool_x.npy, when missing.

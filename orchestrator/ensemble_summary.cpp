@@ -209,22 +209,23 @@ void SummariseClassification(const std::vector<MemberResult>& results,
 }  // namespace
 
 EnsembleSummary SummariseEnsemble(const std::vector<MemberResult>& results, const std::vector<float>& holdout_y,
-                                  int classes, bool gaussian, int targets) {
+                                  const RunHead& head) {
   EnsembleSummary s;
   s.members = static_cast<int>(results.size());
-  s.classes = classes;
-  s.gaussian = gaussian;
+  s.classes = head.classes();
+  s.gaussian = head.gaussian();
   if (results.empty()) return s;
   std::vector<const std::vector<float>*> preds;
   for (const auto& r : results) preds.push_back(&r.holdout_pred);
   const double n = std::max<double>(1.0, static_cast<double>(holdout_y.size()));
   const std::vector<double> mean = MeanPrediction(preds);
-  if (gaussian)
-    SummariseGaussian(results, preds, mean, holdout_y, n, &s);
-  else if (classes == 0)
-    SummariseRegression(results, preds, mean, holdout_y, targets, &s);
-  else
-    SummariseClassification(results, preds, mean, holdout_y, classes, n, &s);
+  switch (head.kind()) {
+    case RunHead::Kind::kGaussian: SummariseGaussian(results, preds, mean, holdout_y, n, &s); break;
+    case RunHead::Kind::kRegression: SummariseRegression(results, preds, mean, holdout_y, head.targets(), &s); break;
+    case RunHead::Kind::kClassification:
+      SummariseClassification(results, preds, mean, holdout_y, head.classes(), n, &s);
+      break;
+  }
   return s;
 }
 

@@ -48,6 +48,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/member_result.h"
+#include "common/run_head.h"
 
 namespace ens {
 
@@ -77,10 +78,12 @@ inline constexpr double kCalibrationSigmaFloor = 1e-6;
 // ensemble_ece's bins.
 inline constexpr int kCalibrationBins = 15;
 
-// REQUIRES: every result's holdout_pred has holdout_y.size() values (x classes; holdout_y
-// holds `targets` values per row).
+// How the members combine follows the head: the mean prediction (regression, per target), the
+// mixture (Gaussian heads), the mean class probabilities (classification).
+// REQUIRES: every result's holdout_pred has holdout rows x head.OutputWidth() values; holdout_y
+// holds head.targets() values per row.
 EnsembleSummary SummariseEnsemble(const std::vector<MemberResult>& results, const std::vector<float>& holdout_y,
-                                  int classes = 0, bool gaussian = false, int targets = 1);
+                                  const RunHead& head = RunHead::Regression());
 
 // The error stop_below_error compares in a summary's JSON (of any version): ensemble_error,
 // else ensemble_rmse; INFINITY when neither is there.

@@ -30,7 +30,7 @@ Mutation AppendFromPool(const MutationSpec& spec, const MutationContext& c) {
   for (size_t i = 0; i < k; ++i) std::swap(ids[i], ids[i + rng.Below(ids.size() - i)]);
   Mutation m;
   m.add.features = c.features;
-  m.add.targets = c.targets;
+  m.add.targets = c.head.targets();
   m.pool_ids.assign(ids.begin(), ids.begin() + k);
   return m;
 }
@@ -38,10 +38,8 @@ Mutation AppendFromPool(const MutationSpec& spec, const MutationContext& c) {
 Mutation QueryByCommittee(const MutationSpec& spec, const MutationContext& c) {
   std::vector<const std::vector<float>*> preds;
   for (const auto& r : *c.members) preds.push_back(&r.pool_pred);
-  const int width = c.classes ? c.classes->size() : c.gaussian ? 2 : c.targets;
-  // A Gaussian head's "std" is the spread of its means (its variances are the data's noise).
-  const CommitteeScore score =
-      c.gaussian && spec.score == CommitteeScore::kStd ? CommitteeScore::kEpistemic : spec.score;
+  const int width = c.head.OutputWidth();
+  const CommitteeScore score = c.head.Effective(spec.score);
   // No members to ask: every row scores 0, so the lowest unused ids are taken.
   std::vector<double> spread = preds.empty() ? std::vector<double>(c.pool->rows(), 0.0)
                                              : CommitteeScores(score, preds, width);
@@ -49,7 +47,7 @@ Mutation QueryByCommittee(const MutationSpec& spec, const MutationContext& c) {
   size_t k = std::min<size_t>(static_cast<size_t>(spec.k), ids.size());
   Mutation m;
   m.add.features = c.features;
-  m.add.targets = c.targets;
+  m.add.targets = c.head.targets();
   if (spec.batch == BatchMode::kDiverse) {
     m.pool_ids = SelectDiverseBatch(*c.pool, std::move(ids), spread, k);
     return m;
@@ -180,13 +178,13 @@ StatusOr<Mutation> DecideMutation(const MutationSpec& spec, const MutationContex
       auto out = RunCommand(spec.argv, c.round_summary.dump() + "\n", spec.timeout_s, c.on_wait, c.command_env);
       if (!out.ok()) return out.status();
       return ParseCommandOutput(*out, c.features, c.train_rows, "mutation command " + spec.argv[0], c.classes,
-                                c.targets, c.pool_used);
+                                c.head.targets(), c.pool_used);
     }
     case MutationPolicyKind::kNone: break;
   }
   Mutation none;
   none.add.features = c.features;
-  none.add.targets = c.targets;
+  none.add.targets = c.head.targets();
   return none;
 }
 

@@ -30,6 +30,7 @@
 #include "common/class_list.h"
 #include "common/config.h"
 #include "common/member_result.h"
+#include "common/run_head.h"
 #include "common/status.h"
 #include "common/table.h"
 
@@ -54,9 +55,9 @@ struct MutationContext {
   // Classification: the run's classes (predictions are rows x classes, a command's targets
   // are labels); null for regression.
   const ClassList* classes = nullptr;
-  // Gaussian heads: predictions are rows of [mean, variance]; "std" then means "epistemic".
-  bool gaussian = false;
-  int targets = 1;  // regression targets per row (table.h): predictions are rows x targets
+  // What the members predict: the width of their prediction rows, the score a committee
+  // computes (a Gaussian head's "std" is "epistemic"), the targets per added row (table.h).
+  RunHead head = RunHead::Regression();
 };
 
 struct Mutation {

@@ -6,11 +6,6 @@
 
 namespace ens {
 
-int RequiredOutputs(const Config& cfg, int classes, int targets) {
-  if (cfg.task == TaskKind::kClassification) return classes;
-  return !cfg.members.empty() && cfg.members[0].loss == LossKind::kGaussianNll ? 2 : targets;
-}
-
 std::vector<ConfigError> CheckScriptModels(const std::vector<MemberSpec>& members, int features, int outputs,
                                            const std::string& worker_binary) {
   std::vector<ConfigError> errors;

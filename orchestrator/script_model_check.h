@@ -15,11 +15,9 @@
 
 namespace ens {
 
-// The width a run's members must output: classes (classification; 0 = not known yet, any
-// width), 2 for Gaussian heads, else the regression target count.
-int RequiredOutputs(const Config& cfg, int classes, int targets = 1);
-
-// One error per failing path. Empty when there are no TorchScript members.
+// One error per failing path. Empty when there are no TorchScript members. `outputs`: the
+// width the members must output (RunHead::OutputWidth; 0, a classification whose classes are
+// not known yet: any width).
 std::vector<ConfigError> CheckScriptModels(const std::vector<MemberSpec>& members, int features, int outputs,
                                            const std::string& worker_binary);
 

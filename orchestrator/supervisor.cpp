@@ -80,8 +80,7 @@ Status Supervisor::Prepare() {
 Status Supervisor::CheckScriptMembers() const {
   if (cfg_.resources.executor != ExecutorKind::kLocal) return Status::Ok();
   auto errors = CheckScriptModels(cfg_.members, static_cast<int>(data_.train().header().features),
-                                  RequiredOutputs(cfg_, data_.classes().size(), data_.holdout().targets),
-                                  opts_.worker_binary);
+                                  Head().OutputWidth(), opts_.worker_binary);
   if (errors.empty()) return Status::Ok();
   std::string msg;
   for (const auto& e : errors) msg += (msg.empty() ? "" : "\n") + opts_.config_path + ": " + e.pointer + ": " + e.message;
@@ -219,10 +218,9 @@ void Supervisor::MemberJournaled(const MemberDoneRecord& record, const std::stri
   progress_.done[record.member] = ToRecord(record);
   const json& m = record.metrics;
   RecordFinished(record.member, out_dir, m.value("seconds", 0.0));
-  const bool classifier = m.contains("holdout_accuracy");
+  const char* score = Head().ScoreMetric();
   std::printf("  round %d  %-8s done   %s %7.4f  epochs %3d  %5.1fs  slot %d pid %d\n", record.round,
-              record.member.c_str(), classifier ? "holdout_accuracy" : "holdout_rmse",
-              m.value(classifier ? "holdout_accuracy" : "holdout_rmse", 0.0), m.value("epochs_run", 0),
+              record.member.c_str(), score, m.value(score, 0.0), m.value("epochs_run", 0),
               m.value("seconds", 0.0), record.slot, static_cast<int>(record.pid));
 }
 
@@ -249,8 +247,7 @@ Status Supervisor::CommitRound(int round, double wall_seconds, bool* stop_now) {
   if (!results.ok()) return results.status();
   json members = json::array();
   for (const MemberResult& r : *results) members.push_back(r.metrics);
-  EnsembleSummary ens = SummariseEnsemble(*results, data_.holdout().y, data_.classes().size(), Gaussian(),
-                                          data_.holdout().targets);
+  EnsembleSummary ens = SummariseEnsemble(*results, data_.holdout().y, Head());
   bool last = round + 1 >= cfg_.rounds.count;
   bool converged = cfg_.rounds.stop_below_error && ens.ensemble_error < *cfg_.rounds.stop_below_error;
   *stop_now = last || converged;
@@ -316,7 +313,7 @@ Status Supervisor::DecideAndAppend(int round, const json& summary,
     };
     MutationContext ctx{round, cfg_.run_seed, &data_.pool(), &data_.pool_used(), &results, summary,
                         mut.add.features, train.rows, on_wait, {},
-                        data_.classes().empty() ? nullptr : &data_.classes(), Gaussian(), mut.add.targets};
+                        data_.classes().empty() ? nullptr : &data_.classes(), Head()};
     const MutationSpec spec = cfg_.mutation;
     if (spec.policy == MutationPolicyKind::kCommand) {  // the program sees the run: data, predictions, ensemblectl
       auto view = CommandMutationView(round, summary.value("generation", uint64_t{0}), results);
@@ -351,7 +348,7 @@ StatusOr<MutationView> Supervisor::CommandMutationView(int round, uint64_t gener
   if (run_json.is_object() && run_json.contains("feature_names") && run_json["feature_names"].is_array())
     for (const auto& n : run_json["feature_names"]) in.feature_names.push_back(n.is_string() ? n.get<std::string>() : "");
   in.classes = data_.classes().names();
-  in.gaussian = Gaussian();
+  in.gaussian = Head().gaussian();
   in.dropped = &data_.excluded();
   in.pool_used = &data_.pool_used();
   for (const auto& r : results) {
@@ -366,8 +363,7 @@ Status Supervisor::ApplyDeferredMutation() {
   const RoundCommittedRecord last = RoundCommittedFrom(progress_.committed.back());
   auto results = LoadRoundResults(last.round, /*journaled_only=*/false);
   if (!results.ok()) return results.status();
-  EnsembleSummary ens = SummariseEnsemble(*results, data_.holdout().y, data_.classes().size(), Gaussian(),
-                                          data_.holdout().targets);
+  EnsembleSummary ens = SummariseEnsemble(*results, data_.holdout().y, Head());
   // What round `round` would have handed its mutation had it not been the last round.
   const uint64_t generation = progress_.committed.back().value("generation", uint64_t{1}) - 1;
   json summary = {{"round", last.round}, {"generation", generation}, {"train_rows", last.trained_rows},

@@ -26,6 +26,7 @@
 #include "common/dataset_segment.h"
 #include "common/journal.h"
 #include "common/member_result.h"
+#include "common/run_head.h"
 #include "common/run_layout.h"
 #include "common/status.h"
 #include "common/table.h"
@@ -127,8 +128,9 @@ class Supervisor : private RoundHost {
   std::unique_ptr<Journal> journal_;
   RunProgress progress_;
   DatasetStore data_;
-  bool Gaussian() const { return !cfg_.members.empty() && cfg_.members[0].loss == LossKind::kGaussianNll; }
-  size_t PredictionWidth() const { return data_.PredictionWidth(Gaussian()); }
+  // What the members predict (fixed for the run: its loss and task are not reloadable).
+  RunHead Head() const { return RunHead::For(cfg_, data_.classes().size(), data_.holdout().targets); }
+  size_t PredictionWidth() const { return static_cast<size_t>(Head().OutputWidth()); }
   // Declared before workers_: the pool's shutdown still uses them.
   std::unique_ptr<Executor> own_executor_;
   std::unique_ptr<Transport> own_transport_;

@@ -92,7 +92,7 @@ TEST_CASE("Several targets: calibration per target, and their mean", "[summary][
   std::vector<MemberResult> members = {Member("a", 0.5, {1, 8, 2, 18, 3, 28, 4, 38}),
                                        Member("b", 1.0, {2, 12, 2, 22, 3, 32, 6, 42}),
                                        Member("c", 1.5, {0, 10, 2, 20, 6, 30, 5, 40})};
-  EnsembleSummary s = SummariseEnsemble(members, y, 0, false, 2);
+  EnsembleSummary s = SummariseEnsemble(members, y, RunHead::Regression(2));
   REQUIRE(s.coverage_1sigma_per_target.size() == 2);
   REQUIRE(s.coverage_2sigma_per_target.size() == 2);
   REQUIRE(s.ensemble_gaussian_nll_per_target.size() == 2);
@@ -124,7 +124,7 @@ TEST_CASE("Gaussian heads: calibration uses the mixture's total std", "[summary]
   // Coverage 1/3 and 2/3; NLL c + (0.36 + 1 + 4.5) / 3 (the 0.5 ln 2 terms cancel).
   MemberResult a = Member("a", 0, {0.0f, 1.0f, 1.0f, 0.25f, 0.0f, 1.0f});
   MemberResult b = Member("b", 0, {2.0f, 1.0f, 1.0f, 0.75f, 0.0f, 1.0f});
-  EnsembleSummary s = SummariseEnsemble({a, b}, {2.2f, 2.0f, 3.0f}, 0, true);
+  EnsembleSummary s = SummariseEnsemble({a, b}, {2.2f, 2.0f, 3.0f}, RunHead::Gaussian());
   REQUIRE(s.calibrated);
   CHECK(s.coverage_1sigma == Approx(1.0 / 3));
   CHECK(s.coverage_2sigma == Approx(2.0 / 3));
@@ -145,17 +145,19 @@ TEST_CASE("Classification: the expected calibration error over 15 equal-width bi
   // ECE = 2/4 |1/2 - 0.91| + 1/4 |1 - 0.55| + 1/4 |1 - 0.75| = 0.205 + 0.1125 + 0.0625 = 0.38.
   MemberResult a = Member("a", 0, {0.95f, 0.05f, 0.06f, 0.94f, 0.40f, 0.60f, 0.70f, 0.30f});
   MemberResult b = Member("b", 0, {0.85f, 0.15f, 0.10f, 0.90f, 0.50f, 0.50f, 0.80f, 0.20f});
-  EnsembleSummary s = SummariseEnsemble({a, b}, {0.0f, 0.0f, 1.0f, 0.0f}, 2);
+  EnsembleSummary s = SummariseEnsemble({a, b}, {0.0f, 0.0f, 1.0f, 0.0f}, RunHead::Classification(2));
   CHECK(s.ensemble_accuracy == Approx(0.75));
   CHECK(s.ensemble_ece == Approx(0.38).epsilon(1e-6));
   CHECK(s.ToJson()["ensemble_ece"].get<double>() == Approx(0.38).epsilon(1e-6));
   CHECK_FALSE(s.ToJson().contains("coverage_1sigma"));
 
   // Certain and right everywhere: confidence 1 is in the last bin, and the ECE is 0.
-  EnsembleSummary sure = SummariseEnsemble({Member("m", 0, {1.0f, 0.0f, 0.0f, 1.0f})}, {0.0f, 1.0f}, 2);
+  EnsembleSummary sure =
+      SummariseEnsemble({Member("m", 0, {1.0f, 0.0f, 0.0f, 1.0f})}, {0.0f, 1.0f}, RunHead::Classification(2));
   CHECK(sure.ensemble_ece == Approx(0.0).margin(1e-12));
   // Certain and wrong everywhere: ECE 1.
-  EnsembleSummary wrong = SummariseEnsemble({Member("m", 0, {1.0f, 0.0f, 0.0f, 1.0f})}, {1.0f, 0.0f}, 2);
+  EnsembleSummary wrong =
+      SummariseEnsemble({Member("m", 0, {1.0f, 0.0f, 0.0f, 1.0f})}, {1.0f, 0.0f}, RunHead::Classification(2));
   CHECK(wrong.ensemble_ece == Approx(1.0));
 }
 
@@ -166,7 +168,7 @@ TEST_CASE("Several targets: each target's ensemble RMSE, their mean, and the dis
   std::vector<MemberResult> members = {Member("a", 0.5, {1, 8, 2, 18, 3, 28, 4, 38}),
                                        Member("b", 1.0, {2, 12, 2, 22, 3, 32, 6, 42}),
                                        Member("c", 1.5, {0, 10, 2, 20, 6, 30, 5, 40})};
-  EnsembleSummary s = SummariseEnsemble(members, y, 0, false, 2);
+  EnsembleSummary s = SummariseEnsemble(members, y, RunHead::Regression(2));
   REQUIRE(s.ensemble_rmse_per_target.size() == 2);
   CHECK(s.ensemble_rmse_per_target[0] == Approx(std::sqrt(0.5)));
   CHECK(s.ensemble_rmse_per_target[1] == Approx(0.0).margin(1e-12));
@@ -209,7 +211,7 @@ TEST_CASE("A classification summary scores the members' mean probabilities", "[s
   MemberResult b = Member("b", 0, {0.7f, 0.3f, 0.8f, 0.2f});
   a.metrics["holdout_accuracy"] = 1.0;
   b.metrics["holdout_accuracy"] = 0.5;
-  EnsembleSummary s = SummariseEnsemble({a, b}, {0.0f, 1.0f}, 2);
+  EnsembleSummary s = SummariseEnsemble({a, b}, {0.0f, 1.0f}, RunHead::Classification(2));
   CHECK(s.classes == 2);
   CHECK(s.member_accuracy_mean == Approx(0.75));
   CHECK(s.member_accuracy_std == Approx(std::sqrt(0.125)));
@@ -232,7 +234,7 @@ TEST_CASE("A Gaussian summary scores the mixture of the members' heads", "[summa
   MemberResult b = Member("b", 1.0, {2.0f, 1.0f});
   a.metrics["holdout_nll"] = 1.0;
   b.metrics["holdout_nll"] = 2.0;
-  EnsembleSummary s = SummariseEnsemble({a, b}, {1.0f}, 0, true);
+  EnsembleSummary s = SummariseEnsemble({a, b}, {1.0f}, RunHead::Gaussian());
   CHECK(s.ensemble_rmse == Approx(0.0).margin(1e-12));  // the mixture's mean is 1
   CHECK(s.member_nll_mean == Approx(1.5));
   // Both densities at y = 1 are N(1; mu, 1) = exp(-1/2) / sqrt(2 pi): so is the mixture's.

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common/atomic_file.h"
+#include "common/run_head.h"
 #include "worker/script_model.h"
 
 namespace ens {
@@ -63,19 +64,29 @@ std::string AlignedStatements(const std::string& statements) {
   return out;
 }
 
+// The head's output in target units: class probabilities, [mean, variance], [n, T] for
+// several targets, [n] for one.
+const char* HeadSource(const RunHead& head) {
+  switch (head.kind()) {
+    case RunHead::Kind::kClassification: return "    return [torch.softmax(h, 1)]\n";
+    case RunHead::Kind::kGaussian:
+      return "    r = h[:, 1]\n"
+             "    v = torch.log1p(torch.exp(-torch.abs(r))) + torch.relu(r) + 1e-6\n"
+             "    return [torch.stack([h[:, 0] * self.y_std + self.y_mean, v * self.y_std * self.y_std], 1)]\n";
+    case RunHead::Kind::kRegression: break;
+  }
+  return head.targets() > 1 ? "    return [h * self.y_std + self.y_mean]\n"
+                            : "    return [h.squeeze(1) * self.y_std + self.y_mean]\n";
+}
+
 // The whole forward: standardise, the model's statements, then the head, in blocks.
 std::string ForwardSource(const MemberParts& parts) {
+  const int targets = parts.y_mean.defined() ? static_cast<int>(parts.y_mean.numel()) : 1;
+  const RunHead head = RunHead::For(parts.spec.loss, parts.classes, targets);
   return std::string(kAlignRowsSource) +
          "def forward_block(self, x):\n"
          "    h = (x - self.x_mean) / self.x_std\n" +
-         AlignedStatements(parts.forward_source) +
-         (parts.classes > 0 ? "    return [torch.softmax(h, 1)]\n"
-          : parts.spec.loss == LossKind::kGaussianNll
-              ? "    r = h[:, 1]\n"
-                "    v = torch.log1p(torch.exp(-torch.abs(r))) + torch.relu(r) + 1e-6\n"
-                "    return [torch.stack([h[:, 0] * self.y_std + self.y_mean, v * self.y_std * self.y_std], 1)]\n"
-          : parts.y_mean.numel() > 1 ? "    return [h * self.y_std + self.y_mean]\n"  // several targets: [n, T]
-              : "    return [h.squeeze(1) * self.y_std + self.y_mean]\n") +
+         AlignedStatements(parts.forward_source) + HeadSource(head) +
          "def forward(self, x):\n" + BlockLoopSource("forward_block", 1);
 }
 
@@ -235,7 +246,7 @@ StatusOr<torch::jit::Module> BuildEnsembleModule(const std::vector<std::string>&
       features = MemberFeatures(*m);
       MemberSpec spec;
       if (i == 0 && MemberFromJson(nlohmann::json::parse(m->attr("spec").toStringRef(), nullptr, false), &spec).ok())
-        gaussian = spec.loss == LossKind::kGaussianNll;
+        gaussian = RunHead::For(spec.loss, 0, 1).gaussian();
       std::string name = "m" + std::to_string(i);
       ens.register_module(name, *m);
       calls += (i ? ", self." : "self.") + name + ".forward(x)";

@@ -6,9 +6,11 @@
 #include <optional>
 
 #include "common/fault_injection.h"
+#include "common/run_head.h"
 #include "common/seed.h"
 #include "worker/checkpoint.h"
 #include "worker/device_runtime.h"
+#include "worker/holdout_metrics.h"
 #include "worker/model.h"
 #include "worker/objective.h"
 #include "worker/pack_optimizer.h"
@@ -54,12 +56,10 @@ DeviceRuntime& RuntimeOf(const TrainInputs& in) {
   return in.runtime != nullptr ? *in.runtime : *cpu;
 }
 
-// A member's outputs: one per class (classification), a mean and a raw variance (a Gaussian
-// head), or one prediction per target. Every member of a pack has the same (PackKey equal).
-int OutputsOf(const TrainInputs& in) {
-  const TaskSpec& t = *in.task;
-  return t.classes > 0 ? t.classes : t.member.loss == LossKind::kGaussianNll ? 2 : in.targets;
-}
+// What a member predicts. Every member of a pack has the same head (PackKey equal).
+RunHead HeadOf(const TrainInputs& in) { return RunHead::For(in.task->member.loss, in.task->classes, in.targets); }
+// A member's outputs: one per class, a mean and a raw variance (a Gaussian head), or one per target.
+int OutputsOf(const TrainInputs& in) { return HeadOf(in).OutputWidth(); }
 
 // A member's own state through the loop.
 struct MemberRun {
@@ -439,55 +439,6 @@ class PackLoop {
   int64_t steps_ = 0;
 };
 
-// Several targets (rows x targets): holdout_rmse and holdout_mae are the means over the
-// targets of each target's, which holdout_rmse_per_target and holdout_mae_per_target list.
-nlohmann::json TargetsHoldoutMetrics(const TrainInputs& in, const std::vector<float>& pred) {
-  const size_t f = static_cast<size_t>(in.features), w = static_cast<size_t>(in.targets);
-  const double hn = std::max<double>(1.0, static_cast<double>(in.holdout_rows));
-  std::vector<double> se(w, 0.0), ae(w, 0.0), rmse(w), mae(w);
-  for (uint64_t i = 0; i < in.holdout_rows; ++i)
-    for (size_t t = 0; t < w; ++t) {
-      const double d = static_cast<double>(pred[i * w + t]) - in.holdout[i * (f + w) + f + t];
-      se[t] += d * d, ae[t] += std::abs(d);
-    }
-  double rmse_mean = 0, mae_mean = 0;
-  for (size_t t = 0; t < w; ++t) {
-    rmse[t] = std::sqrt(se[t] / hn), mae[t] = ae[t] / hn;
-    rmse_mean += rmse[t] / static_cast<double>(w), mae_mean += mae[t] / static_cast<double>(w);
-  }
-  return {{"holdout_rmse", rmse_mean}, {"holdout_mae", mae_mean},
-          {"holdout_rmse_per_target", rmse}, {"holdout_mae_per_target", mae}};
-}
-
-// A member's scores on the holdout from its predictions (rows x outputs): holdout_rmse and
-// holdout_mae (and holdout_nll for a Gaussian head: rows of [mean, variance]), or
-// holdout_accuracy, holdout_nll and holdout_brier (member_result.h).
-nlohmann::json HoldoutMetrics(const TrainInputs& in, const std::vector<float>& pred) {
-  if (in.targets > 1) return TargetsHoldoutMetrics(in, pred);
-  const int f = in.features, classes = in.task->classes;
-  const bool gaussian = in.task->member.loss == LossKind::kGaussianNll;
-  const double hn = std::max<double>(1.0, static_cast<double>(in.holdout_rows));
-  double a = 0, b = 0, c = 0;
-  for (uint64_t i = 0; i < in.holdout_rows; ++i) {
-    const float y = in.holdout[i * (f + 1) + f];
-    if (classes == 0) {
-      const double d = (gaussian ? pred[2 * i] : pred[i]) - y;
-      a += d * d, b += std::abs(d);
-      if (gaussian) c += 0.5 * (std::log(2 * M_PI * pred[2 * i + 1]) + d * d / pred[2 * i + 1]);
-      continue;
-    }
-    const float* p = &pred[i * classes];
-    const int label = static_cast<int>(y);
-    a += std::max_element(p, p + classes) - p == label ? 1.0 : 0.0;
-    b -= std::log(std::max(static_cast<double>(p[label]), 1e-12));
-    for (int k = 0; k < classes; ++k) c += (p[k] - (k == label)) * (p[k] - (k == label));
-  }
-  if (classes == 0 && gaussian)
-    return {{"holdout_rmse", std::sqrt(a / hn)}, {"holdout_mae", b / hn}, {"holdout_nll", c / hn}};
-  if (classes == 0) return {{"holdout_rmse", std::sqrt(a / hn)}, {"holdout_mae", b / hn}};
-  return {{"holdout_accuracy", a / hn}, {"holdout_nll", b / hn}, {"holdout_brier", c / hn}};
-}
-
 // Member k's outputs: its module (saved when asked), predictions and final metrics.
 void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train_seconds,
                   MemberModuleBuilder* builder, const std::string& device, TrainOutputs* o) {
@@ -512,7 +463,7 @@ void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train
   };
   o->holdout_pred = PredictRows(*module, rows(in.holdout, in.holdout_rows));
   o->pool_pred = PredictRows(*module, rows(in.pool, in.pool_rows));
-  o->metrics = HoldoutMetrics(in, o->holdout_pred);
+  o->metrics = HoldoutMetrics(HeadOf(in), in.holdout, in.holdout_rows, in.features, o->holdout_pred);
   o->metrics.update({{"epochs_run", r.epochs_run},       {"best_epoch", r.best_epoch},
                 {"best_val_loss", r.best_value},    {"stop_step", r.stop_step},
                 {"device", device},
