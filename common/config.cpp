@@ -482,14 +482,9 @@ void CheckTask(Validator& v, const json& root, Config* c) {
     v.Error("/data", "is required for task \"classification\" (the built-in synthetic data is a regression target)");
   CommitteeScore& score = c->mutation.score;
   const RunHead head = RunHead::For(*c, 0, 1);
-  const bool gaussian = head.gaussian();
   const json* mutation = Find(root, "mutation");
   if (mutation == nullptr || Find(*mutation, "score") == nullptr) score = head.DefaultScore();  // not given: the head's
-  if (!classify && (score == CommitteeScore::kEntropy || score == CommitteeScore::kBald))
-    v.Error("/mutation/score",
-            "\"" + std::string(Name(score)) + "\" scores class probabilities; it needs task \"classification\"");
-  if (!gaussian && score == CommitteeScore::kEpistemic)
-    v.Error("/mutation/score", "\"epistemic\" scores Gaussian heads; it needs members with loss \"gaussian_nll\"");
+  if (std::string why = head.ScoreProblem(score); !why.empty()) v.Error("/mutation/score", why);
   const int targets = static_cast<int>(c->data.target_columns.size());
   if (targets > 1) {
     const std::string why = TargetCountProblem(*c, targets, "target_columns");

@@ -13,6 +13,8 @@
 // A value type; pure; thread-safe.
 #pragma once
 
+#include <string>
+
 #include "common/member_options.h"
 #include "common/run_options.h"
 
@@ -47,6 +49,9 @@ class RunHead {
   CommitteeScore DefaultScore() const {
     return classification() ? CommitteeScore::kBald : gaussian() ? CommitteeScore::kEpistemic : CommitteeScore::kStd;
   }
+  // Why `score` does not apply to this head ("" when it does): entropy and bald score class
+  // probabilities, epistemic a Gaussian head's means.
+  std::string ScoreProblem(CommitteeScore score) const;
   // What a committee computes for `asked`: a Gaussian head's "std" is the spread of its means
   // (its variances are the data's noise), which is "epistemic".
   CommitteeScore Effective(CommitteeScore asked) const {

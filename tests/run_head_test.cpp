@@ -33,6 +33,17 @@ TEST_CASE("run head: each kind's default score, and a Gaussian head's std is its
   CHECK(RunHead::Regression().Effective(CommitteeScore::kStd) == CommitteeScore::kStd);
   CHECK(RunHead::Classification(2).Effective(CommitteeScore::kEntropy) == CommitteeScore::kEntropy);
   CHECK(std::string(RunHead::Classification(2).ScoreMetric()) == "holdout_accuracy");
+  // Which scores apply: each head's default always; class scores only to classes, epistemic
+  // only to a Gaussian head.
+  for (RunHead h : {RunHead::Regression(), RunHead::Gaussian(), RunHead::Classification(3)}) {
+    CHECK(h.ScoreProblem(h.DefaultScore()).empty());
+    CHECK(h.ScoreProblem(CommitteeScore::kStd).empty());
+    CHECK(h.ScoreProblem(CommitteeScore::kBald).empty() == h.classification());
+    CHECK(h.ScoreProblem(CommitteeScore::kEntropy).empty() == h.classification());
+    CHECK(h.ScoreProblem(CommitteeScore::kEpistemic).empty() == h.gaussian());
+  }
+  CHECK(RunHead::Regression().ScoreProblem(CommitteeScore::kBald) ==
+        "\"bald\" scores class probabilities; it needs task \"classification\"");
   CHECK(std::string(RunHead::Gaussian().ScoreMetric()) == "holdout_rmse");
 }
 

@@ -1,5 +1,7 @@
 #include "worker/objective.h"
 
+#include <stdexcept>
+
 #include "worker/pack_optimizer.h"
 
 namespace ens {
@@ -52,11 +54,13 @@ class RegressionObjective : public Objective {
         return torch::where(a <= delta, 0.5 * e * e, delta * (a - 0.5 * delta));
       }
       case LossKind::kMse:
-      case LossKind::kGaussianNll:   // one target only (config.h TargetCountProblem)
+        return e * e;
+      case LossKind::kGaussianNll:   // ElementLoss's own, one target only (config.h TargetCountProblem)
       case LossKind::kCrossEntropy:  // not a regression loss (config refuses it)
         break;
     }
-    return e * e;
+    // Never another loss in its place: a kind the config let through without one here is a bug.
+    throw std::invalid_argument("loss \"" + std::string(Name(kind_)) + "\" has no elementwise regression loss");
   }
   // [K, B, T] -> [K, B]: the mean over the targets, summed in order (pack-invariant, as RowSums).
   static torch::Tensor MeanOverTargets(const torch::Tensor& v) {
