@@ -70,26 +70,29 @@ StatusOr<std::unique_ptr<Journal>> Journal::Open(const std::string& path) {
   return j;
 }
 
-Status Journal::Append(json record) {
+Status Journal::Append(json record, json* written) {
   std::vector<json> one;
   one.push_back(std::move(record));
-  return AppendBatch(std::move(one));
+  Status s = Write(&one);
+  if (s.ok() && written != nullptr) *written = std::move(one.front());
+  return s;
 }
 
-Status Journal::AppendBatch(std::vector<json> batch) {
-  if (batch.empty()) return Status::Ok();
-  for (const json& record : batch)
+Status Journal::AppendBatch(std::vector<json> batch) { return Write(&batch); }
+
+Status Journal::Write(std::vector<json>* batch) {
+  if (batch->empty()) return Status::Ok();
+  for (const json& record : *batch)
     if (JournalWriteFailureRequested(record.value("event", "")))
       return Status::IOError("write " + path_ + ": injected failure (ENSEMBLED_TEST_FAIL_JOURNAL)");
   const auto now = static_cast<int64_t>(std::time(nullptr));
   std::string line;
-  for (json& record : batch) {
+  for (json& record : *batch) {
     record["time"] = now;
     line += record.dump() + "\n";
   }
   if (Status s = WriteFull(fd_, line.data(), line.size(), path_); !s.ok()) return s;
   if (::fdatasync(fd_) != 0) return Status::FromErrno("fsync " + path_, errno);
-  for (json& record : batch) records_.push_back(std::move(record));
   return Status::Ok();
 }
 
@@ -196,51 +199,53 @@ ConfigChangedRecord ConfigChangedFrom(const json& j) {
   return r;
 }
 
+void RunProgress::Apply(const json& r) {
+  const std::string ev = r.value("event", "");
+  const int round = r.value("round", -1);
+  if (ev == RunStartedRecord::kEvent) {
+    started = true;
+    train_rows = r.value("train_rows", uint64_t{0});
+  } else if (ev == MemberDoneRecord::kEvent && round == next_round) {
+    done[r.value("member", "")] = r;
+    failed.erase(r.value("member", ""));
+  } else if (ev == MemberFailedRecord::kEvent && round == next_round) {
+    failed[r.value("member", "")] = r;
+  } else if (ev == RoundCommittedRecord::kEvent && round == next_round) {
+    const RoundCommittedRecord c = RoundCommittedFrom(r);
+    committed.push_back(r);
+    next_round += 1;
+    generation = r.contains("generation") ? c.generation : generation + 1;
+    if (r.contains("train_rows")) train_rows = c.train_rows;
+    if (r.contains("dropped_rows")) dropped_rows = c.dropped_rows;
+    pool_used.insert(pool_used.end(), c.pool_used.begin(), c.pool_used.end());
+    done.clear();
+    failed.clear();
+  } else if (ev == MutationAppliedRecord::kEvent && !committed.empty() &&
+             round == committed.back().value("round", -2)) {
+    // The mutation a last round skipped, decided when the run was extended.
+    const MutationAppliedRecord m = MutationAppliedFrom(r);
+    generation = r.contains("generation") ? m.generation : generation + 1;
+    if (r.contains("train_rows")) train_rows = m.train_rows;
+    if (r.contains("dropped_rows")) dropped_rows = m.dropped_rows;
+    pool_used.insert(pool_used.end(), m.pool_used.begin(), m.pool_used.end());
+    committed.back()["excluded_file"] = m.excluded_file;
+    committed.back()["mutation_skipped"] = false;
+  } else if (ev == RunFinishedRecord::kEvent) {
+    finished = true;
+    finish_reason = r.value("reason", "");
+  } else if (ev == RunExtendedRecord::kEvent) {
+    finished = false;
+    finish_reason.clear();
+    // A run that finished with all rounds done skipped its last round's mutation.
+    if (!committed.empty()) committed.back()["mutation_skipped"] = true;
+  } else if (ev == ConfigChangedRecord::kEvent) {
+    config_epoch = r.contains("epoch") ? ConfigChangedFrom(r).epoch : config_epoch;
+  }
+}
+
 RunProgress ReplayJournal(const std::vector<json>& records) {
   RunProgress p;
-  for (const json& r : records) {
-    const std::string ev = r.value("event", "");
-    const int round = r.value("round", -1);
-    if (ev == RunStartedRecord::kEvent) {
-      p.started = true;
-      p.train_rows = r.value("train_rows", uint64_t{0});
-    } else if (ev == MemberDoneRecord::kEvent && round == p.next_round) {
-      p.done[r.value("member", "")] = r;
-      p.failed.erase(r.value("member", ""));
-    } else if (ev == MemberFailedRecord::kEvent && round == p.next_round) {
-      p.failed[r.value("member", "")] = r;
-    } else if (ev == RoundCommittedRecord::kEvent && round == p.next_round) {
-      const RoundCommittedRecord c = RoundCommittedFrom(r);
-      p.committed.push_back(r);
-      p.next_round += 1;
-      p.generation = r.contains("generation") ? c.generation : p.generation + 1;
-      if (r.contains("train_rows")) p.train_rows = c.train_rows;
-      if (r.contains("dropped_rows")) p.dropped_rows = c.dropped_rows;
-      p.pool_used.insert(p.pool_used.end(), c.pool_used.begin(), c.pool_used.end());
-      p.done.clear();
-      p.failed.clear();
-    } else if (ev == MutationAppliedRecord::kEvent && !p.committed.empty() &&
-               round == p.committed.back().value("round", -2)) {
-      // The mutation a last round skipped, decided when the run was extended.
-      const MutationAppliedRecord m = MutationAppliedFrom(r);
-      p.generation = r.contains("generation") ? m.generation : p.generation + 1;
-      if (r.contains("train_rows")) p.train_rows = m.train_rows;
-      if (r.contains("dropped_rows")) p.dropped_rows = m.dropped_rows;
-      p.pool_used.insert(p.pool_used.end(), m.pool_used.begin(), m.pool_used.end());
-      p.committed.back()["excluded_file"] = m.excluded_file;
-      p.committed.back()["mutation_skipped"] = false;
-    } else if (ev == RunFinishedRecord::kEvent) {
-      p.finished = true;
-      p.finish_reason = r.value("reason", "");
-    } else if (ev == RunExtendedRecord::kEvent) {
-      p.finished = false;
-      p.finish_reason.clear();
-      // A run that finished with all rounds done skipped its last round's mutation.
-      if (!p.committed.empty()) p.committed.back()["mutation_skipped"] = true;
-    } else if (ev == ConfigChangedRecord::kEvent) {
-      p.config_epoch = r.contains("epoch") ? ConfigChangedFrom(r).epoch : p.config_epoch;
-    }
-  }
+  for (const json& r : records) p.Apply(r);
   return p;
 }
 

@@ -113,26 +113,32 @@ bool IsRecord(const nlohmann::json& j) {
 
 class Journal {
  public:
-  // Opens (creating if absent, 0600) and reads every record.
+  // Opens (creating if absent, 0600) and reads every record into records().
   static StatusOr<std::unique_ptr<Journal>> Open(const std::string& path);
   ~Journal();
 
-  // Adds "time" (unix seconds) and appends durably.
-  Status Append(nlohmann::json record);
+  // Adds "time" (unix seconds) and appends durably. `written`, when given, receives the record
+  // as its line holds it (with "time"), for a caller that applies it (RunProgress::Apply).
+  Status Append(nlohmann::json record, nlohmann::json* written = nullptr);
   template <typename R>
-  Status Append(const R& record) {
-    return Append(ToRecord(record));
+  Status Append(const R& record, nlohmann::json* written = nullptr) {
+    return Append(ToRecord(record), written);
   }
   // Appends every record with one write and one fdatasync (a pack's member_done records):
   // after an ok, all are durable; a crash mid-way leaves a prefix of them (and at most one
-  // torn line, dropped on Open). On error none is in records().
+  // torn line, dropped on Open).
   Status AppendBatch(std::vector<nlohmann::json> batch);
+  // The records Open read, and only those: what is appended afterwards is on disk, not kept
+  // here, so a long run's memory does not hold its history (the supervisor keeps its
+  // RunProgress up to date with RunProgress::Apply; ReadJournal reads the whole file).
   const std::vector<nlohmann::json>& records() const { return records_; }
   // Lines dropped as torn when opening (0 or 1).
   int torn_lines_dropped() const { return torn_; }
 
  private:
   Journal(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  // Adds "time" to each record and writes them all with one write and one fdatasync.
+  Status Write(std::vector<nlohmann::json>* batch);
   std::string path_;
   int fd_ = -1;
   int torn_ = 0;
@@ -158,7 +164,11 @@ struct RunProgress {
   int config_epoch = 0;                          // the last config_changed record's epoch
   // The rows next_round trains on: the table's rows less the dropped ones.
   uint64_t training_rows() const { return train_rows - std::min(dropped_rows, train_rows); }
+  // Moves the progress past one more record, in journal order. O(1) in the records before it
+  // (the supervisor applies each record it appends, not the whole journal again).
+  void Apply(const nlohmann::json& record);
 };
+// Apply of every record, in order, from an empty RunProgress.
 RunProgress ReplayJournal(const std::vector<nlohmann::json>& records);
 
 }  // namespace ens

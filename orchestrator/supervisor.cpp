@@ -117,8 +117,10 @@ Status Supervisor::CheckConfigOnResume() {
     for (const auto& c : results) changed.changes.push_back(DescribeChange(c));
     r.epoch = changed.epoch;
     r.from_round = round;
-    Status s = journal_->Append(changed);
+    json written;
+    Status s = journal_->Append(changed, &written);
     if (!s.ok()) return s;
+    progress_.Apply(written);
     for (const auto& c : results) spdlog::warn("config epoch {} from round {}: {}", r.epoch, round, DescribeChange(c));
   }
   for (const auto& c : changes)
@@ -147,12 +149,14 @@ Status Supervisor::PublishFreshData() {
   RunStartedRecord started;
   Status s = data_.PublishFresh(cfg_, run_id_, &started);
   if (!s.ok()) return s;
-  progress_.train_rows = started.train_rows;
   const json normalised = ConfigToJson(cfg_);
   s = WriteRecordedConfig(layout_.ConfigFile(), RecordedConfig{0, 0, "", normalised});
   if (!s.ok()) return s;
   started.config_fingerprint = ConfigFingerprint(normalised);
-  return journal_->Append(started);
+  json written;
+  s = journal_->Append(started, &written);
+  if (s.ok()) progress_.Apply(written);
+  return s;
 }
 
 TaskSpec Supervisor::MakeTask(int round, int index, int attempt) const {
@@ -237,8 +241,8 @@ StatusOr<std::vector<MemberResult>> Supervisor::LoadRoundResults(int round, bool
   return results;
 }
 
-void Supervisor::MutationRecorded(const AppliedMutation& mut) {
-  progress_ = ReplayJournal(journal_->records());
+void Supervisor::MutationRecorded(const json& record, const AppliedMutation& mut) {
+  progress_.Apply(record);
   data_.MarkCommitted(mut);
 }
 
@@ -264,12 +268,14 @@ Status Supervisor::CommitRound(int round, double wall_seconds, bool* stop_now) {
   if (!s.ok()) return s;
   CrashPoint("after_summary");
   // The last round decides no mutation; extending the run (config_change.h) decides it then.
+  json committed;
   s = journal_->Append(RoundCommittedRecord{round, trained_rows, mut.generation, data_.train().header().rows,
                                             mut.dropped_rows, mut.pool_ids, mut.excluded_file, ens.ToJson(),
-                                            wall_seconds, *stop_now});
+                                            wall_seconds, *stop_now},
+                       &committed);
   if (!s.ok()) return s;
   CrashPoint("after_round_commit");
-  MutationRecorded(mut);
+  MutationRecorded(committed, mut);
   PrintCommitted(round, ens, trained_rows, mut.added, wall_seconds);
   if (converged) spdlog::info("ensemble error {:.4f} below stop_below_error: stopping", ens.ensemble_error);
   return Status::Ok();
@@ -371,11 +377,13 @@ Status Supervisor::ApplyDeferredMutation() {
   AppliedMutation mut;
   Status s = DecideAndAppend(last.round, summary, *results, false, &mut);
   if (!s.ok()) return s;
+  json applied;
   s = journal_->Append(MutationAppliedRecord{last.round, mut.generation, data_.train().header().rows,
                                              mut.dropped_rows, mut.pool_ids, mut.excluded_file, mut.added,
-                                             mut.dropped});
+                                             mut.dropped},
+                       &applied);
   if (!s.ok()) return s;
-  MutationRecorded(mut);
+  MutationRecorded(applied, mut);
   std::printf("round %d's mutation, skipped when it was the last round: +%zu rows\n", last.round,
               static_cast<size_t>(mut.added));
   std::fflush(stdout);
@@ -445,12 +453,13 @@ int Supervisor::Run() {
 
 std::optional<int> Supervisor::FinishedOrExtended() {
   if (progress_.finished && progress_.finish_reason == "all rounds done" && cfg_.rounds.count > progress_.next_round) {
-    Status s = journal_->Append(RunExtendedRecord{progress_.next_round, cfg_.rounds.count});
+    json extended;
+    Status s = journal_->Append(RunExtendedRecord{progress_.next_round, cfg_.rounds.count}, &extended);
     if (!s.ok()) {
       spdlog::error("{}", s.ToString());
       return exit_code::kTransientFailure;
     }
-    progress_ = ReplayJournal(journal_->records());
+    progress_.Apply(extended);
     std::printf("extending the run in %s from %d to %d rounds\n", layout_.root().c_str(), progress_.next_round,
                 cfg_.rounds.count);
   }

@@ -85,8 +85,9 @@ class Supervisor : private RoundHost {
   Status CommitRound(int round, double wall_seconds, bool* stop_now);
   // The round's finished members' results (members whose directory is complete).
   StatusOr<std::vector<MemberResult>> LoadRoundResults(int round, bool journaled_only) const;
-  // The journal recorded `mut` (round_committed or mutation_applied).
-  void MutationRecorded(const AppliedMutation& mut);
+  // The journal recorded `mut` in `record` (round_committed or mutation_applied, as written):
+  // progress_ applies that record alone, so a commit costs the same in round 10 and 10,000.
+  void MutationRecorded(const nlohmann::json& record, const AppliedMutation& mut);
   void PrintCommitted(int round, const EnsembleSummary& ens, uint64_t trained_rows, uint64_t added,
                       double wall_seconds) const;
   // Decides round `round`'s mutation (none when `skip`) and appends its rows as the next
