@@ -22,7 +22,7 @@ std::string Escape(const std::string& v) {
 
 class Writer {
  public:
-  void Family(const std::string& name, const char* type, const char* help) {
+  void Family(const std::string& name, const char* type, const std::string& help) {
     out_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
   }
   void Sample(const std::string& name, double v, const std::string& labels = "") {
@@ -41,7 +41,7 @@ void WriteProgress(Writer& w, const RunSnapshot& s, const std::string& run) {
   w.Family("ensembled_round", "gauge", "Round being trained (0-based).");
   w.Sample("ensembled_round", s.round, run);
   w.Family("ensembled_rounds_completed", "gauge", "Rounds committed so far.");
-  w.Sample("ensembled_rounds_completed", static_cast<double>(s.rounds_done.size()), run);
+  w.Sample("ensembled_rounds_completed", static_cast<double>(s.rounds_committed), run);
   w.Family("ensembled_members_finished_total", "counter", "Members finished since the daemon started.");
   w.Sample("ensembled_members_finished_total", static_cast<double>(s.members_finished_total), run);
   w.Family("ensembled_members_failed_total", "counter", "Members given up on since the daemon started.");
@@ -122,22 +122,26 @@ void WriteGpus(Writer& w, const RunSnapshot& s, const std::string& run) {
   }
 }
 
-// The dataset generation and, per committed round, its wall time and ensemble holdout scores.
+// The dataset generation and, per committed round of the snapshot's window (the last
+// kRecentRounds: a series per round of a 10,000-round run is no use to a scraper), its wall time
+// and ensemble holdout scores.
 void WriteRounds(Writer& w, const RunSnapshot& s, const std::string& run) {
   w.Family("ensembled_dataset_rows", "gauge", "Training rows of the current dataset generation.");
   w.Sample("ensembled_dataset_rows", static_cast<double>(s.dataset_rows), run);
   w.Family("ensembled_dataset_generation", "gauge", "Current dataset generation.");
   w.Sample("ensembled_dataset_generation", static_cast<double>(s.dataset_generation), run);
-  w.Family("ensembled_round_duration_seconds", "gauge", "Wall time of each committed round.");
+  const std::string window = "each of the last " + std::to_string(kRecentRounds) + " committed";
+  w.Family("ensembled_round_duration_seconds", "gauge", "Wall time of " + window + " rounds.");
   for (const auto& r : s.rounds_done)
     w.Sample("ensembled_round_duration_seconds", r.wall_seconds, run + ",round=\"" + std::to_string(r.round) + "\"");
   // Regression rounds: RMSE; classification rounds: accuracy; both: the error stop_below_error reads.
   struct Score {
-    const char *metric, *family, *help;
+    const char *metric, *family;
+    std::string help;
   };
-  for (const Score& m : {Score{"RMSE", "ensembled_ensemble_rmse", "Ensemble holdout RMSE of each committed round."},
+  for (const Score& m : {Score{"RMSE", "ensembled_ensemble_rmse", "Ensemble holdout RMSE of " + window + " rounds."},
                          Score{"accuracy", "ensembled_ensemble_accuracy",
-                               "Ensemble holdout accuracy of each committed classification round."}}) {
+                               "Ensemble holdout accuracy of " + window + " classification rounds."}}) {
     const std::string metric = m.metric, family = m.family;
     bool any = false;
     for (const auto& r : s.rounds_done) any = any || r.metric == metric;
@@ -147,7 +151,7 @@ void WriteRounds(Writer& w, const RunSnapshot& s, const std::string& run) {
       if (r.metric == metric) w.Sample(family, r.ensemble, run + ",round=\"" + std::to_string(r.round) + "\"");
   }
   w.Family("ensembled_ensemble_error", "gauge",
-           "Ensemble holdout error of each committed round: RMSE, or the fraction misclassified.");
+           "Ensemble holdout error of " + window + " rounds: RMSE, or the fraction misclassified.");
   for (const auto& r : s.rounds_done)
     w.Sample("ensembled_ensemble_error", r.ensemble_error, run + ",round=\"" + std::to_string(r.round) + "\"");
 }

@@ -1,5 +1,6 @@
 #include "orchestrator/run_snapshot.h"
 
+#include <algorithm>
 #include <type_traits>
 
 #include "orchestrator/ensemble_summary.h"
@@ -31,6 +32,20 @@ RoundView RoundView::FromSummary(int round, uint64_t trained_rows, const nlohman
   r.holdout_nll = figure(r.metric == "accuracy" ? "ensemble_nll" : "ensemble_gaussian_nll");
   r.ece = figure("ensemble_ece");
   return r;
+}
+
+void SetCommittedRounds(RunSnapshot* s, const std::vector<nlohmann::json>& committed) {
+  const size_t n = committed.size();
+  s->rounds_committed = static_cast<int>(n);
+  s->rounds_done.clear();
+  static const nlohmann::json kNoSummary = nlohmann::json::object();
+  for (size_t i = n - std::min<size_t>(n, kRecentRounds); i < n; ++i) {
+    const nlohmann::json& c = committed[i];
+    const auto summary = c.find("summary");
+    s->rounds_done.push_back(RoundView::FromSummary(c.value("round", 0), c.value("trained_rows", uint64_t{0}),
+                                                    summary != c.end() ? *summary : kNoSummary,
+                                                    c.value("wall_seconds", 0.0)));
+  }
 }
 
 std::string RoundPosition(int round, int rounds) {
@@ -67,7 +82,8 @@ nlohmann::json SnapshotToJson(const RunSnapshot& s) {
           {"members_failed_total", s.members_failed_total}, {"members_retried_total", s.members_retried_total},
           {"worker_restarts_total", s.worker_restarts_total}, {"worker_recycles_total", s.worker_recycles_total},
           {"bad_messages", s.bad_messages_total}, {"unplanned_restarts", s.worker_restarts_total},
-          {"workers", workers}, {"rounds_done", rounds}, {"gpu_source", s.gpu_source}, {"gpus", gpus}};
+          {"workers", workers}, {"rounds_committed", s.rounds_committed}, {"rounds_done", rounds},
+          {"gpu_source", s.gpu_source}, {"gpus", gpus}};
 }
 
 namespace {
@@ -160,6 +176,8 @@ RunSnapshot SnapshotFromJson(const nlohmann::json& j) {
     Take(r, "ece", &v.ece);
     s.rounds_done.push_back(v);
   }
+  s.rounds_committed = static_cast<int>(s.rounds_done.size());
+  Take(j, "rounds_committed", &s.rounds_committed);
   return s;
 }
 

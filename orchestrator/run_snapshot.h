@@ -60,6 +60,12 @@ struct MemberCurve {
   std::vector<double> loss, val_loss;
 };
 
+// The committed rounds a snapshot carries: the last kRecentRounds. status.json is rewritten
+// every second and at each round boundary, and /metrics and the status page are rendered from a
+// snapshot, so what it holds must not grow with the run; the whole history stays in the journal
+// (`ensemblectl status`, which reads it).
+inline constexpr int kRecentRounds = 100;
+
 struct RunSnapshot {
   std::string run_name;
   int pid = 0;                  // the supervisor's
@@ -77,7 +83,8 @@ struct RunSnapshot {
   std::vector<double> task_seconds_bucket_bounds = {0.1, 0.5, 1, 5, 15, 60, 300, 1800};
   std::vector<uint64_t> task_seconds_buckets;  // cumulative counts per bound (Prometheus "le")
   std::vector<WorkerView> workers;
-  std::vector<RoundView> rounds_done;
+  int rounds_committed = 0;            // every round committed so far
+  std::vector<RoundView> rounds_done;  // the last min(rounds_committed, kRecentRounds), in order
   std::map<std::string, MemberCurve> curves;   // the first 64 finished members of the current (or last) round
   int curves_round = 0;
   double eta_round_s = -1;
@@ -91,11 +98,17 @@ struct RunSnapshot {
 // `verify --round`, and its position for a reader. Every human-facing view uses this.
 std::string RoundPosition(int round, int rounds);
 
+// Sets s->rounds_committed to committed.size() and s->rounds_done to the views of its last
+// kRecentRounds records (round_committed records, in order, as RunProgress::committed holds
+// them): O(kRecentRounds) however long the run.
+void SetCommittedRounds(RunSnapshot* s, const std::vector<nlohmann::json>& committed);
+
 // status.json / `ensemblectl status` live view.
 nlohmann::json SnapshotToJson(const RunSnapshot& s);
 // The snapshot a status.json holds (what `ensembled serve` renders a run's page from): every
 // field SnapshotToJson writes; the rest (curves, task-time buckets, GPU history) stay empty. A
-// missing or mistyped field keeps its default: the file is a live view, not a record.
+// missing or mistyped field keeps its default: the file is a live view, not a record. A file
+// without "rounds_committed" (written before the window) held every round: rounds_done's size.
 RunSnapshot SnapshotFromJson(const nlohmann::json& j);
 // Prometheus text exposition format (version 0.0.4).
 std::string RenderPrometheus(const RunSnapshot& s);

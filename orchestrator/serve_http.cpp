@@ -53,8 +53,8 @@ std::string Number(double v) {
   return b;
 }
 
-// A 120x24 SVG line of a run's ensemble error by round (its last value in the tooltip); "-"
-// when no round is committed.
+// A 120x24 SVG line of a run's ensemble error by round (the rounds its status.json holds: the
+// last kRecentRounds; its last value in the tooltip); "-" when no round is committed.
 std::string Sparkline(const json& curve) {
   if (!curve.is_array() || curve.empty()) return "-";
   std::vector<double> v;

@@ -108,26 +108,36 @@ void WriteHeader(std::ostream& o, const RunSnapshot& s) {
     << (s.stopping ? " &middot; <b>stopping</b>" : "") << "</p>";
 }
 
-// The two plots: the ensemble's and the members' mean holdout `metric` of each committed round,
-// and the current round's members' loss curves.
+// " (the last 100 of 2500 rounds)" when the snapshot holds only the last kRecentRounds of the
+// committed rounds (run_snapshot.h), else "": what the chart and the table show is then said.
+std::string WindowNote(const RunSnapshot& s) {
+  if (static_cast<size_t>(s.rounds_committed) <= s.rounds_done.size()) return "";
+  return " (the last " + std::to_string(s.rounds_done.size()) + " of " + std::to_string(s.rounds_committed) +
+         " rounds)";
+}
+
+// The two plots: the ensemble's and the members' mean holdout `metric` of each committed round
+// the snapshot holds, and the current round's members' loss curves.
 void WritePlots(std::ostream& o, const RunSnapshot& s, const std::string& metric) {
   std::vector<Series> ens, curves;
   // Against the rows each round trained on, when they grow from round to round: a learning
   // curve (active learning's question is how fast the error falls per labelled row); else
   // (the same data every round, or rows dropped) against the round.
   Series e{"ensemble " + metric, kPalette[0], {}}, m{"member " + metric + " (mean)", kPalette[1], {}, true};
+  // Per round, x is the round's position (round + 1): the index of a whole run's list, and still
+  // the right rounds when the snapshot holds only the last ones.
   bool by_rows = s.rounds_done.size() > 1;
+  std::vector<double> positions;
   for (size_t i = 0; i < s.rounds_done.size(); ++i) {
     const RoundView& r = s.rounds_done[i];
     e.y.push_back(r.ensemble);
     m.y.push_back(r.member_mean);
     e.x.push_back(static_cast<double>(r.trained_rows));
+    positions.push_back(r.round + 1.0);
     by_rows = by_rows && (i == 0 || r.trained_rows > s.rounds_done[i - 1].trained_rows);
   }
-  if (by_rows)
-    m.x = e.x;
-  else
-    e.x.clear();
+  if (!by_rows) e.x = std::move(positions);
+  m.x = e.x;
   ens = {e, m};
   size_t k = 0;
   for (const auto& [name, c] : s.curves) {
@@ -137,7 +147,8 @@ void WritePlots(std::ostream& o, const RunSnapshot& s, const std::string& metric
   }
   o << "<div class=\"plots\">"
     << LineChart("ensemble-error",
-                 "Ensemble holdout " + metric + (by_rows ? " by training rows (a point a round)" : " per round"),
+                 "Ensemble holdout " + metric + (by_rows ? " by training rows (a point a round)" : " per round") +
+                     WindowNote(s),
                  by_rows ? "training rows" : "round", ens)
     << LineChart("member-curves", "Round " + std::to_string(s.curves_round) + ": loss (solid) / val_loss (dashed)",
                  "epoch", curves)
@@ -174,8 +185,8 @@ void WriteGpus(std::ostream& o, const RunSnapshot& s) {
 // ECE. A round whose summary has none (written before them) shows a dash.
 void WriteRounds(std::ostream& o, const RunSnapshot& s, const std::string& metric) {
   const bool classify = metric == "accuracy";
-  o << "<h2>Rounds</h2><table id=\"rounds\"><tr><th>round</th><th>train rows</th><th>member " << metric << "</th>"
-    << "<th>ensemble " << metric << "</th>"
+  o << "<h2>Rounds" << WindowNote(s) << "</h2><table id=\"rounds\"><tr><th>round</th><th>train rows</th>"
+    << "<th>member " << metric << "</th><th>ensemble " << metric << "</th>"
     << (classify ? "<th>NLL</th><th>ECE</th>"
                  : "<th>&plusmn;1&sigma; coverage</th><th>&plusmn;2&sigma; coverage</th><th>NLL</th>")
     << "<th>wall s</th></tr>";

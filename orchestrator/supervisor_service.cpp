@@ -93,11 +93,7 @@ RunSnapshot Supervisor::BuildSnapshot() const {
     }
   }
   if (gpus_) gpus_->Fill(&s);
-  for (const json& c : progress_.committed) {
-    const json& sum = c["summary"];
-    s.rounds_done.push_back(RoundView::FromSummary(c.value("round", 0), c.value("trained_rows", uint64_t{0}), sum,
-                                                   c.value("wall_seconds", 0.0)));
-  }
+  SetCommittedRounds(&s, progress_.committed);
   s.curves = curves_;
   s.curves_round = curves_round_;
   double per_member = 0;

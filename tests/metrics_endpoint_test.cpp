@@ -403,5 +403,27 @@ TEST_CASE("calibration gauges are the last committed round's - left out where it
   CHECK(Find(e, "ensembled_round_holdout_nll").empty());
 }
 
+TEST_CASE("per-round series cover the snapshot's window; rounds_completed counts every committed round",
+          "[service][metrics][window]") {
+  RunSnapshot s;
+  s.run_name = "w";
+  s.task_seconds_buckets.assign(s.task_seconds_bucket_bounds.size(), 0);
+  std::vector<nlohmann::json> committed;
+  const int n = kRecentRounds + 40;
+  for (int r = 0; r < n; ++r)
+    committed.push_back({{"round", r}, {"summary", {{"ensemble_rmse", 1.0 / (r + 1)}}}, {"wall_seconds", 0.5}});
+  SetCommittedRounds(&s, committed);
+  Exposition e = ParseExposition(RenderPrometheus(s));
+  INFO(Joined(e.problems, "\n"));
+  CHECK(e.problems.empty());
+  CHECK(One(e, "ensembled_rounds_completed") == n);
+  for (const char* family : {"ensembled_round_duration_seconds", "ensembled_ensemble_rmse", "ensembled_ensemble_error"}) {
+    auto samples = Find(e, family);
+    REQUIRE(samples.size() == static_cast<size_t>(kRecentRounds));
+    CHECK(samples.front().labels == "run=\"w\",round=\"" + std::to_string(n - kRecentRounds) + "\"");
+    CHECK(samples.back().labels == "run=\"w\",round=\"" + std::to_string(n - 1) + "\"");
+  }
+}
+
 }  // namespace
 }  // namespace ens

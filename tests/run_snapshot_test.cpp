@@ -194,5 +194,59 @@ TEST_CASE("the page plots the ensemble's error against training rows when they g
   CHECK((x[1] - x[0]) / (x[2] - x[0]) == Approx(0.5));
 }
 
+// `n` round_committed records as RunProgress::committed holds them; round r's ensemble RMSE is r.
+std::vector<json> Committed(int n) {
+  std::vector<json> out;
+  for (int r = 0; r < n; ++r)
+    out.push_back({{"event", "round_committed"}, {"round", r}, {"trained_rows", 100 + 2 * r},
+                   {"summary", {{"ensemble_rmse", static_cast<double>(r)}, {"member_rmse_mean", r + 0.5}}},
+                   {"wall_seconds", 0.25}});
+  return out;
+}
+
+TEST_CASE("a snapshot holds the last kRecentRounds committed rounds and the count of all", "[service][window]") {
+  RunSnapshot s;
+  SetCommittedRounds(&s, Committed(3));
+  CHECK(s.rounds_committed == 3);
+  REQUIRE(s.rounds_done.size() == 3);
+  CHECK(s.rounds_done[0].round == 0);
+  CHECK(s.rounds_done[2].ensemble == 2.0);
+  CHECK(RenderStatusPage(s).find("the last") == std::string::npos);  // the whole run: nothing to say
+
+  const int n = 2 * kRecentRounds + 50;
+  SetCommittedRounds(&s, Committed(n));
+  CHECK(s.rounds_committed == n);
+  REQUIRE(s.rounds_done.size() == static_cast<size_t>(kRecentRounds));
+  CHECK(s.rounds_done.front().round == n - kRecentRounds);
+  CHECK(s.rounds_done.back().round == n - 1);
+  CHECK(s.rounds_done.back().ensemble == n - 1.0);
+  CHECK(s.rounds_done.back().trained_rows == static_cast<uint64_t>(100 + 2 * (n - 1)));
+  for (size_t i = 1; i < s.rounds_done.size(); ++i) CHECK(s.rounds_done[i].round == s.rounds_done[i - 1].round + 1);
+
+  // status.json: the window and the count; read back as they were.
+  json written = SnapshotToJson(s);
+  CHECK(written["rounds_committed"] == n);
+  CHECK(written["rounds_done"].size() == static_cast<size_t>(kRecentRounds));
+  CHECK(written["rounds_done"][0]["round"] == n - kRecentRounds);
+  RunSnapshot back = SnapshotFromJson(written);
+  CHECK(back.rounds_committed == n);
+  REQUIRE(back.rounds_done.size() == static_cast<size_t>(kRecentRounds));
+  CHECK(back.rounds_done.front().round == n - kRecentRounds);
+  // A status.json from before the window carried every round: its count is theirs.
+  written.erase("rounds_committed");
+  CHECK(SnapshotFromJson(written).rounds_committed == kRecentRounds);
+
+  // The page says what it shows, and plots the rounds by their own numbers.
+  const std::string page = RenderStatusPage(s);
+  const std::string note = "(the last " + std::to_string(kRecentRounds) + " of " + std::to_string(n) + " rounds)";
+  CHECK_THAT(page, Catch::Contains("Rounds " + note + "</h2>") && Catch::Contains("a round) " + note + "</text>"));
+  CHECK(page.find("<td>" + std::to_string(n - kRecentRounds - 1) + "</td>") == std::string::npos);
+  for (RoundView& r : s.rounds_done) r.trained_rows = 100;  // per round: x is the round's position
+  std::vector<double> x = FirstSeriesX(RenderStatusPage(s), "ensemble-error");
+  REQUIRE(x.size() == static_cast<size_t>(kRecentRounds));
+  CHECK_THAT(RenderStatusPage(s), Catch::Contains(">" + std::to_string(n - kRecentRounds + 1) + "</text>") &&
+                                      Catch::Contains(">" + std::to_string(n) + "</text>"));
+}
+
 }  // namespace
 }  // namespace ens
