@@ -209,15 +209,17 @@ def run_to_end(cfg, work, name, timeout_s=1800):
 
 
 class Daemon:
-    """`ensembled run --config ...` with every stdout line timestamped on arrival."""
+    """`ensembled run --config ...` with every stdout line timestamped on arrival. `ensembled` and
+    `worker` (default: the one beside ensembled) pick other binaries, e.g. an older build's
+    ensembled for a before/after."""
 
-    def __init__(self, config_path, log_path):
-        wait_for_binaries()  # build/ may be mid-rebuild
+    def __init__(self, config_path, log_path, ensembled=ENSEMBLED, worker=None):
+        wait_for_binaries((ensembled, worker or WORKER))  # build/ may be mid-rebuild
         self.lines = []  # (monotonic time, line)
         self.log = open(log_path, "w")
         self.t_start = time.monotonic()
-        self.proc = subprocess.Popen([ENSEMBLED, "run", "--config", config_path], stdout=subprocess.PIPE,
-                                     stderr=self.log, text=True, bufsize=1)
+        argv = [ensembled, "run", "--config", config_path] + (["--worker", worker] if worker else [])
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.log, text=True, bufsize=1)
         self.pid = self.proc.pid
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -346,3 +348,11 @@ def tempdir(prefix):
 
 def rmtree(path):
     shutil.rmtree(path, ignore_errors=True)
+
+
+def keep_or_remove(work, keep):
+    """A benchmark's temporary directory at its end: kept (and named) with --keep, else removed."""
+    if keep:
+        print("kept", work)
+    else:
+        rmtree(work)
