@@ -403,7 +403,7 @@ TEST_CASE("calibration gauges are the last committed round's - left out where it
   CHECK(Find(e, "ensembled_round_holdout_nll").empty());
 }
 
-TEST_CASE("per-round series cover the snapshot's window; rounds_completed counts every committed round",
+TEST_CASE("per-round series cover the snapshot's window and rounds_completed counts every committed round",
           "[service][metrics][window]") {
   RunSnapshot s;
   s.run_name = "w";
