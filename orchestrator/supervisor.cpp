@@ -313,7 +313,7 @@ Status Supervisor::DecideAndAppend(int round, const json& summary,
     // command gets until stop_timeout_s); a second abandons it (the round is committed again
     // on resume). A copy of the spec, because a reload served meanwhile may replace cfg_.
     auto on_wait = [this] {
-      bool go_on = HandleSignals() && !(stop_requests_ > 0 && Clock::now() > stop_deadline_);
+      bool go_on = HandleSignals() && StopState() != Stop::kOverdue;
       ServiceTick(false);
       return go_on;
     };
