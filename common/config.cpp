@@ -45,6 +45,7 @@ const Keys kEarlyStopKeys = ConfigKeysOf("/members/defaults/early_stopping");
 const Keys kModelKeys = ConfigKeysOf("/members/defaults/model");
 const Keys kMutationKeys = ConfigKeysOf("/mutation");
 const Keys kRoundsKeys = ConfigKeysOf("/rounds");
+const Keys kRetentionKeys = ConfigKeysOf("/retention");
 
 // A member count is a list size; a typo like 1e6 must not allocate a million specs.
 constexpr int kMaxMembers = 10000;
@@ -280,6 +281,30 @@ void ReadMembers(Validator& v, const json& root, const std::string& base_dir, Ta
 }
 
 // ---- other sections ----------------------------------------------------------------------
+
+void ReadRetention(Validator& v, const json& root, RetentionSpec* r) {
+  const std::string p = "/retention";
+  const json* j = v.Section(root, "", "retention", kRetentionKeys);
+  if (j == nullptr) return;
+  v.Int(*j, p, "keep_rounds", 0, INT_MAX, &r->keep_rounds);
+  const json* pin = Find(*j, "pin");
+  if (pin == nullptr) return;
+  if (!pin->is_array()) {
+    v.Error(p + "/pin", "must be a list of round numbers, got " + pin->dump());
+    return;
+  }
+  for (size_t i = 0; i < pin->size(); ++i) {
+    const json& e = (*pin)[i];
+    const std::string at = p + "/pin/" + std::to_string(i);
+    if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > INT_MAX)
+      v.Error(at, "must be a round number (an integer >= 0), got " + e.dump());
+    else if (std::find(r->pin.begin(), r->pin.end(), e.get<int>()) != r->pin.end())
+      v.Error(at, "round " + std::to_string(e.get<int>()) + " is pinned twice");
+    else
+      r->pin.push_back(e.get<int>());
+  }
+  std::sort(r->pin.begin(), r->pin.end());
+}
 
 }  // namespace
 
@@ -565,6 +590,7 @@ void ReadTop(Validator& v, const json& root, const std::string& base_dir, Config
     v.Error("/min_members", "is larger than the number of members (" + std::to_string(c->members.size()) + ")");
   v.Number(root, "", "stop_timeout_s", kPositive, &c->stop_timeout_s);
   v.Bool(root, "", "save_checkpoints", &c->save_checkpoints);
+  ReadRetention(v, root, &c->retention);
   ReadService(v, root, base_dir, &c->service);
   if (const json* ps = Find(root, "pack_size"); ps != nullptr) {
     if (ps->is_string() && ps->get<std::string>() == "auto") c->pack_size = 0;
@@ -795,6 +821,8 @@ nlohmann::json ConfigToJson(const Config& c) {
   if (c.task != TaskKind::kRegression) out["task"] = Name(c.task);
   if (c.mutation.score != CommitteeScore::kStd) out["mutation"]["score"] = Name(c.mutation.score);
   if (c.mutation.batch != BatchMode::kTop) out["mutation"]["batch"] = Name(c.mutation.batch);
+  if (!c.retention.KeepsEverything() || !c.retention.pin.empty())
+    out["retention"] = {{"keep_rounds", c.retention.keep_rounds}, {"pin", c.retention.pin}};
   if (d.target_columns.size() > 1) {
     out["data"].erase("target_column");
     out["data"]["target_columns"] = d.target_columns;

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/member_options.h"
+#include "common/retention.h"
 #include "common/run_options.h"
 #include "common/status.h"
 
@@ -204,6 +205,9 @@ struct Config {
   // together, at most kAutoPackMaxMembers = 512), 1 = no packing. Default: "auto"
   int pack_size = 0;
   bool save_checkpoints = true;          // false: no checkpoint.pt (predict/verify then unavailable). Default: true
+  // Which committed rounds keep their predictions and checkpoints (common/retention.h).
+  // Default: every round
+  RetentionSpec retention;
 };
 
 // Parses and validates text (JSON with // and /* */ comments). `origin` names the source

@@ -68,6 +68,8 @@ constexpr K kService[] = {{"control_socket", R::kRestart, {}},
                           {"http_port", R::kRestart, {}},
                           {"http_bind", R::kRestart, {}},
                           {"log_file", R::kRestart, {}}};
+// What a long run keeps on disk changes no member's bits; a new window applies at the next commit.
+constexpr K kRetention[] = {{"keep_rounds", R::kLive, {}}, {"pin", R::kLive, {}}};
 // A state directory moved to another disk, or a run renamed, is the same run.
 constexpr K kTop[] = {{"run_name", R::kRestart, {}},
                       {"state_dir", R::kRestart, {}},
@@ -84,6 +86,7 @@ constexpr K kTop[] = {{"run_name", R::kRestart, {}},
                       {"min_members", R::kLive, {}},
                       {"stop_timeout_s", R::kLive, {}},
                       {"save_checkpoints", R::kResults, {}},
+                      {"retention", R::kLive, kRetention},
                       {"service", R::kRestart, kService},
                       {"pack_size", R::kResults, {}}};
 

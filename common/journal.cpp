@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <ctime>
 #include <sstream>
 
@@ -146,6 +147,10 @@ json ToRecord(const RunFinishedRecord& r) {
   return {{"event", r.kEvent}, {"rounds", r.rounds}, {"reason", r.reason}};
 }
 
+json ToRecord(const RoundPrunedRecord& r) {
+  return {{"event", r.kEvent}, {"round", r.round}, {"files", Name(r.files)}};
+}
+
 namespace {
 
 std::vector<uint64_t> Ids(const json& j, const char* key) {
@@ -199,6 +204,13 @@ ConfigChangedRecord ConfigChangedFrom(const json& j) {
   return r;
 }
 
+bool RoundPrunedFrom(const json& j, RoundPrunedRecord* out) {
+  const json round = j.value("round", json());
+  if (!round.is_number_integer() || round.get<int64_t>() < 0 || round.get<int64_t>() > INT_MAX) return false;
+  out->round = round.get<int>();
+  return ParseRoundFiles(j.value("files", ""), &out->files);
+}
+
 void RunProgress::Apply(const json& r) {
   const std::string ev = r.value("event", "");
   const int round = r.value("round", -1);
@@ -220,6 +232,8 @@ void RunProgress::Apply(const json& r) {
     pool_used.insert(pool_used.end(), c.pool_used.begin(), c.pool_used.end());
     done.clear();
     failed.clear();
+    round_files.push_back(RoundFiles::kAll);
+    pruned_since_commit.clear();
   } else if (ev == MutationAppliedRecord::kEvent && !committed.empty() &&
              round == committed.back().value("round", -2)) {
     // The mutation a last round skipped, decided when the run was extended.
@@ -238,6 +252,11 @@ void RunProgress::Apply(const json& r) {
     finish_reason.clear();
     // A run that finished with all rounds done skipped its last round's mutation.
     if (!committed.empty()) committed.back()["mutation_skipped"] = true;
+  } else if (RoundPrunedRecord p; ev == RoundPrunedRecord::kEvent && RoundPrunedFrom(r, &p) &&
+                                   p.round < static_cast<int>(round_files.size())) {
+    RoundFiles& now = round_files[static_cast<size_t>(p.round)];
+    now = std::max(now, p.files);
+    pruned_since_commit.push_back(p);
   } else if (ev == ConfigChangedRecord::kEvent) {
     config_epoch = r.contains("epoch") ? ConfigChangedFrom(r).epoch : config_epoch;
   }

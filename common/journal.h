@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/retention.h"
 #include "common/status.h"
 
 namespace ens {
@@ -84,6 +85,13 @@ struct RunExtendedRecord {
   static constexpr const char* kEvent = "run_extended";
   int from_rounds = 0, to_rounds = 0;
 };
+// round_pruned: the retention policy (common/retention.h) lowered a committed round's files
+// to `files`; journaled before they are removed (a resume finishes a removal a crash cut short).
+struct RoundPrunedRecord {
+  static constexpr const char* kEvent = "round_pruned";
+  int round = 0;
+  RoundFiles files = RoundFiles::kRecords;
+};
 // run_finished: no round is left to run ("all rounds done" or "stop_below_error reached").
 struct RunFinishedRecord {
   static constexpr const char* kEvent = "run_finished";
@@ -100,11 +108,14 @@ nlohmann::json ToRecord(const MutationAppliedRecord& r);
 nlohmann::json ToRecord(const ConfigChangedRecord& r);
 nlohmann::json ToRecord(const RunExtendedRecord& r);
 nlohmann::json ToRecord(const RunFinishedRecord& r);
+nlohmann::json ToRecord(const RoundPrunedRecord& r);
 // Readers of the records replay needs. A missing key reads as the field's default, as journals
 // of earlier versions lack later keys; the caller has checked the event.
 RoundCommittedRecord RoundCommittedFrom(const nlohmann::json& j);
 MutationAppliedRecord MutationAppliedFrom(const nlohmann::json& j);
 ConfigChangedRecord ConfigChangedFrom(const nlohmann::json& j);
+// false for a record whose round or files cannot be read (it is then ignored).
+bool RoundPrunedFrom(const nlohmann::json& j, RoundPrunedRecord* out);
 // Whether `j` is a record of type R.
 template <typename R>
 bool IsRecord(const nlohmann::json& j) {
@@ -162,6 +173,8 @@ struct RunProgress {
   std::map<std::string, nlohmann::json> failed;  // next_round: member name -> last member_failed
   std::vector<nlohmann::json> committed;         // round_committed records, in order
   int config_epoch = 0;                          // the last config_changed record's epoch
+  std::vector<RoundFiles> round_files;           // per committed round: what retention left
+  std::vector<RoundPrunedRecord> pruned_since_commit;  // round_pruned after the last commit
   // The rows next_round trains on: the table's rows less the dropped ones.
   uint64_t training_rows() const { return train_rows - std::min(dropped_rows, train_rows); }
   // Moves the progress past one more record, in journal order. O(1) in the records before it

@@ -22,6 +22,9 @@
 //         holdout_pred.f32         raw float32 predictions on holdout rows
 //         pool_pred.f32            raw float32 predictions on pool rows
 //         train_state.pt           the optimizer's state, for the next round's warm start
+//         model/                   a command member's own files (its checkpoint)
+//       (retention, common/retention.h, may remove the predictions, checkpoint, train_state.pt
+//        and model/ of rounds outside its window; the rest stays)
 //     slurm/worker-<token>.sh      executor "slurm": one job script per worker launch
 //     slurm/slot<N>-<job>.log      ... and its job's output
 //     serve.log                    a run of `ensembled serve`: its output (orchestrator/serve_daemon.h)
@@ -47,8 +50,9 @@ class RunLayout {
   std::string DataDir() const { return root_ + "/data"; }
   std::string RoundDir(int round) const;
   std::string SummaryFile(int round) const { return RoundDir(round) + "/summary.json"; }
+  std::string MembersDir(int round) const { return RoundDir(round) + "/members"; }
   std::string MemberDir(int round, const std::string& member_name) const {
-    return RoundDir(round) + "/members/" + member_name;
+    return MembersDir(round) + "/" + member_name;
   }
 
   std::string SlurmDir() const { return root_ + "/slurm"; }
@@ -87,6 +91,8 @@ class MemberFiles {
   std::string HoldoutPred() const { return dir_ + "/holdout_pred.f32"; }
   std::string PoolPred() const { return dir_ + "/pool_pred.f32"; }
   std::string TrainState() const { return dir_ + "/train_state.pt"; }
+  // A command member's model folder (ENSEMBLED_MODEL_DIR), its program's own files.
+  std::string CommandModel() const { return dir_ + "/model"; }
 
  private:
   std::string dir_;

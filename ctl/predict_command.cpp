@@ -46,6 +46,18 @@ std::string WorkerBinary() {
   return env ? env : SelfDir() + "/ensemble-worker";
 }
 
+// "rounds that still have them: 0, 7-9" (each committed round whose files are all there).
+static std::string KeptRounds(const std::vector<RoundFiles>& files) {
+  std::string out;
+  for (size_t r = 0; r < files.size(); ++r) {
+    if (files[r] != RoundFiles::kAll || (r > 0 && files[r - 1] == RoundFiles::kAll)) continue;
+    size_t end = r;
+    while (end + 1 < files.size() && files[end + 1] == RoundFiles::kAll) ++end;
+    out += (out.empty() ? "" : ", ") + std::to_string(r) + (end > r ? "-" + std::to_string(end) : "");
+  }
+  return "rounds that still have them: " + (out.empty() ? std::string("none") : out);
+}
+
 StatusOr<CommittedRound> FindCommittedRound(const std::string& state_dir, int round, bool open_round) {
   RunLayout layout(state_dir);
   auto recs = ReadJournal(layout.JournalFile());
@@ -70,6 +82,11 @@ StatusOr<CommittedRound> FindCommittedRound(const std::string& state_dir, int ro
   if (round >= static_cast<int>(p.committed.size()))
     return Status::InvalidArgument("round " + std::to_string(round) + " is not committed (last: " +
                                    std::to_string(last) + ")");
+  if (round < static_cast<int>(p.round_files.size()) && p.round_files[static_cast<size_t>(round)] != RoundFiles::kAll)
+    return Status::InvalidArgument("round " + std::to_string(round) +
+                                   "'s predictions and checkpoints were removed by the run's retention policy "
+                                   "(config \"retention\"; its metrics and history remain): " +
+                                   KeptRounds(p.round_files) + "; pin a round in retention.pin to keep it");
   const std::string path = layout.SummaryFile(round);
   auto text = ReadFile(path);
   if (!text.ok()) return text.status();
@@ -106,7 +123,7 @@ StatusOr<std::vector<float>> CommandMemberPredict(const std::string& member_dir,
   run.argv = spec.model.predict_argv;
   run.set_env = {{"ENSEMBLED_MEMBER", spec.name},
                  {"ENSEMBLED_MEMBER_DIR", member_dir},
-                 {"ENSEMBLED_MODEL_DIR", member_dir + "/model"},
+                 {"ENSEMBLED_MODEL_DIR", MemberFiles(member_dir).CommandModel()},
                  {"ENSEMBLED_PREDICT_X", input_npy},
                  {"ENSEMBLED_PREDICT_OUTPUT", out}};
   run.stderr_to_stdout = true;

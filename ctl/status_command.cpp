@@ -2,12 +2,14 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
 #include "common/atomic_file.h"
 #include "common/exit_codes.h"
 #include "common/journal.h"
+#include "common/retention.h"
 #include "common/run_layout.h"
 #include "ctl/commands.h"
 #include "orchestrator/control_socket.h"
@@ -74,9 +76,32 @@ json LiveStatus(const RunLayout& layout, const std::string& state_dir, const std
   return live;
 }
 
+// How many committed rounds hold each level of files (common/retention.h): {"all": n, ...}.
+json RoundFilesCounts(const RunProgress& p) {
+  json out = json::object();
+  for (RoundFiles f : {RoundFiles::kAll, RoundFiles::kTrainState, RoundFiles::kRecords})
+    out[Name(f)] = std::count(p.round_files.begin(), p.round_files.end(), f);
+  return out;
+}
+
+// "1.5 GiB", "320.0 MiB", "12.0 KiB", "7 B".
+std::string Bytes(uint64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char b[32];
+  if (u == 0) std::snprintf(b, sizeof(b), "%llu B", static_cast<unsigned long long>(n));
+  else std::snprintf(b, sizeof(b), "%.1f %s", v, units[u]);
+  return b;
+}
+
 // `ensemblectl status --json`'s object.
-json StatusJson(const json& run, const RunProgress& p, bool running, const json& live, const json& last,
-                const json* served) {
+json StatusJson(const std::string& state_dir, const json& run, const RunProgress& p, bool running,
+                const json& live, const json& last, const json* served) {
   json out = {{"run", run},
               {"finished", p.finished},
               {"finish_reason", p.finish_reason},
@@ -90,7 +115,9 @@ json StatusJson(const json& run, const RunProgress& p, bool running, const json&
               {"running", running},
               {"live", live},
               {"last_summary", last},
-              {"rounds", p.committed}};
+              {"rounds", p.committed},
+              {"state_dir_bytes", DirectoryBytes(state_dir)},
+              {"round_files", RoundFilesCounts(p)}};
   if (served != nullptr) out["served"] = (*served)["run"];
   return out;
 }
@@ -171,6 +198,13 @@ void PrintStatus(const std::string& state_dir, const json& run, const RunProgres
   std::printf("rounds committed: %zu; current round %d: %zu members done, %zu failed; generation %llu, %llu train rows\n",
               p.committed.size(), p.next_round, p.done.size(), p.failed.size(),
               static_cast<unsigned long long>(p.generation), static_cast<unsigned long long>(p.training_rows()));
+  const json counts = RoundFilesCounts(p);
+  std::string pruned;
+  if (counts["all"].get<size_t>() < p.committed.size())
+    pruned = "; retention: " + std::to_string(counts["all"].get<size_t>()) + " committed round(s) keep every file, " +
+             std::to_string(counts["train_state"].get<size_t>()) + " their train state, " +
+             std::to_string(counts["records"].get<size_t>()) + " their records only";
+  std::printf("disk: %s in %s%s\n", Bytes(DirectoryBytes(state_dir)).c_str(), state_dir.c_str(), pruned.c_str());
   PrintRounds(p);
   for (const auto& [name, f] : p.failed)
     std::printf("failed: %s: %s\n", name.c_str(), f.value("error", "").c_str());
@@ -205,7 +239,7 @@ int ShowStatus(const std::string& state_dir, const std::string& socket, bool as_
   // Indexing the mutable record gives a last round without a summary a null one (the table reads it).
   json last = p.committed.empty() ? json() : p.committed.back()["summary"];
   if (as_json) {
-    std::cout << StatusJson(run, p, running, live, last, served).dump(2) << "\n";
+    std::cout << StatusJson(state_dir, run, p, running, live, last, served).dump(2) << "\n";
     return exit_code::kOk;
   }
   PrintStatus(state_dir, run, p, running, live, served);

@@ -75,8 +75,13 @@ StatusOr<TaskSpec> RecordedTask(const RunLayout& layout, int round, const std::s
   t.data_dir = data_dir;
   if (!t.excluded_file.empty())
     t.excluded_file = data_dir + "/" + std::filesystem::path(t.excluded_file).filename().string();
-  if (!t.warm_from.empty() && round > 0)
+  if (!t.warm_from.empty() && round > 0) {
     t.warm_from = MemberFiles(std::filesystem::absolute(layout.MemberDir(round - 1, name)).string()).TrainState();
+    if (!PathExists(t.warm_from))
+      return Status::NotFound(t.warm_from + ": missing, and member " + name + " of round " + std::to_string(round) +
+                              " warm-started from it (retention removes it once round " + std::to_string(round) +
+                              " is not kept; pinning a round keeps its predecessor's train state only from then on)");
+  }
   return t;
 }
 

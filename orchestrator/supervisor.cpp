@@ -27,6 +27,7 @@
 #include "orchestrator/transport.h"
 #include "orchestrator/ensemble_summary.h"
 #include "orchestrator/mutation_policy.h"
+#include "orchestrator/round_pruner.h"
 
 namespace ens {
 namespace {
@@ -566,7 +567,20 @@ int Supervisor::RunWith(const std::vector<WorkerPlacement>& placements) {
   return code;
 }
 
+Status Supervisor::ApplyRetention(bool resuming) {
+  auto r = PruneRounds(cfg_.retention, layout_, journal_.get(), &progress_, resuming);
+  if (!r.ok()) return r.status();
+  if (r->rounds_lowered > 0 || r->bytes_freed > 0)
+    spdlog::info("retention: {} round(s) pruned to their records, {:.1f} MiB freed", r->rounds_lowered,
+                 static_cast<double>(r->bytes_freed) / (1024.0 * 1024.0));
+  return Status::Ok();
+}
+
 int Supervisor::RunRounds() {
+  if (Status s = ApplyRetention(/*resuming=*/true); !s.ok()) {
+    spdlog::error("{}", s.ToString());
+    return ExitCodeFor(s);
+  }
   for (int round = progress_.next_round; round < cfg_.rounds.count; ++round) {
     auto t0 = Clock::now();
     current_round_ = round;  // the curves of the last round stay until this round's first member
@@ -592,6 +606,11 @@ int Supervisor::RunRounds() {
     }
     if (!s.ok()) {
       spdlog::error("round {} commit: {}", round, s.ToString());
+      return ExitCodeFor(s);
+    }
+    s = ApplyRetention(/*resuming=*/false);
+    if (!s.ok()) {
+      spdlog::error("after round {}: {}", round, s.ToString());
       return ExitCodeFor(s);
     }
     if (stop_now) {

@@ -99,6 +99,9 @@ class Supervisor : private RoundHost {
                                              const std::vector<MemberResult>& results) const;
   // An extended run: the mutation its last committed round skipped, decided now.
   Status ApplyDeferredMutation();
+  // The retention policy (common/retention.h) after a commit, or when the rounds begin
+  // (`resuming`: also finishes removals a crash cut short).
+  Status ApplyRetention(bool resuming);
   bool HandleSignals();  // false when the loop must end now
   void PrintFinalTable() const;
   // ---- RoundHost: what a round needs of the run ----

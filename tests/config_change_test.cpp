@@ -38,7 +38,7 @@ const char* kFull = R"({
   "recycle": {"after_tasks": 5, "rss_mb": 100, "rss_growth_pct": 10, "gpu_reserved_mb": 50},
   "service": {"control_socket": "/tmp/x.sock", "http_port": 9000, "http_bind": "0.0.0.0", "log_file": "/tmp/l"},
   "heartbeat_timeout_s": 30, "max_task_attempts": 2, "min_members": 1, "stop_timeout_s": 9,
-  "pack_size": 4, "save_checkpoints": false
+  "pack_size": 4, "save_checkpoints": false, "retention": {"keep_rounds": 3, "pin": [1]}
 })";
 
 void Leaves(const json& j, const std::string& ptr, std::vector<std::string>* out) {
@@ -76,8 +76,9 @@ TEST_CASE("a diff names each change by pointer with its rule - reload and resume
   b.rounds.count = 4;
   b.service.http_port = 9100;
   b.mutation.k = 3;
+  b.retention.keep_rounds = 10;
   auto changes = DiffConfigs(a, b);
-  REQUIRE(changes.size() == 4);
+  REQUIRE(changes.size() == 5);
   std::map<std::string, ConfigChange> by;
   for (const auto& c : changes) by[c.pointer] = c;
   REQUIRE(by.count("/members/list/1/lr"));
@@ -86,6 +87,7 @@ TEST_CASE("a diff names each change by pointer with its rule - reload and resume
   CHECK(by["/rounds/count"].rule == ChangeRule::kLive);
   CHECK(by["/service/http_port"].rule == ChangeRule::kRestart);
   CHECK(by["/mutation/k"].rule == ChangeRule::kLive);
+  CHECK(by["/retention/keep_rounds"].rule == ChangeRule::kLive);
   auto refused = RefusedByReload(changes);
   CHECK(refused.size() == 2);  // lr (results) and http_port (restart)
   auto results = ResultsChanging(changes);

@@ -944,5 +944,35 @@ TEST_CASE("target_columns that do not fit the data, the task or the members are 
   CHECK_THAT(TargetCountProblem(c, 3, "y.npy"), Catch::Contains("y.npy gives 3 targets"));
 }
 
+TEST_CASE("retention: keep_rounds and pins are read, bad ones named, and written only when set", "[config]") {
+  Config plain = MustParse(Minimal());
+  CHECK(plain.retention.KeepsEverything());
+  CHECK(plain.retention.pin.empty());
+  CHECK_FALSE(ConfigToJson(plain).contains("retention"));
+
+  json doc = Minimal();
+  doc["retention"] = {{"keep_rounds", 5}, {"pin", {12, 3}}};
+  Config c = MustParse(doc);
+  CHECK(c.retention.keep_rounds == 5);
+  CHECK(c.retention.pin == std::vector<int>{3, 12});
+  CHECK(ConfigToJson(c)["retention"] == json{{"keep_rounds", 5}, {"pin", {3, 12}}});
+
+  json negative = Minimal();
+  negative["retention"] = {{"keep_rounds", -1}};
+  RequireOnlyError(negative, "/retention/keep_rounds", "must be an integer >= 0");
+  json twice = Minimal();
+  twice["retention"] = {{"pin", {4, 4}}};
+  RequireOnlyError(twice, "/retention/pin/1", "round 4 is pinned twice");
+  json word = Minimal();
+  word["retention"] = {{"pin", {1, "last"}}};
+  RequireOnlyError(word, "/retention/pin/1", "must be a round number");
+  json scalar = Minimal();
+  scalar["retention"] = {{"pin", 3}};
+  RequireOnlyError(scalar, "/retention/pin", "must be a list of round numbers");
+  json unknown = Minimal();
+  unknown["retention"] = {{"keep_round", 3}};
+  CHECK(At(Validate(unknown), "/retention/keep_round") != nullptr);
+}
+
 }  // namespace
 }  // namespace ens

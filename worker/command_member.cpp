@@ -33,7 +33,7 @@ constexpr int kTickMs = 200;
 constexpr uint64_t kGatherRows = 4096;
 
 std::string InputDir(const CommandMemberJob& job) { return job.dir + "/input"; }
-std::string OutputDir(const CommandMemberJob& job) { return job.dir + "/model"; }
+std::string OutputDir(const CommandMemberJob& job) { return MemberFiles(job.dir).CommandModel(); }
 
 // The member's rows at split positions [0, n), features to <stem>_x.npy and targets to <stem>_y.npy.
 Status WriteRows(const CommandMemberJob& job, const std::string& stem, uint64_t n,
