@@ -1,5 +1,4 @@
-// Tests of orchestrator/diverse_batch: farthest-point selection within the most uncertain
-// kShortlistFactor * k candidates.
+// Tests of orchestrator/diverse_batch: uncertainty-weighted farthest-point selection.
 #include "orchestrator/diverse_batch.h"
 
 #include <algorithm>
@@ -38,24 +37,14 @@ TEST_CASE("diverse takes one row of a cluster of near-duplicates and then a dist
   Table pool = Pool({{0, 0}, {0.01f, 0}, {0, 0.01f}, {0.01f, 0.01f}, {0.02f, 0}, {10, 10}, {-10, 10}});
   std::vector<double> score{1.0, 0.99, 0.98, 0.97, 0.96, 0.8, 0.7};
   std::vector<uint64_t> got = SelectDiverseBatch(pool, AllIds(pool), score, 3);
-  // All 7 are shortlisted (4 * 3 >= 7). First the highest score; then the farthest: rows 5 and
-  // 6 are as far from row 0, so the lower id, then row 6.
+  // First the highest score; then the farthest weighted: row 5 (0.8 * far), then row 6.
   CHECK(got == std::vector<uint64_t>{0, 5, 6});
 }
 
-TEST_CASE("a row outside the shortlist is never taken, however far", "[mutation][diverse]") {
-  // k = 2: the shortlist is the 8 most uncertain rows, a tight cluster; row 8 is far away and
-  // only a little less uncertain.
-  Table pool = Pool({{0, 0}, {0.1f, 0}, {0.2f, 0}, {0.3f, 0}, {0, 0.1f}, {0, 0.2f}, {0, 0.3f}, {0.1f, 0.1f},
-                     {1000, 1000}});
-  std::vector<double> score{1.0, 0.99, 0.98, 0.97, 0.96, 0.95, 0.94, 0.93, 0.92};
-  static_assert(kShortlistFactor == 4, "the rows above are sized for a shortlist of 4 * k");
-  const std::vector<uint64_t> got = SelectDiverseBatch(pool, AllIds(pool), score, 2);
-  // Row 0 first; then the shortlisted row farthest from it: the two columns mirror each other
-  // over the shortlist, so (0.3, 0) and (0, 0.3) are as far, and the lower id wins.
-  CHECK(got == std::vector<uint64_t>{0, 3});
-  // With a shortlist of all 9 rows (k = 3 -> 12), row 8 is the farthest and comes second.
-  CHECK(SelectDiverseBatch(pool, AllIds(pool), score, 3)[1] == 8);
+TEST_CASE("a far row with no uncertainty is not taken over an uncertain one", "[mutation][diverse]") {
+  Table pool = Pool({{0, 0}, {5, 0}, {100, 0}});
+  std::vector<double> score{1.0, 0.5, 0.0};
+  CHECK(SelectDiverseBatch(pool, AllIds(pool), score, 2) == std::vector<uint64_t>{0, 1});
 }
 
 TEST_CASE("the selection depends on the candidates, not their order, and picks each row once", "[mutation][diverse]") {
@@ -86,18 +75,12 @@ TEST_CASE("the selection depends on the candidates, not their order, and picks e
   CHECK(a[0] == best);
 }
 
-// The selection as the header states it, written plainly, for pools whose shortlisted rows are
-// already standardised (mean 0, std 1 per column over the shortlist: each column holds -1 and
-// +1 equally often), so no rescaling is involved: sort by score (the lower id among equals),
-// keep 4k, then farthest-point from the first.
-std::vector<uint64_t> Reference(const Table& pool, const std::vector<double>& score, size_t k) {
-  const size_t f = static_cast<size_t>(pool.features);
-  std::vector<uint64_t> order(pool.rows());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(),
-            [&](uint64_t a, uint64_t b) { return score[a] != score[b] ? score[a] > score[b] : a < b; });
-  order.resize(std::min(order.size(), kShortlistFactor * k));
-  auto dist2 = [&](uint64_t a, uint64_t b) {
+// The selection as the header states it, one full pass per pick (no lazy bounds), for pools
+// whose features are already standardised (mean 0, std 1 per column over the candidates: each
+// column holds -1 and +1 equally often), so no rescaling is involved.
+std::vector<uint64_t> FullPassReference(const Table& pool, const std::vector<double>& score, size_t k) {
+  const size_t n = pool.rows(), f = static_cast<size_t>(pool.features);
+  auto dist2 = [&](size_t a, size_t b) {
     float s = 0.0f;
     for (size_t c = 0; c < f; ++c) {
       const float d = pool.x[a * f + c] - pool.x[b * f + c];
@@ -105,31 +88,33 @@ std::vector<uint64_t> Reference(const Table& pool, const std::vector<double>& sc
     }
     return s;
   };
-  std::vector<uint64_t> out{order[0]};
-  while (out.size() < std::min(k, order.size())) {
-    uint64_t best = 0;
+  std::vector<uint64_t> out;
+  std::vector<bool> taken(n, false);
+  for (size_t pick = 0; pick < std::min(k, n); ++pick) {
+    size_t best = n;
+    double best_key = -1;
     float best_d = -1;
-    for (uint64_t i : order) {
-      if (std::find(out.begin(), out.end(), i) != out.end()) continue;
+    for (size_t i = 0; i < n; ++i) {
+      if (taken[i]) continue;
       float d = std::numeric_limits<float>::infinity();
       for (uint64_t p : out) d = std::min(d, dist2(i, p));
-      if (d > best_d || (d == best_d && i < best)) best = i, best_d = d;
+      const double key = out.empty() ? score[i] : score[i] * score[i] * static_cast<double>(d);
+      if (key > best_key || (key == best_key && d > best_d)) best = i, best_key = key, best_d = d;
     }
+    taken[best] = true;
     out.push_back(best);
   }
   return out;
 }
 
-TEST_CASE("the selection is farthest-point within the shortlist, ties included", "[mutation][diverse]") {
+TEST_CASE("the lazy selection picks what a full pass per pick picks, ties included", "[mutation][diverse]") {
   SeededRng rng(11);
-  const size_t k = 40;
   for (int trial = 0; trial < 20; ++trial) {
     Table pool;
     pool.features = 4;
     std::vector<double> score;
-    // 4k shortlisted rows in +-1 pairs (every column mean 0, std 1 over them), scores 10-13
-    // (few values: many ties), and less uncertain rows far away, which must change nothing.
-    for (size_t r = 0; r < kShortlistFactor * k; r += 2) {
+    const int rows = 200 + 2 * static_cast<int>(rng.Below(200));
+    for (int r = 0; r < rows; r += 2) {  // rows in +-1 pairs: every column mean 0, std 1
       float a[4], b[4];
       for (int c = 0; c < 4; ++c) {
         a[c] = rng.Below(2) ? 1.0f : -1.0f;
@@ -137,16 +122,11 @@ TEST_CASE("the selection is farthest-point within the shortlist, ties included",
       }
       pool.AppendRow(a, 0.0f);
       pool.AppendRow(b, 0.0f);
-      score.push_back(static_cast<double>(10 + rng.Below(4)));
-      score.push_back(static_cast<double>(10 + rng.Below(4)));
+      score.push_back(static_cast<double>(1 + rng.Below(4)));  // few values: many ties
+      score.push_back(static_cast<double>(1 + rng.Below(4)));
     }
-    for (int r = 0; r < 100; ++r) {
-      const float far[4] = {static_cast<float>(50 + rng.Below(100)), 0, 0, static_cast<float>(rng.Below(100))};
-      pool.AppendRow(far, 0.0f);
-      score.push_back(static_cast<double>(rng.Below(10)));
-    }
-    INFO("trial " << trial);
-    CHECK(SelectDiverseBatch(pool, AllIds(pool), score, k) == Reference(pool, score, k));
+    INFO("trial " << trial << ", " << rows << " rows");
+    CHECK(SelectDiverseBatch(pool, AllIds(pool), score, 40) == FullPassReference(pool, score, 40));
   }
 }
 
@@ -174,13 +154,12 @@ TEST_CASE("with every score 0 the batch is spread out by distance alone - consta
 }
 
 TEST_CASE("features are standardised: a column in large units does not decide alone", "[mutation][diverse]") {
-  // Column 0 spans 0..100, column 1 spans 0..1. Row 1 differs from row 0 only in column 0 (by
-  // all of its range), row 2 only in column 1 (by all of its range); row 3 sits between.
-  // Standardised, row 2 is the farther (column 1's std is smaller against its range); in raw
-  // units row 1 would be, 100 against 1.
-  Table pool = Pool({{0, 0}, {100, 0}, {0, 1}, {0, 0.5f}});
-  std::vector<double> score{1.0, 0.5, 0.5, 0.4};
-  CHECK(SelectDiverseBatch(pool, AllIds(pool), score, 2) == std::vector<uint64_t>{0, 2});
+  // Column 0 spans 0..1000, column 1 spans 0..1. Row 1 differs from row 0 only in column 0
+  // (by a tenth of its range), row 2 only in column 1 (by all of its range).
+  Table pool = Pool({{0, 0}, {100, 0}, {0, 1}, {1000, 0.5f}});
+  std::vector<double> score{1.0, 0.5, 0.5, 0.01};
+  std::vector<uint64_t> got = SelectDiverseBatch(pool, AllIds(pool), score, 2);
+  CHECK(got == std::vector<uint64_t>{0, 2});
 }
 
 }  // namespace
