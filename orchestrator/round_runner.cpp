@@ -51,6 +51,10 @@ RoundEnd RoundRunner::Run(Status* error) {
         return RoundEnd::kFailed;
       }
     }
+    // Pipelined: a worker that just reported gets its next task now, while its members wait
+    // for the batch's one fdatasync (a crash before it loses only unjournaled members, which
+    // the resumed run retrains to the same bits).
+    if (!host_->Paused()) DispatchIdle();
     if (FlushDue()) {
       if (Status s = FlushDone("round " + std::to_string(shape_.round)); !s.ok()) {
         *error = s;
@@ -114,7 +118,7 @@ Status RoundRunner::HandleEvent(PoolEvent& e) {
   if (v.outcome == ReportVerdict::kDone) {
     if (done_batch_.empty()) batch_started_ = Clock::now();
     done_batch_.push_back({MemberDoneRecord{shape_.round, name, index, e.task.attempt, e.slot, e.pid, metrics},
-                           e.task.out_dir, pack});
+                           e.task.out_dir});
     return Status::Ok();
   }
   if (v.out_of_memory) {
@@ -163,9 +167,10 @@ Status RoundRunner::JournalFailure(const PoolEvent& e, const std::string& name) 
 
 bool RoundRunner::FlushDue() const {
   if (done_batch_.empty()) return false;
-  const bool pack_reported = std::any_of(done_batch_.begin(), done_batch_.end(),
-                                         [&](const DoneRecord& d) { return sched_.reports_owed(d.pack) == 0; });
-  return pack_reported || Clock::now() - batch_started_ > std::chrono::seconds(1);
+  // Grouped: one fdatasync for every member that finished while the workers went on: when no
+  // task is running (the round's last reports, a pause, the workers waiting for a retry), or
+  // once the oldest record has waited kMaxBatchWait.
+  return workers_->BusyCount() == 0 || sched_.Complete() || Clock::now() - batch_started_ > kMaxBatchWait;
 }
 
 Status RoundRunner::FlushDone(const std::string& when) {

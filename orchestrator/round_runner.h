@@ -2,9 +2,13 @@
 //
 // It plans the round's packs (pack_plan.h) and drives PackScheduler: hands packs to idle
 // workers, turns the pool's reports into journal records and decides each member (done,
-// retried, failed). member_done records wait until their pack has reported (or 1 s passed)
-// and go to the journal as one fsync'd batch: O(1) fsyncs per pack, not per member. A member
-// is "done" for the run (RoundHost::MemberJournaled) only once its record is durable.
+// retried, failed). Pipelined: a worker that reports gets its next task at once, before its
+// members are journaled. member_done records wait in a batch until no task is running or the
+// oldest has waited kMaxBatchWait, and go to the journal with one fdatasync: O(1) fsyncs per
+// round of short tasks (at most one a second while tasks keep finishing), not one per task or
+// pack. A member is "done" for the run (RoundHost::MemberJournaled) only once its record is
+// durable; a crash loses at most the batch, whose members the resumed run retrains to the
+// same bits.
 //
 // Stopping: after a first stop request nothing new starts; the round ends kStopped when the
 // workers are idle or the stop is overdue, after journaling what finished. When a journal write
@@ -32,6 +36,10 @@
 namespace ens {
 
 enum class RoundEnd { kComplete, kStopped, kFailed };
+
+// The longest a finished member's record waits for its batch's fdatasync while tasks keep
+// finishing.
+inline constexpr std::chrono::milliseconds kMaxBatchWait{1000};
 
 class RoundHost {
  public:
@@ -75,7 +83,6 @@ class RoundRunner {
   struct DoneRecord {
     MemberDoneRecord rec;
     std::string out_dir;
-    int pack = 0;
   };
   void DispatchIdle();
   void Wait() const;
