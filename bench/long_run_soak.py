@@ -25,8 +25,11 @@ It prints the medians of rounds 100-199 and of the last 100 rounds and their rat
 supervisor_cpu: the CPU per round over those two windows), the supervisor's RSS at the start and
 end, and status.json's size at the end, and appends the result to bench/results/long_run_soak.json.
 Goal: the last 100 rounds' overhead within 10 % of rounds 100-199.
+With --keep-rounds N the run has a retention policy (config retention.keep_rounds N, issue 34
+item 5); either way it prints the state directory's size at the end (as `ensemblectl status
+--json` gives it, and the members' prediction files' share of it).
 
-Usage: bench/long_run_soak.py [--rounds 10000] [--build build] [--label after] [--keep]
+Usage: bench/long_run_soak.py [--rounds 10000] [--build build] [--label after] [--keep-rounds N] [--keep]
   --build DIR   the ensembled under test (DIR/ensembled); the worker is build/'s unless --worker
 """
 import argparse
@@ -43,8 +46,8 @@ import _common as C  # noqa: E402
 COMMITTED = re.compile(r"^round (\d+) committed:")
 
 
-def config(state, rounds):
-    return {
+def config(state, rounds, keep_rounds=0):
+    cfg = {
         "run_name": "long-run-soak", "state_dir": state, "run_seed": 5,
         "resources": {"gpus": "none", "cpu_workers": 2, "threads_per_worker": 1},
         "data": {"source": "synthetic", "synthetic": {"features": 5, "initial_rows": 40, "holdout_rows": 40,
@@ -56,6 +59,19 @@ def config(state, rounds):
         "pack_size": 1,
         "save_checkpoints": False,
     }
+    if keep_rounds:
+        cfg["retention"] = {"keep_rounds": keep_rounds}
+    return cfg
+
+
+def state_sizes(state):
+    """(the state directory's bytes as `ensemblectl status --json` says, bytes of *_pred.f32 files)."""
+    import subprocess
+    out = subprocess.run([C.CTL, "status", "--state-dir", state, "--json"], capture_output=True, text=True, check=True)
+    preds = 0
+    for root, _, files in os.walk(os.path.join(state, "rounds")):
+        preds += sum(os.path.getsize(os.path.join(root, f)) for f in files if f.endswith("_pred.f32"))
+    return json.loads(out.stdout)["state_dir_bytes"], preds
 
 
 def rss_kb(pid):
@@ -117,6 +133,7 @@ def main():
     ap.add_argument("--worker", default=None, help="ensemble-worker (default: build/ensemble-worker)")
     ap.add_argument("--label", default="", help="what is measured, e.g. before/after (kept in the result)")
     ap.add_argument("--timeout", type=float, default=3600)
+    ap.add_argument("--keep-rounds", type=int, default=0, help="retention.keep_rounds (0: keep everything)")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     if args.rounds < 300:
@@ -126,7 +143,7 @@ def main():
     info = C.machine_info()
     work = C.tempdir("bench-soak-")
     state = os.path.join(work, "state")
-    d = C.Daemon(C.write_config(work, config(state, args.rounds)), os.path.join(work, "ensembled.log"),
+    d = C.Daemon(C.write_config(work, config(state, args.rounds, args.keep_rounds)), os.path.join(work, "ensembled.log"),
                  ensembled=ensembled, worker=worker)
     rss, cpu, t0, seen, committed = [], [], time.monotonic(), 0, 0
     try:
@@ -165,9 +182,11 @@ def main():
         status_bytes = os.path.getsize(os.path.join(state, "status.json"))
     except OSError:
         status_bytes = None
+    state_bytes, pred_bytes = state_sizes(state)
     result = {
+        "state_dir_bytes_at_end": state_bytes, "pred_file_bytes_at_end": pred_bytes,
         "bench": "long_run_soak", "label": args.label, "machine": info, "rounds": args.rounds,
-        "ensembled": ensembled, "wall_seconds": wall, "config": config(state, args.rounds),
+        "ensembled": ensembled, "wall_seconds": wall, "config": config(state, args.rounds, args.keep_rounds),
         "overhead": medians(rows, "overhead", 100, 200),
         "period_overhead": medians(rows, "period_overhead", 100, 200),
         "members_seconds": medians(rows, "members", 100, 200),
@@ -193,6 +212,8 @@ def main():
     C.print_table(["per round", "rounds 100-199", "last 100", "ratio"], table)
     print("supervisor RSS %s -> %s KiB; status.json %s bytes at the end" %
           (result["supervisor_rss_kb_first"], result["supervisor_rss_kb_last"], status_bytes))
+    print("state directory %.1f MiB at the end, of it prediction files %.1f MiB (retention.keep_rounds %s)" %
+          (state_bytes / 2**20, pred_bytes / 2**20, args.keep_rounds or "0: keep everything"))
     ok = result["overhead"]["ratio"] is not None and result["overhead"]["ratio"] <= 1.10
     print("goal: last 100 rounds' median overhead within 10 %% of rounds 100-199: %s" % ("MET" if ok else "NOT MET"))
     result["machine"]["loadavg_at_end"] = open("/proc/loadavg").read().split()[:3]
