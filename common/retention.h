@@ -19,7 +19,8 @@
 //
 // Applied at commit (orchestrator/supervisor.cpp): each change of level is journaled
 // (round_pruned, common/journal.h) before its files are removed, so a crash in between is
-// finished on resume. Pure; thread-safe.
+// finished on resume. WantedFiles and PrunesDue are pure; RemoveRoundFiles and DirectoryBytes
+// touch the file system. Thread-compatible.
 #pragma once
 
 #include <cstdint>
