@@ -681,9 +681,9 @@ json ServeDaemon::Describe(const ServedRun& run) const {
     for (const ConfigError& e : run.errors) j["errors"].push_back({{"pointer", e.pointer}, {"message", e.message}});
   }
   if (!run.state_dir.empty() && run.state != RunState::kRejected) {
-    auto records = ReadJournal(RunLayout(run.state_dir).JournalFile());
-    if (records.ok()) {
-      RunProgress p = ReplayJournal(*records);
+    auto [at, added] = journals_.try_emplace(run.state_dir, RunLayout(run.state_dir).JournalFile());
+    if (at->second.Update().ok()) {
+      const RunProgress& p = at->second.progress();
       j["rounds_done"] = p.committed.size();
       j["members_done"] = p.finished ? 0 : p.done.size();
     }

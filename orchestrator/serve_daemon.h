@@ -34,6 +34,7 @@
 
 #include "common/config.h"
 #include "common/journal.h"
+#include "common/journal_follower.h"
 #include "common/status.h"
 #include "common/subprocess.h"
 #include "orchestrator/control_socket.h"
@@ -126,6 +127,9 @@ class ServeDaemon {
   std::map<std::string, std::pair<int64_t, int64_t>> rejected_stamp_;  // file -> (mtime ns, size)
   std::map<std::string, Subprocess> children_;  // by run name
   std::map<std::string, double> started_at_;    // by run name: Now() at its start
+  // By state_dir: each run's journal as read so far, so that describing a run (every pass of
+  // the loop, for the status page) reads only its new records.
+  mutable std::map<std::string, JournalFollower> journals_;
   // (run name, its output's relay): one per started child, kept until its pipe ends (which a
   // program the run left behind may delay past the run's exit).
   std::vector<std::pair<std::string, std::unique_ptr<RunLogRelay>>> relays_;
