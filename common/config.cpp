@@ -149,8 +149,9 @@ void CheckTaskLoss(Validator& v, TaskKind task, PartialMember* pm) {
     if (m.early_stopping.monitor != Monitor::kValLoss)
       v.Error(Child(Child(pm->origin, "early_stopping"), "monitor"),
               "\"" + std::string(Name(m.early_stopping.monitor)) + "\" is a regression metric; a classifier monitors \"val_loss\"");
-    if (m.model.kind == ModelKind::kCommand)
-      v.Error(Child(Child(pm->origin, "model"), "kind"), "command members are regression only (task \"classification\")");
+    if (TraitsOf(m.model.kind).program)
+      v.Error(Child(Child(pm->origin, "model"), "kind"),
+              std::string(Name(m.model.kind)) + " members are regression only (task \"classification\")");
     return;
   }
   if (m.loss == LossKind::kCrossEntropy)
@@ -159,40 +160,45 @@ void CheckTaskLoss(Validator& v, TaskKind task, PartialMember* pm) {
     v.Error(Child(pm->origin, "label_smoothing"), "applies to task \"classification\" only");
 }
 
-// Checks that need the fully overlaid spec, and the defaults that depend on other keys.
-// `task` is the run's (nullopt for a lone member spec, as a worker reads it).
-MemberSpec FinishMember(Validator& v, PartialMember pm, std::optional<TaskKind> task) {
-  if (task) CheckTaskLoss(v, *task, &pm);
-  const ModelSpec& model = pm.spec.model;
-  const std::string model_at = Child(pm.origin, "model");
-  if (pm.spec.warm_start_epochs == 0) pm.spec.warm_start_epochs = pm.spec.epochs;
-  if (pm.spec.warm_start && model.kind == ModelKind::kCommand)
-    v.Error(Child(pm.origin, "warm_start"), "applies to mlp and torchscript members (a command member trains itself)");
-  if (model.kind == ModelKind::kCommand) {
+// The "model" keys of one kind: each is required by its kind and refused by the others.
+void CheckModelKeys(Validator& v, const ModelSpec& model, const std::string& model_at) {
+  const bool command = model.kind == ModelKind::kCommand, script = model.kind == ModelKind::kTorchscript;
+  if (command) {
     if (model.argv.empty() && !v.HasErrorAt(Child(model_at, "argv")))
       v.Error(Child(model_at, "argv"), "must be a non-empty array (program, then arguments) when kind is \"command\"");
     else if (!model.argv.empty() && model.argv[0].empty())
       v.Error(Child(Child(model_at, "argv"), 0), "the program must be a non-empty string");
     if (!model.predict_argv.empty() && model.predict_argv[0].empty())
       v.Error(Child(Child(model_at, "predict_argv"), 0), "the program must be a non-empty string");
-    return std::move(pm.spec);  // a command member has no layers of ours
-  }
-  if (!model.argv.empty() || !model.predict_argv.empty())
+  } else if (!model.argv.empty() || !model.predict_argv.empty()) {
     v.Error(model_at, "argv and predict_argv are for kind \"command\" only");
-  if (model.kind == ModelKind::kTorchscript) {
-    if (model.path.empty() && !v.HasErrorAt(Child(model_at, "path")))
-      v.Error(Child(model_at, "path"), "is required when kind is \"torchscript\" (a file saved by torch.jit.save)");
+  }
+  if (script && model.path.empty() && !v.HasErrorAt(Child(model_at, "path")))
+    v.Error(Child(model_at, "path"), "is required when kind is \"torchscript\" (a file saved by torch.jit.save)");
+  if (!script && !command && !model.path.empty())
+    v.Error(Child(model_at, "path"), "is for kind \"torchscript\" only");
+}
+
+// Checks that need the fully overlaid spec, and the defaults that depend on other keys.
+// `task` is the run's (nullopt for a lone member spec, as a worker reads it).
+MemberSpec FinishMember(Validator& v, PartialMember pm, std::optional<TaskKind> task) {
+  if (task) CheckTaskLoss(v, *task, &pm);
+  const ModelSpec& model = pm.spec.model;
+  const ModelKindTraits& kind = TraitsOf(model.kind);
+  const std::string kind_name(Name(model.kind));
+  const std::string model_at = Child(pm.origin, "model");
+  if (pm.spec.warm_start_epochs == 0) pm.spec.warm_start_epochs = pm.spec.epochs;
+  if (pm.spec.warm_start && kind.program)
+    v.Error(Child(pm.origin, "warm_start"), "applies to members we train (a " + kind_name + " member trains itself)");
+  CheckModelKeys(v, model, model_at);
+  if (kind.program) return std::move(pm.spec);  // no layers of ours
+  if (!kind.layers) {
     // Layers inherited from the defaults are the MLP members'; written here, they are a mistake.
     if (!pm.layers_at.empty() && pm.layers_at == Child(pm.origin, "layers"))
-      v.Error(pm.layers_at, "does not apply to a \"torchscript\" member (its module defines its layers)");
+      v.Error(pm.layers_at, "does not apply to a \"" + kind_name + "\" member (its model defines its layers)");
     pm.spec.layers.clear();
-    if (pm.spec.optimizer == OptimizerKind::kAdamW && !pm.weight_decay_given)
-      pm.spec.weight_decay = kAdamwDefaultWeightDecay;
-    return std::move(pm.spec);
-  }
-  if (!model.path.empty()) v.Error(Child(model_at, "path"), "is for kind \"torchscript\" only");
-  // An invalid "layers" value was already reported where it was written; once is enough.
-  if (pm.spec.layers.empty() && (pm.layers_at.empty() || !v.HasErrorAt(pm.layers_at))) {
+  } else if (pm.spec.layers.empty() && (pm.layers_at.empty() || !v.HasErrorAt(pm.layers_at))) {
+    // An invalid "layers" value was already reported where it was written; once is enough.
     v.Error(Child(pm.origin, "layers"),
             "every member needs at least one layer (set \"layers\" here or in the defaults)");
   }
@@ -250,7 +256,7 @@ void ReadMembers(Validator& v, const json& root, const std::string& base_dir, Ta
   std::optional<size_t> gaussian, other;  // a member with a Gaussian head, one without
   for (size_t i = 0; i < resolved.size(); ++i) {
     MemberSpec m = FinishMember(v, resolved[i], task);
-    const bool head = m.loss == LossKind::kGaussianNll && m.model.kind != ModelKind::kCommand;
+    const bool head = m.loss == LossKind::kGaussianNll && !TraitsOf(m.model.kind).program;
     if (head && !gaussian) gaussian = i;
     if (!head && !other) other = i;
     if (m.name.empty()) {  // "m000", ...: the member's overall index, list first
@@ -274,7 +280,7 @@ void ReadMembers(Validator& v, const json& root, const std::string& base_dir, Ta
   // The ensemble of Gaussian heads is a mixture of all of them: all members have one, or none.
   if (gaussian && other) {
     const PartialMember& at = resolved[std::max(*gaussian, *other)];
-    v.Error(Child(at.origin, at.spec.model.kind != ModelKind::kCommand ? "loss" : "model"),
+    v.Error(Child(at.origin, !TraitsOf(at.spec.model.kind).program ? "loss" : "model"),
             "\"gaussian_nll\" must be the loss of every member of a run or of none (member " +
                 std::to_string(*gaussian) + " has it, member " + std::to_string(*other) + " has not)");
   }
@@ -755,10 +761,10 @@ nlohmann::json MemberToJson(const MemberSpec& m) {
   if (m.layers.empty()) out.erase("layers");
   // The built-in model is written as before "model" existed, so the normalised config of a
   // run started by an earlier version compares equal.
-  if (m.model.kind == ModelKind::kTorchscript) {
-    out["model"] = {{"kind", Name(m.model.kind)}, {"path", m.model.path}, {"init", Name(m.model.init)}};
-  } else if (m.model.kind != ModelKind::kMlp) {
-    out["model"] = {{"kind", Name(m.model.kind)}, {"argv", m.model.argv}, {"timeout_s", m.model.timeout_s}};
+  if (m.model.kind != ModelKind::kMlp) out["model"] = {{"kind", Name(m.model.kind)}};
+  if (m.model.kind == ModelKind::kTorchscript) out["model"].update({{"path", m.model.path}, {"init", Name(m.model.init)}});
+  if (m.model.kind == ModelKind::kCommand) {
+    out["model"].update({{"argv", m.model.argv}, {"timeout_s", m.model.timeout_s}});
     if (!m.model.predict_argv.empty()) out["model"]["predict_argv"] = m.model.predict_argv;
   }
   return out;
@@ -835,8 +841,8 @@ std::string TargetCountProblem(const Config& c, int targets, const std::string& 
   const std::string n = source + " gives " + std::to_string(targets) + " targets";
   if (c.task == TaskKind::kClassification) return n + "; task \"classification\" has one label column";
   for (const MemberSpec& m : c.members) {
-    if (m.model.kind == ModelKind::kCommand)
-      return n + "; member " + m.name + " is a command member, which predicts one target";
+    if (TraitsOf(m.model.kind).program)
+      return n + "; member " + m.name + " is a " + std::string(Name(m.model.kind)) + " member, which predicts one target";
     if (m.loss == LossKind::kGaussianNll)
       return n + "; member " + m.name + " has a gaussian_nll head, which predicts one target";
   }

@@ -1,5 +1,6 @@
 // MemberOptions: the closed sets of choices a member spec makes (activation, initializer,
-// loss, optimizer, early-stopping monitor, split, model kind, TorchScript init) and the run's task kind, as enums.
+// loss, optimizer, early-stopping monitor, split, model kind, TorchScript init) and the run's task kind, as enums;
+// and what each model kind is (ModelKindTraits).
 //
 // The config reader turns each option string into its enum once, when the config is read;
 // an unknown string is a config error naming its JSON pointer. Past that point nothing
@@ -50,6 +51,21 @@ constexpr std::span<const std::string_view> NamesOf(SplitKind) { return kSplitNa
 constexpr std::span<const std::string_view> NamesOf(ModelKind) { return kModelKindNames; }
 constexpr std::span<const std::string_view> NamesOf(ScriptInit) { return kScriptInitNames; }
 constexpr std::span<const std::string_view> NamesOf(TaskKind) { return kTaskKindNames; }
+
+// What the rest of the program asks of a model kind besides its name: one row a kind, in the
+// enum's order (the one table a new kind adds a row to; worker/model_factory.cpp builds it).
+struct ModelKindTraits {
+  bool program;   // the user's program trains it (worker/command_member.h): no layers or optimizer of ours
+  bool layers;    // built from the member's "layers" (at least one required); else they do not apply
+  bool packable;  // members with the same PackKey train as one pack (orchestrator/pack_plan.h)
+};
+inline constexpr std::array<ModelKindTraits, 3> kModelKindTraits{{
+    {.program = false, .layers = true, .packable = true},     // mlp
+    {.program = true, .layers = false, .packable = false},    // command
+    {.program = false, .layers = false, .packable = false},   // torchscript
+}};
+static_assert(kModelKindTraits.size() == kModelKindNames.size(), "a row of traits per model kind");
+constexpr const ModelKindTraits& TraitsOf(ModelKind k) { return kModelKindTraits[static_cast<size_t>(k)]; }
 
 // The name of an option value.
 template <typename E>

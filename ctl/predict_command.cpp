@@ -156,7 +156,7 @@ class RoundPredictor {
       MemberSpec spec;
       if (!record.is_object() || !record.contains("spec") || !MemberFromJson(record["spec"], &spec).ok())
         return Status::Corruption(dir + "/member.json: not a member record");
-      if (spec.model.kind == ModelKind::kCommand) {
+      if (TraitsOf(spec.model.kind).program) {
         if (spec.model.predict_argv.empty())  // said before any row is read
           return Status::InvalidArgument("member " + spec.name + " is a command member without model.predict_argv: "
                                          "it cannot predict new rows (README \"Command members\")");

@@ -126,7 +126,7 @@ bool IsCommandMember(const std::string& member_dir) {
   json m = ReadJson(MemberFiles(member_dir).Member());
   MemberSpec spec;
   return m.is_object() && m.contains("spec") && MemberFromJson(m["spec"], &spec).ok() &&
-         spec.model.kind == ModelKind::kCommand;
+         TraitsOf(spec.model.kind).program;
 }
 
 // The predictions byte for byte.

@@ -5,6 +5,8 @@
 
 #include "common/worker_channel.h"
 #include "orchestrator/executor.h"
+#include "orchestrator/executor_factory.h"
+#include "orchestrator/transport.h"
 
 namespace ens {
 
@@ -81,6 +83,17 @@ void LocalExecutor::Release() {
     KillSession(child);
   }
   children_.clear();  // each Subprocess reaps its child
+}
+
+StatusOr<ExecutorSetup> SetUpLocalExecutor(const ExecutorContext& ctx) {
+  auto slots = ctx.plan_local_slots();
+  if (!slots.ok()) return slots.status();
+  ExecutorSetup setup{nullptr, nullptr, std::move(*slots)};
+  if (!ctx.slots_only) {
+    setup.executor = std::make_unique<LocalExecutor>();
+    setup.transport = std::make_unique<LocalTransport>();
+  }
+  return setup;
 }
 
 }  // namespace ens

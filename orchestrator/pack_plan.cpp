@@ -40,8 +40,8 @@ uint64_t MemberPackBytes(const MemberSpec& m, const PackShape& shape) {
 std::string PackKey(const MemberSpec& m) {
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& l : m.layers) layers.push_back({l.units, Name(l.activation)});
-  return nlohmann::json{layers, Name(m.loss), Name(m.optimizer), m.batch_size, Name(m.initializer),
-                        m.validation_split}
+  return nlohmann::json{Name(m.model.kind), layers,       Name(m.loss), Name(m.optimizer),
+                        m.batch_size,       Name(m.initializer), m.validation_split}
       .dump();
 }
 
@@ -51,7 +51,7 @@ std::vector<std::vector<int>> PlanPacks(const std::vector<MemberSpec>& members, 
   std::map<std::string, size_t> group_of;
   std::vector<std::vector<int>> packs;
   for (size_t i = 0; i < members.size(); ++i) {
-    if (members[i].model.kind != ModelKind::kMlp) {  // a program or module of its own: never fused
+    if (!TraitsOf(members[i].model.kind).packable) {  // trains alone
       packs.push_back({static_cast<int>(i)});
       continue;
     }

@@ -1,13 +1,13 @@
 // PackPlan: which members of a round train together as one fused pack.
 //
-// Members pack together when they build the same computation (PackKey): layer units and
+// Members pack together when they build the same computation (PackKey): model kind, layer units and
 // activations, loss kind, optimizer kind, batch size, initializer and validation split (it
 // sets the split sizes). Everything else — seed, split kind, lr, weight_decay, momentum, l1,
 // l2, huber_delta, dropout rates, epochs, early stopping — is per member inside a pack.
 // A member's bits do not depend on its pack (worker/trainer.h), so the plan is free to
-// depend on the worker count: "auto" spreads each group over the workers. A command member
-// (model kind "command") is a program of its own, a TorchScript member a module of its own:
-// each is always a pack of one.
+// depend on the worker count: "auto" spreads each group over the workers. A member of a kind
+// that is not packable (ModelKindTraits: a command member is a program of its own, a
+// TorchScript member a module of its own) is always a pack of one.
 // Pure functions. Thread-safe.
 #pragma once
 

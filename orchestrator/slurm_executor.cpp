@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <set>
@@ -12,6 +13,8 @@
 #include "common/atomic_file.h"
 #include "common/supervisor_link.h"
 #include "common/run_layout.h"
+#include "orchestrator/executor_factory.h"
+#include "orchestrator/transport.h"
 
 namespace ens {
 
@@ -245,6 +248,25 @@ void SlurmExecutor::Release() {
   auto r = RunSlurm(argv);
   if (!r.ok()) spdlog::warn("cancelling the run's Slurm jobs: {}", r.status().message());
   jobs_.clear();
+}
+
+StatusOr<ExecutorSetup> SetUpSlurmExecutor(const ExecutorContext& ctx) {
+  const SlurmSpec& sl = ctx.config->resources.slurm;
+  ExecutorSetup setup;
+  for (int i = 0; i < sl.workers; ++i) setup.placements.push_back({i, ""});  // Slurm picks the GPUs
+  if (ctx.slots_only) return setup;
+  std::string host = sl.advertise_host;
+  if (host.empty()) {
+    char name[256] = {};
+    ::gethostname(name, sizeof(name) - 1);
+    host = name;
+  }
+  auto tcp = TcpTransport::Listen(sl.listen, sl.port, host, ctx.state_root + "/transport.secret");
+  if (!tcp.ok()) return tcp.status();
+  spdlog::info("workers connect to {} (Slurm jobs named ens-{})", (*tcp)->address(), ctx.run_id);
+  setup.transport = std::move(*tcp);
+  setup.executor = std::make_unique<SlurmExecutor>(sl, ctx.config->resources.threads_per_worker, ctx.state_root);
+  return setup;
 }
 
 }  // namespace ens

@@ -23,8 +23,7 @@
 #include "orchestrator/legacy_queues.h"
 #include "orchestrator/nvml.h"
 #include "orchestrator/script_model_check.h"
-#include "orchestrator/slurm_executor.h"
-#include "orchestrator/transport.h"
+#include "orchestrator/executor_factory.h"
 #include "orchestrator/ensemble_summary.h"
 #include "orchestrator/mutation_policy.h"
 #include "orchestrator/round_pruner.h"
@@ -435,15 +434,7 @@ int Supervisor::Run() {
     spdlog::info("removed {} message queue(s) that killed runs of an earlier ensembled left in /dev/mqueue "
                  "(nothing had them open; their RLIMIT_MSGQUEUE budget is free again)",
                  old.removed.size());
-  std::vector<WorkerPlacement> placements;  // Slurm: the executor plans them
-  if (cfg_.resources.executor == ExecutorKind::kLocal) {
-    auto planned = PlanLocalWorkers();
-    if (!planned.ok()) {
-      spdlog::error("{}", planned.status().message());
-      return exit_code::kPermanentFailure;
-    }
-    placements = std::move(*planned);
-  }
+  std::vector<WorkerPlacement> placements;
   s = SetUpExecutor(&placements);
   if (!s.ok()) {
     spdlog::error("{}", s.ToString());
@@ -512,28 +503,12 @@ StatusOr<std::vector<WorkerPlacement>> Supervisor::PlanLocalWorkers() {
 }
 
 Status Supervisor::SetUpExecutor(std::vector<WorkerPlacement>* placements) {
-  if (cfg_.resources.executor == ExecutorKind::kSlurm) {
-    const SlurmSpec& sl = cfg_.resources.slurm;
-    placements->clear();
-    for (int i = 0; i < sl.workers; ++i) placements->push_back({i, ""});  // Slurm picks the GPUs
-    if (!opts_.executor) {
-      std::string host = sl.advertise_host;
-      if (host.empty()) {
-        char name[256] = {};
-        ::gethostname(name, sizeof(name) - 1);
-        host = name;
-      }
-      const std::string root = std::filesystem::absolute(layout_.root()).string();
-      auto tcp = TcpTransport::Listen(sl.listen, sl.port, host, root + "/transport.secret");
-      if (!tcp.ok()) return tcp.status();
-      spdlog::info("workers connect to {} (Slurm jobs named ens-{})", (*tcp)->address(), run_id_);
-      own_transport_ = std::move(*tcp);
-      own_executor_ = std::make_unique<SlurmExecutor>(sl, cfg_.resources.threads_per_worker, root);
-    }
-  } else if (!opts_.executor) {
-    own_executor_ = std::make_unique<LocalExecutor>();
-    own_transport_ = std::make_unique<LocalTransport>();
-  }
+  auto setup = ens::SetUpExecutor({&cfg_, run_id_, std::filesystem::absolute(layout_.root()).string(),
+                                   opts_.executor != nullptr, [this] { return PlanLocalWorkers(); }});
+  if (!setup.ok()) return setup.status();
+  *placements = std::move(setup->placements);
+  own_executor_ = std::move(setup->executor);
+  own_transport_ = std::move(setup->transport);
   executor_ = opts_.executor ? opts_.executor : own_executor_.get();
   transport_ = opts_.transport ? opts_.transport : own_transport_.get();
   if (!transport_) return Status::InvalidArgument("an injected executor needs an injected transport");

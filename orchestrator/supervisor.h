@@ -52,7 +52,7 @@ struct SupervisorOptions {
   // Resume even when the config changes results (config_change.h): a new config epoch.
   bool accept_config_change = false;
   // Injected (tests): where workers run and how they talk; not owned. Null: built from
-  // resources.executor (local: LocalExecutor + LocalTransport; slurm: SlurmExecutor + TcpTransport).
+  // resources.executor (executor_factory.h).
   Executor* executor = nullptr;
   Transport* transport = nullptr;
 };
@@ -70,7 +70,8 @@ class Supervisor : private RoundHost {
   std::optional<int> FinishedOrExtended();
   // The GPUs found and the workers planned on them (local executor).
   StatusOr<std::vector<WorkerPlacement>> PlanLocalWorkers();
-  // The executor and transport of resources.executor (unless injected), and the slots they get.
+  // The executor and transport of resources.executor (unless injected), and the slots they get
+  // (executor_factory.h).
   Status SetUpExecutor(std::vector<WorkerPlacement>* placements);
   int RunWith(const std::vector<WorkerPlacement>& placements);  // the rounds, once workers are planned
   // The rounds from progress_.next_round on; an exit code.

@@ -2,14 +2,14 @@
 //
 // Training never mixes members: every parameter's leading dimension is the member, every
 // operation on it is elementwise or a per-member matrix product, and each member's dropout
-// masks come from its own hash stream (mlp.cpp), drawn for the whole pack at once. A member's slice therefore gets the same bits whether
+// masks come from its own hash stream (mlp_model.cpp), drawn for the whole pack at once. A member's slice therefore gets the same bits whether
 // K is 1 or 512 (on the CPU; ARCHITECTURE.md says what holds on CUDA). Unpacked training is a
 // pack of one.
 //
 // A model kind also knows how one member stands alone: its named tensors (or a module of its
 // own) and the TorchScript source of its forward, which checkpoint.h turns into a callable
 // checkpoint. The kinds: the packed MLP (below) and the user's TorchScript module
-// (script_model.h, always a pack of one).
+// (script_model.h, always a pack of one); BuildModel builds either.
 // Includes libtorch: include only from worker/*.cpp files that already pay for it.
 // Not thread-safe.
 #pragma once
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/status.h"
 
 namespace ens {
 
@@ -62,6 +63,12 @@ struct ModelMember {
   uint64_t init_seed = 0;     // weight init (a CPU generator owned by the build)
   uint64_t dropout_seed = 0;  // keys this member's dropout mask stream
 };
+
+// The model of a pack, by its members' kind (worker/model_factory.cpp: one case a kind).
+// Errors are the member's config or files (a TorchScript file missing or of the wrong shape),
+// the same on every retry. REQUIRES: members of one kind, as pack_plan.h packs them.
+StatusOr<std::unique_ptr<Model>> BuildModel(const std::vector<ModelMember>& members, int features, int outputs,
+                                            torch::Device device);
 
 // The MLP kind: hidden layers from the spec, a linear output layer of `outputs` units (1 for
 // regression, one per class for classification).

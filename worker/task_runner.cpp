@@ -64,12 +64,12 @@ void FailPack(const Status& status, bool permanent, std::vector<TaskOutcome>* ou
   }
 }
 
-// Why the pack cannot train as one, or Ok. The supervisor packs only MLP members (pack_plan.h):
+// Why the pack cannot train as one, or Ok. The supervisor packs only packable kinds (pack_plan.h):
 // another kind in a pack is refused, naming it.
 Status PackRefusal(const std::vector<TaskSpec>& tasks) {
   if (tasks.size() > 1)
     for (const auto& t : tasks)
-      if (t.member.model.kind != ModelKind::kMlp)
+      if (!TraitsOf(t.member.model.kind).packable)
         return Status::InvalidArgument("member " + t.member.name + ": a " + std::string(Name(t.member.model.kind)) +
                                        " member in a pack of " + std::to_string(tasks.size()) +
                                        " (such members train alone)");
@@ -340,7 +340,7 @@ std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks,
     }
   }
   std::vector<TrainOutputs> res;
-  if (tasks[0].member.model.kind == ModelKind::kCommand) {  // always a pack of one (pack_plan.h)
+  if (TraitsOf(tasks[0].member.model.kind).program) {  // always a pack of one (pack_plan.h)
     res.push_back(RunCommand(tasks[0], ins[0], on_progress));
     if (res[0].status.ok()) ins[0].on_outputs(res[0]);
   } else {

@@ -14,7 +14,6 @@
 #include "worker/model.h"
 #include "worker/objective.h"
 #include "worker/pack_optimizer.h"
-#include "worker/script_model.h"
 
 namespace ens {
 
@@ -208,9 +207,10 @@ torch::Tensor PoisonMask(const std::vector<TrainInputs>& in, torch::Device dev) 
 
 class PackLoop {
  public:
-  // `user_module`: a TorchScript member's module (a pack of one), loaded by the caller.
+  // status() says whether the pack's model could be built (model.h: BuildModel); Run only
+  // when it is Ok.
   PackLoop(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* out, DeviceRuntime& rt,
-           std::optional<torch::jit::Module> user_module, const std::vector<std::optional<TrainState>>& warm)
+           const std::vector<std::optional<TrainState>>& warm)
       : in_(in), out_(*out), rt_(rt), dev_(rt.device()), runs_(in.size()) {
     std::vector<ModelMember> mm;
     std::vector<const MemberSpec*> specs;
@@ -226,8 +226,12 @@ class PackLoop {
     norm_ = StandardiseAll(in, out, dev_);
     const int classes = in[0].task->classes;
     const int outputs = OutputsOf(in[0]);
-    model_ = user_module ? BuildScriptModel(mm[0], std::move(*user_module), outputs, dev_)
-                         : BuildMlp(mm, in[0].features, outputs, dev_);
+    auto model = BuildModel(mm, in[0].features, outputs, dev_);
+    if (!model.ok()) {
+      status_ = model.status();
+      return;
+    }
+    model_ = std::move(*model);
     objective_ = classes > 0 ? MakeClassificationObjective(specs, dev_)
                              : MakeRegressionObjective(specs, norm_.ym, norm_.ys, dev_);
     optimizer_ = std::make_unique<PackOptimizer>(specs, model_->Parameters(), WarmStart(warm));
@@ -258,6 +262,7 @@ class PackLoop {
             norm_.Member(norm_.ym, k), norm_.Member(norm_.ys, k)};
   }
   const MemberRun& run(size_t k) const { return runs_[k]; }
+  const Status& status() const { return status_; }
 
  private:
   struct EpochSums {  // [K] doubles on the CPU
@@ -431,6 +436,7 @@ class PackLoop {
   torch::Device dev_;
   std::vector<MemberRun> runs_;
   PackNorm norm_;
+  Status status_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Objective> objective_;
   std::unique_ptr<PackOptimizer> optimizer_;
@@ -510,14 +516,6 @@ void TrainPackOnce(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>
   }
   out->assign(in.size(), TrainOutputs{});
   InjectTorchErrors(in);
-  std::optional<torch::jit::Module> user_module;
-  if (in[0].task->member.model.kind == ModelKind::kTorchscript) {  // a pack of one (pack_plan.h)
-    auto loaded = LoadUserModule(in[0].task->member.model.path, in[0].features, OutputsOf(in[0]));
-    if (!loaded.ok())  // the file or its shape: the same on every retry
-      return FailAll(Status::InvalidArgument("member " + in[0].task->member.name + ": " + loaded.status().message()),
-                     true, out, in.size());
-    user_module = std::move(*loaded);
-  }
   std::vector<std::optional<TrainState>> warm(in.size());
   for (size_t k = 0; k < in.size(); ++k) {
     const std::string& from = in[k].task->warm_from;
@@ -531,7 +529,10 @@ void TrainPackOnce(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>
   DeviceDataCache own;  // used when the caller keeps none
   torch::Tensor all = (in[0].data_cache ? in[0].data_cache : &own)->Rows(in[0], rt);
   auto t_start = Clock::now();
-  PackLoop loop(in, out, rt, std::move(user_module), warm);
+  PackLoop loop(in, out, rt, warm);
+  if (!loop.status().ok())  // the member's config or files: the same on every retry
+    return FailAll(Status::InvalidArgument("member " + in[0].task->member.name + ": " + loop.status().message()),
+                   true, out, in.size());
   loop.Run(all);
   double train_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
   // Compiles a member module once per worker process and forward source: later packs and
