@@ -23,6 +23,8 @@ using namespace ens::testing;
 constexpr int kRounds = 3;
 constexpr int kMembers = 6;
 constexpr int kTargetKills = 20;
+// Workers younger than this are not killed (see the storm loop).
+constexpr double kMinVictimAgeS = 1.5;
 
 // Sized so that the undisturbed run takes ~10-20 s with 2 CPU workers on a 2-core machine.
 // pack_size "1": one member per task; "\"auto\"": two fused packs of three (one per variant),
@@ -83,8 +85,12 @@ void Storm(const std::string& pack_size, int epochs) {
     auto now = SteadyClock::now();
     if (kills < kTargetKills && now >= next_kill) {
       std::vector<pid_t> live;
+      // A worker younger than kMinVictimAgeS is left alone: under ctest -j2 a worker may take
+      // over a second to load libtorch, and a slot whose worker is killed before it is ready
+      // ten times in a row is given up on (worker_pool.h), as it should be. Kills still land
+      // in every phase of a member's training and in the supervisor's restarts.
       for (pid_t c : ChildrenOf(sup))
-        if (IsLive(c)) live.push_back(c);
+        if (IsLive(c) && ProcessAgeSeconds(c) >= kMinVictimAgeS) live.push_back(c);
       if (!live.empty()) {
         pid_t victim = live[rng() % live.size()];
         if (::kill(victim, SIGKILL) == 0) {
@@ -137,8 +143,9 @@ void Storm(const std::string& pack_size, int epochs) {
   WARN("kill storm: " << kills << " kills delivered, " << retries << " retried members (member_done attempt > 1), "
                       << "undisturbed " << calm.seconds << " s, storm " << total_seconds << " s, seed " << seed);
 
-  // The storm did happen. Most kills land on workers still starting up (a slot whose worker
-  // died young respawns after 1 s), so a storm may, rarely, cost no task at all.
+  // The storm did happen. A kill may land on a worker that is still starting up after
+  // kMinVictimAgeS (a loaded machine) or between its tasks, so a storm may, rarely, cost no
+  // task at all.
   CHECK(kills >= kTargetKills / 2);
   if (retries == 0) WARN("no kill hit a busy worker this time (seed " << seed << ")");
   // The supervisor noticed every death (one may fall into its final shutdown, which reaps quietly).
@@ -178,7 +185,7 @@ void Storm(const std::string& pack_size, int epochs) {
 }
 
 TEST_CASE("a storm of SIGKILLs on random workers changes no bit of the result", "[resilience][kill_storm]") {
-  Storm("1", 60);
+  Storm("1", 150);  // long enough for ten kills of workers past kMinVictimAgeS
 }
 
 // A kill can land between the reports of a pack: the retried pack then holds journaled

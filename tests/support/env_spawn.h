@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -134,6 +135,22 @@ inline char ProcState(pid_t pid) {
 inline bool IsLive(pid_t pid) {
   char s = ProcState(pid);
   return s != 0 && s != 'Z' && s != 'X';
+}
+
+// Seconds since the process started (/proc/PID/stat starttime against /proc/uptime), or -1
+// when there is no such process.
+inline double ProcessAgeSeconds(pid_t pid) {
+  std::string stat = ReadText("/proc/" + std::to_string(pid) + "/stat");
+  size_t at = stat.rfind(')');
+  if (at == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(at + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {  // field 22: starttime, in clock ticks
+    if (i < 22) continue;
+    const double started = std::stod(field) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+    return std::stod(ReadText("/proc/uptime")) - started;
+  }
+  return -1;
 }
 
 inline std::string CmdlineOf(pid_t pid) {
