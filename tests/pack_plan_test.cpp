@@ -51,6 +51,8 @@ TEST_CASE("per-member hyperparameters do not split a pack - shapes and kinds do"
   CHECK(differs([](MemberSpec& c) { c.batch_size = 16; }));
   CHECK(differs([](MemberSpec& c) { c.initializer = Initializer::kHeUniform; }));
   CHECK(differs([](MemberSpec& c) { c.validation_split = 0.3; }));
+  // Two packable kinds of the same layers never share a pack: the kind is part of the key.
+  CHECK(differs([](MemberSpec& c) { c.model.kind = ModelKind::kTorchscript; }));
 }
 
 TEST_CASE("auto spreads a small group over the workers - the cap still holds", "[pack]") {
