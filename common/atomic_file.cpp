@@ -121,13 +121,16 @@ StatusOr<std::string> ReadFile(const std::string& path) {
 }
 
 Status MakeDirs(const std::string& path, int mode) {
-  std::filesystem::path p(path);
-  std::filesystem::path cur;
-  for (const auto& part : p) {
-    cur /= part;
-    if (cur.string() == "/" || part.empty()) continue;
-    if (::mkdir(cur.c_str(), static_cast<mode_t>(mode)) != 0 && errno != EEXIST)
-      return Status::FromErrno("mkdir " + cur.string(), errno);
+  if (::mkdir(path.c_str(), static_cast<mode_t>(mode)) != 0 && errno != EEXIST) {
+    if (errno != ENOENT) return Status::FromErrno("mkdir " + path, errno);
+    // A missing parent: make it, then this one. The parent is a strictly shorter string, so
+    // this ends at "/" or the first component at the latest.
+    size_t end = path.find_last_not_of('/');
+    end = end == std::string::npos ? std::string::npos : path.find_last_of('/', end);
+    if (end == std::string::npos || end == 0) return Status::FromErrno("mkdir " + path, ENOENT);
+    if (Status s = MakeDirs(path.substr(0, end), mode); !s.ok()) return s;
+    if (::mkdir(path.c_str(), static_cast<mode_t>(mode)) != 0 && errno != EEXIST)
+      return Status::FromErrno("mkdir " + path, errno);
   }
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))

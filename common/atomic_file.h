@@ -21,7 +21,9 @@ Status WriteFileReplace(const std::string& path, const std::string& content, int
 Status WriteFileDurable(const std::string& path, const std::string& content, int mode = 0600);
 // The whole file. Errors read "<path>: <strerror>" (kNotFound when it does not exist).
 StatusOr<std::string> ReadFile(const std::string& path);
-// mkdir -p with `mode` for every directory it creates.
+// mkdir -p with `mode` for every directory it creates. The leaf is tried first: a directory
+// that exists, or whose parent does, costs one mkdir (a worker makes one a member); missing
+// parents are made upwards the same way. Errors name the directory that could not be made.
 Status MakeDirs(const std::string& path, int mode = 0700);
 Status FsyncDir(const std::string& dir);
 // Renames a directory into place atomically (removing an existing target first) and
