@@ -1,7 +1,9 @@
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 
 #include <cmath>
 
+#include "worker/mlp_kernel.h"
 #include "worker/model.h"
 
 namespace ens {
@@ -43,7 +45,8 @@ torch::Tensor AlignedCopy(const torch::Tensor& t) {
 const float* Slice(const torch::Tensor& t, int64_t k) { return t.data_ptr<float>() + k * t.stride(0); }
 float* MutableSlice(torch::Tensor& t, int64_t k) { return t.data_ptr<float>() + k * t.stride(0); }
 
-// y = x W^T + b per member: x [K,B,I], w [K,O,I], b [K,1,O] -> [K,B,O].
+// y = x W^T + b per member: x [K,B,I], w [K,O,I], b [K,1,O] -> [K,B,O]; the MLP's layers on
+// CUDA, and on the CPU those of networks too big for the fused kernel (FusedMlp below).
 // On the CPU each member's products are GEMMs of its own over 64-byte-aligned slices, the calls
 // a lone member makes, writing into AlignedSlices: the BLAS picks its kernel by shape and
 // alignment, so member k's bits do not depend on K. A batched product (bmm) does not promise
@@ -83,6 +86,90 @@ struct PackLinear : torch::autograd::Function<PackLinear> {
       }
     }
     return {gx, gw, g.sum(1, /*keepdim=*/true)};
+  }
+};
+
+// The fused kernel's view of a pack (mlp_kernel.h): every tensor float32, contiguous, on the
+// CPU. params: w0, b0, w1, b1, ...; masks: one per hidden layer, numel 0 where no member of
+// the pack drops out.
+MlpShape ShapeOf(const torch::Tensor& x, torch::TensorList params, const std::vector<Activation>& acts) {
+  MlpShape s;
+  s.members = x.size(0), s.batch = x.size(1), s.inputs = x.size(2);
+  for (size_t l = 0; l < params.size(); l += 2) s.units.push_back(params[l].size(1));
+  s.activations = acts;
+  return s;
+}
+
+MlpParams PointersOf(torch::TensorList params, torch::TensorList masks) {
+  MlpParams p;
+  for (size_t l = 0; l < params.size(); l += 2) {
+    TORCH_CHECK(params[l].is_contiguous() && params[l + 1].is_contiguous(), "the fused MLP needs contiguous parameters");
+    p.weights.push_back(params[l].data_ptr<float>());
+    p.biases.push_back(params[l + 1].data_ptr<float>());
+  }
+  for (const auto& m : masks) p.masks.push_back(m.numel() > 0 ? m.data_ptr<float>() : nullptr);
+  return p;
+}
+
+// Members per intra-op task: disjoint member ranges, so the thread count changes no bit.
+constexpr int64_t kMembersPerTask = 16;
+
+// The fused kernel runs a network of at most this many weights (multiply-adds per row, all
+// layers): there the per-member BLAS calls and the pack-wide kernels cost more than the
+// arithmetic. Above it the BLAS's own kernels win (at 9 -> 16 -> 16 -> 1 the two are even;
+// at 32 units the fused kernel took twice the GEMMs' time; BENCHMARKS.md, issue 34 item 3).
+// The choice depends on the layers alone, which every member of a pack shares (PackKey), so a
+// member takes the same path alone and packed.
+constexpr int64_t kFusedMaxWeights = 256;
+
+// The whole MLP of a pack on the CPU as one autograd node: forward and backward run member
+// by member in mlp_kernel.cpp, so member k's bits do not depend on its pack.
+struct FusedMlp : torch::autograd::Function<FusedMlp> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, torch::TensorList params,
+                               const std::vector<Activation>* acts, const std::vector<torch::Tensor>* masks) {
+    const MlpShape s = ShapeOf(x, params, *acts);
+    const torch::Tensor xc = x.contiguous();
+    const MlpParams p = PointersOf(params, *masks);
+    torch::Tensor out = torch::empty({s.members, s.batch, s.units.back()}, x.options());
+    torch::Tensor tape = torch::empty({s.members * s.TapeFloats()}, x.options());
+    at::parallel_for(0, s.members, kMembersPerTask, [&](int64_t first, int64_t last) {
+      MlpForward(s, p, xc.data_ptr<float>(), out.data_ptr<float>(), tape.data_ptr<float>(), first, last);
+    });
+    std::vector<torch::Tensor> saved = {xc, tape};
+    saved.insert(saved.end(), params.begin(), params.end());
+    saved.insert(saved.end(), masks->begin(), masks->end());
+    ctx->save_for_backward(saved);
+    std::vector<int64_t> codes;
+    for (Activation a : *acts) codes.push_back(static_cast<int64_t>(a));
+    ctx->saved_data["activations"] = codes;
+    ctx->saved_data["x_grad"] = x.requires_grad();
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    std::vector<Activation> acts;
+    for (int64_t c : ctx->saved_data["activations"].toIntVector()) acts.push_back(static_cast<Activation>(c));
+    const auto n_params = static_cast<int64_t>(2 * (acts.size() + 1));
+    const torch::Tensor& xc = saved[0];
+    const torch::Tensor& tape = saved[1];
+    torch::TensorList params(saved.data() + 2, n_params);
+    torch::TensorList masks(saved.data() + 2 + n_params, acts.size());
+    const MlpShape s = ShapeOf(xc, params, acts);
+    const MlpParams p = PointersOf(params, masks);
+    const torch::Tensor g = grads[0].contiguous();
+    variable_list out = {ctx->saved_data["x_grad"].toBool() ? torch::empty_like(xc) : torch::Tensor()};
+    std::vector<float*> gw, gb;
+    for (int64_t i = 0; i < n_params; ++i) {
+      out.push_back(torch::empty_like(params[i]));
+      (i % 2 == 0 ? gw : gb).push_back(out.back().data_ptr<float>());
+    }
+    float* gx = out[0].defined() ? out[0].data_ptr<float>() : nullptr;
+    at::parallel_for(0, s.members, kMembersPerTask, [&](int64_t first, int64_t last) {
+      MlpBackward(s, p, tape.data_ptr<float>(), g.data_ptr<float>(), gw, gb, gx, first, last);
+    });
+    out.emplace_back();  // acts
+    out.emplace_back();  // masks
+    return out;
   }
 };
 
@@ -159,6 +246,9 @@ class PackedMlp : public Model {
     seed_keys_[0] = torch::tensor(key_a).view({-1, 1, 1}).to(device);
     seed_keys_[1] = torch::tensor(key_b).view({-1, 1, 1}).to(device);
     const int64_t k = static_cast<int64_t>(members.size());
+    int64_t weights = 0;
+    for (const auto& layer : w) weights += layer[0].numel();
+    fused_ = weights <= kFusedMaxWeights;
     for (size_t l = 0; l < w.size(); ++l) {
       weights_.push_back(torch::stack(w[l]).to(device).requires_grad_(true));
       biases_.push_back(torch::zeros({k, 1, w[l][0].size(0)}).to(device).requires_grad_(true));
@@ -192,14 +282,22 @@ class PackedMlp : public Model {
   std::vector<torch::Tensor> Kernels() const override { return weights_; }
 
   torch::Tensor Forward(const torch::Tensor& x, bool training) override {
-    torch::Tensor h = x;
-    for (size_t l = 0; l < weights_.size(); ++l) {
-      h = PackLinear::apply(h, weights_[l], biases_[l]);
-      if (l + 1 == weights_.size()) break;
-      h = Activate(h, activations_[l]);
-      if (training) h = Dropout(h, l);
+    if (x.is_cuda() || !fused_) return LayerByLayer(x, training);
+    std::vector<torch::Tensor> masks;  // drawn in the order LayerByLayer draws them
+    for (size_t l = 0; l + 1 < weights_.size(); ++l) {
+      torch::Tensor m = training ? DropoutMask(x.size(1), weights_[l].size(1), l, x.device()) : torch::Tensor();
+      masks.push_back(m.defined() ? m.contiguous() : torch::empty({0}, x.options()));
     }
-    return h;
+    const std::vector<torch::Tensor> params = Parameters();
+    if (torch::GradMode::is_enabled()) return FusedMlp::apply(x, torch::TensorList(params), &activations_, &masks);
+    const MlpShape s = ShapeOf(x, params, activations_);
+    const MlpParams p = PointersOf(params, masks);
+    const torch::Tensor xc = x.contiguous();
+    torch::Tensor out = torch::empty({s.members, s.batch, s.units.back()}, x.options());
+    at::parallel_for(0, s.members, kMembersPerTask, [&](int64_t first, int64_t last) {
+      MlpForward(s, p, xc.data_ptr<float>(), out.data_ptr<float>(), nullptr, first, last);
+    });
+    return out;
   }
 
   NamedTensors MemberTensors(const std::vector<torch::Tensor>& slices) const override {
@@ -223,21 +321,36 @@ class PackedMlp : public Model {
   }
 
  private:
-  // Inverted dropout with each member's own rate and mask stream (Hash32 above): all members
-  // in one set of kernels. A member with rate 0 gets a mask of ones (h * 1 is h exactly, so it
-  // matches that member trained alone).
-  torch::Tensor Dropout(const torch::Tensor& h, size_t layer) {
+  // A product a layer (PackLinear), then its activation and dropout: CUDA, and networks too
+  // big for the fused kernel.
+  torch::Tensor LayerByLayer(const torch::Tensor& x, bool training) {
+    torch::Tensor h = x;
+    for (size_t l = 0; l < weights_.size(); ++l) {
+      h = PackLinear::apply(h, weights_[l], biases_[l]);
+      if (l + 1 == weights_.size()) break;
+      h = Activate(h, activations_[l]);
+      if (!training) continue;
+      torch::Tensor mask = DropoutMask(h.size(1), h.size(2), l, h.device());
+      if (mask.defined()) h = h * mask;
+    }
+    return h;
+  }
+
+  // Inverted dropout's multipliers [K, batch, units] of hidden layer `layer` (0 or
+  // 1 / keep), each member with its own rate and mask stream (Hash32 above): all members in one
+  // set of kernels. A member with rate 0 gets ones (h * 1 is h exactly, so it matches that
+  // member trained alone). Undefined when no member of the pack drops out there (no draw).
+  torch::Tensor DropoutMask(int64_t batch, int64_t units, size_t layer, torch::Device device) {
     const LayerDropout& d = dropout_[layer];
-    if (!d.threshold.defined()) return h;
+    if (!d.threshold.defined()) return {};
     const auto draw = static_cast<uint64_t>(draws_++);
     // This draw's keys per member, on the device (the draw number is a kernel argument, not a copy).
     torch::Tensor a = Hash32(seed_keys_[0].bitwise_xor(static_cast<int64_t>(Mix32(2 * draw))));
     torch::Tensor b = Hash32(seed_keys_[1].bitwise_xor(static_cast<int64_t>(Mix32(2 * draw + 1))));
-    auto ints = torch::TensorOptions().dtype(torch::kLong).device(h.device());
-    torch::Tensor e = torch::arange(h.size(1) * h.size(2), ints).view({1, h.size(1), h.size(2)});
+    auto ints = torch::TensorOptions().dtype(torch::kLong).device(device);
+    torch::Tensor e = torch::arange(batch * units, ints).view({1, batch, units});
     torch::Tensor r = Hash32(Hash32(e.bitwise_xor(a)).bitwise_xor_(b)).bitwise_right_shift_(8);
-    torch::Tensor mask = r.ge(d.threshold).to(h.scalar_type()).div_(d.keep);
-    return h * mask;
+    return r.ge(d.threshold).to(torch::kFloat32).div_(d.keep);
   }
 
   struct LayerDropout {
@@ -245,6 +358,7 @@ class PackedMlp : public Model {
     torch::Tensor keep;       // [K, 1, 1] float: 1 - rate
   };
   std::vector<Activation> activations_;
+  bool fused_ = false;                 // the CPU runs FusedMlp (kFusedMaxWeights)
   std::vector<LayerDropout> dropout_;  // per hidden layer
   torch::Tensor seed_keys_[2];         // [K, 1, 1] int64: two 32-bit keys of each member's seed
   int64_t draws_ = 0;                  // masks drawn so far (one per hidden layer and step)
