@@ -1,7 +1,8 @@
 // PackOptimizer (worker/pack_optimizer.h) against libtorch's own optimizers: each member of a
 // pack, with its own lr, weight decay and momentum, takes the steps torch::optim::Adam, AdamW
 // or SGD takes on that member's slice alone with the same gradients (within float rounding),
-// including a warm-started member whose bias correction counts its earlier steps.
+// including a warm-started member whose bias correction counts its earlier steps, and with
+// L1/L2 as the gradient of l1 |w| + l2 w^2 taken by autograd.
 #include "support/trainer_fixture.h"
 
 #include "worker/pack_optimizer.h"
@@ -68,6 +69,59 @@ TEST_CASE("each member's PackOptimizer steps are torch's Adam, AdamW and SGD on 
       CHECK(torch::allclose(packed[k].detach(), alone[static_cast<size_t>(k)].detach(), 1e-5, 1e-6));
       // The parameters moved (25 steps of at least lr 1e-3 each).
       CHECK((packed[k].detach() - initial[k]).abs().max().item<float>() > 1e-3f);
+    }
+  }
+}
+
+TEST_CASE("L1 and L2 on penalised parameters step as torch's optimizers on the loss with the penalty",
+          "[trainer][optimizer]") {
+  for (OptimizerKind kind : {OptimizerKind::kAdam, OptimizerKind::kSgd}) {
+    CAPTURE(static_cast<int>(kind));
+    std::vector<MemberSpec> specs = Specs(kind);
+    specs[0].l1 = 0.0, specs[0].l2 = 0.0;  // member 0 takes no penalty
+    specs[1].l1 = 0.05, specs[1].l2 = 0.0;
+    specs[2].l1 = 0.02, specs[2].l2 = 0.3;
+    std::vector<const MemberSpec*> ptrs;
+    for (const auto& s : specs) ptrs.push_back(&s);
+    torch::manual_seed(5);
+    torch::Tensor kernel = torch::randn({3, 4, 5}).requires_grad_(true);
+    torch::Tensor bias = torch::randn({3, 1, 5}).requires_grad_(true);  // not penalised
+    PackOptimizer opt(ptrs, {kernel, bias}, {}, {kernel});
+    std::vector<torch::Tensor> k_alone, b_alone;
+    std::vector<std::unique_ptr<torch::optim::Optimizer>> ref;
+    for (int64_t k = 0; k < 3; ++k) {
+      k_alone.push_back(kernel[k].detach().clone().requires_grad_(true));
+      b_alone.push_back(bias[k].detach().clone().requires_grad_(true));
+      const MemberSpec& s = specs[static_cast<size_t>(k)];
+      if (kind == OptimizerKind::kAdam)
+        ref.push_back(std::make_unique<torch::optim::Adam>(std::vector<torch::Tensor>{k_alone.back(), b_alone.back()},
+                                                           torch::optim::AdamOptions(s.lr)));
+      else
+        ref.push_back(std::make_unique<torch::optim::SGD>(
+            std::vector<torch::Tensor>{k_alone.back(), b_alone.back()},
+            torch::optim::SGDOptions(s.lr).momentum(s.momentum).weight_decay(s.weight_decay)));
+    }
+    for (int step = 0; step < 25; ++step) {
+      const torch::Tensor gk = torch::randn({3, 4, 5}), gb = torch::randn({3, 1, 5});
+      opt.ZeroGrad();
+      kernel.mutable_grad() = gk.clone();
+      bias.mutable_grad() = gb.clone();
+      opt.Step();
+      for (int64_t k = 0; k < 3; ++k) {
+        const MemberSpec& s = specs[static_cast<size_t>(k)];
+        auto& o = *ref[static_cast<size_t>(k)];
+        o.zero_grad();
+        const torch::Tensor& w = k_alone[static_cast<size_t>(k)];
+        torch::Tensor loss = (w * gk[k]).sum() + (b_alone[static_cast<size_t>(k)] * gb[k]).sum() +
+                             s.l1 * w.abs().sum() + s.l2 * (w * w).sum();
+        loss.backward();
+        o.step();
+      }
+    }
+    for (int64_t k = 0; k < 3; ++k) {
+      CAPTURE(k);
+      CHECK(torch::allclose(kernel[k].detach(), k_alone[static_cast<size_t>(k)].detach(), 1e-5, 1e-6));
+      CHECK(torch::allclose(bias[k].detach(), b_alone[static_cast<size_t>(k)].detach(), 1e-5, 1e-6));
     }
   }
 }

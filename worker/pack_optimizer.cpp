@@ -1,6 +1,9 @@
 #include "worker/pack_optimizer.h"
 
+#include <algorithm>
 #include <cmath>
+
+#include "worker/optimizer_kernel.h"
 
 namespace ens {
 namespace {
@@ -16,13 +19,17 @@ torch::Tensor PerMember(const std::vector<const MemberSpec*>& specs, double Memb
 }
 
 PackOptimizer::PackOptimizer(const std::vector<const MemberSpec*>& specs, std::vector<torch::Tensor> params,
-                             std::vector<int64_t> step_offsets)
+                             std::vector<int64_t> step_offsets, const std::vector<torch::Tensor>& penalised)
     : kind_(specs[0]->optimizer), params_(std::move(params)), offsets_(std::move(step_offsets)) {
+  for (const auto& p : params_)
+    penalised_.push_back(std::any_of(penalised.begin(), penalised.end(), [&](const torch::Tensor& k) { return k.is_same(p); }));
   if (offsets_.empty()) offsets_.assign(specs.size(), 0);
   const torch::Device device = params_[0].device();
   lr_ = PerMember(specs, &MemberSpec::lr, device);
   weight_decay_ = PerMember(specs, &MemberSpec::weight_decay, device);
   momentum_ = PerMember(specs, &MemberSpec::momentum, device);
+  l1_ = PerMember(specs, &MemberSpec::l1, device);
+  l2_ = PerMember(specs, &MemberSpec::l2, device);
   if (kind_ != OptimizerKind::kSgd) {
     // beta^t of each member's step count so far, in double: one copy here, then updated on
     // the device every step.
@@ -47,6 +54,7 @@ void PackOptimizer::ZeroGrad() {
 void PackOptimizer::Step() {
   torch::NoGradGuard no_grad;
   ++step_;
+  if (params_[0].is_cpu()) return StepOnCpu();
   // Adam's bias corrections per member (its own step count), on the device: beta^t by one
   // multiplication per step (elementwise and exactly rounded, so the same bits in a pack of
   // any size), 1 - beta^t in double, then float. Nothing is read from or sent to the host.
@@ -59,8 +67,8 @@ void PackOptimizer::Step() {
   }
   for (size_t i = 0; i < params_.size(); ++i) {
     torch::Tensor& p = params_[i];
-    const torch::Tensor& g = p.grad();
-    if (!g.defined()) continue;
+    if (!p.grad().defined()) continue;
+    const torch::Tensor g = penalised_[i] ? p.grad() + l1_ * p.sign() + (2.0 * l2_) * p : p.grad();
     if (kind_ == OptimizerKind::kSgd) {
       torch::Tensor d = g + weight_decay_ * p;
       m_[i].mul_(momentum_).add_(d);
@@ -72,6 +80,48 @@ void PackOptimizer::Step() {
     v_[i].mul_(kBeta2).addcmul_(g, g, 1.0 - kBeta2);
     torch::Tensor denom = (v_[i].sqrt() / bc2_sqrt).add_(kEps);
     p.sub_(step_size * m_[i] / denom);
+  }
+}
+
+// The same update member by member (optimizer_kernel.h): beta^t and the bias corrections per
+// member as on the device (double, then float), then one pass over each member's slice of each
+// parameter.
+void PackOptimizer::StepOnCpu() {
+  const int64_t members = params_[0].size(0);
+  std::vector<float> step_size(static_cast<size_t>(members)), bc2_sqrt(static_cast<size_t>(members));
+  const float* lr = lr_.data_ptr<float>();
+  const float* wd = weight_decay_.data_ptr<float>();
+  const float* momentum = momentum_.data_ptr<float>();
+  const float* l1 = l1_.data_ptr<float>();
+  const float* l2 = l2_.data_ptr<float>();
+  if (kind_ != OptimizerKind::kSgd) {
+    double* b1 = beta1_pow_.data_ptr<double>();
+    double* b2 = beta2_pow_.data_ptr<double>();
+    for (int64_t k = 0; k < members; ++k) {
+      b1[k] *= kBeta1;
+      b2[k] *= kBeta2;
+      step_size[k] = lr[k] / static_cast<float>(1.0 - b1[k]);
+      bc2_sqrt[k] = static_cast<float>(std::sqrt(1.0 - b2[k]));
+    }
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    torch::Tensor& p = params_[i];
+    if (!p.grad().defined()) continue;
+    TORCH_CHECK(p.is_contiguous() && m_[i].is_contiguous(), "optimizer state must be contiguous");
+    const torch::Tensor g = p.grad().contiguous();
+    const int64_t n = p.numel() / members;
+    for (int64_t k = 0; k < members; ++k) {
+      float* pk = p.data_ptr<float>() + k * n;
+      const float* gk = g.data_ptr<float>() + k * n;
+      float* mk = m_[i].data_ptr<float>() + k * n;
+      const float l1k = penalised_[i] ? l1[k] : 0.0f, l2k = penalised_[i] ? l2[k] : 0.0f;
+      if (kind_ == OptimizerKind::kSgd) {
+        SgdUpdate(pk, mk, gk, n, l1k, l2k, lr[k], wd[k], momentum[k]);
+        continue;
+      }
+      const float decay = kind_ == OptimizerKind::kAdamW ? 1.0f - lr[k] * wd[k] : 1.0f;
+      AdamUpdate(pk, mk, v_[i].data_ptr<float>() + k * n, gk, n, l1k, l2k, decay, step_size[k], bc2_sqrt[k]);
+    }
   }
 }
 

@@ -8,7 +8,13 @@
 // Adam ignores weight_decay, as the config documents. A warm-started member continues its
 // previous round's optimizer: its moments are set, and its bias correction counts its earlier
 // steps (a per-member step offset), so again nothing depends on its pack mates.
+// L1 and L2 (per member) apply to the `penalised` parameters (the model's kernels) as
+// gradient terms of each step: g += l1 * sign(p) + 2 * l2 * p, the gradient of the loss terms
+// l1 |p| + l2 p^2, which the reported loss never included. On the CPU a member with both 0
+// skips them (its own choice, not its pack's); on CUDA every member adds them.
 // A step makes no host-device copy and no sync: every per-step scalar lives on the device.
+// On the CPU a step is one pass over each member's slice (optimizer_kernel.h) instead of a
+// dozen pack-wide kernels per parameter.
 // Not thread-safe.
 #pragma once
 
@@ -27,9 +33,10 @@ torch::Tensor PerMember(const std::vector<const MemberSpec*>& specs, double Memb
 class PackOptimizer {
  public:
   // REQUIRES: every spec has the same optimizer kind; params all have leading dim K;
-  // step_offsets empty (no member has taken a step before) or one per member.
+  // step_offsets empty (no member has taken a step before) or one per member; penalised a
+  // subset of params (the same tensors).
   PackOptimizer(const std::vector<const MemberSpec*>& specs, std::vector<torch::Tensor> params,
-                std::vector<int64_t> step_offsets = {});
+                std::vector<int64_t> step_offsets = {}, const std::vector<torch::Tensor>& penalised = {});
 
   void ZeroGrad();
   // One update of every parameter from its .grad().
@@ -47,10 +54,14 @@ class PackOptimizer {
   int64_t MemberSteps(int64_t k) const { return offsets_[static_cast<size_t>(k)] + step_; }
 
  private:
+  void StepOnCpu();
+
   OptimizerKind kind_;
   std::vector<torch::Tensor> params_;
   std::vector<torch::Tensor> m_, v_;  // Adam moments / SGD momentum buffer (m_)
   torch::Tensor lr_, weight_decay_, momentum_;  // [K, 1, 1]
+  torch::Tensor l1_, l2_;                       // [K, 1, 1]
+  std::vector<bool> penalised_;                 // per parameter
   torch::Tensor beta1_pow_, beta2_pow_;         // Adam: beta^(steps taken), [K, 1, 1] double
   std::vector<int64_t> offsets_;  // per member: steps taken before this pack
   int64_t step_ = 0;

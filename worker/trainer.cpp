@@ -175,17 +175,6 @@ void ForEachBatch(int64_t members, int64_t n, int64_t batch, DeviceRuntime& rt, 
   }
 }
 
-// Per-member L1 and L2 of the kernels, summed. Always both terms (a member alone with 0 does
-// the same operations as in a pack whose mates use them), so the gradient is the same bits.
-torch::Tensor Penalty(const Model& model, const torch::Tensor& l1, const torch::Tensor& l2) {
-  torch::Tensor p;
-  for (const auto& w : model.Kernels()) {
-    torch::Tensor t = (l1 * w.abs()).sum() + (l2 * w * w).sum();
-    p = p.defined() ? p + t : t;
-  }
-  return p;
-}
-
 // The value early stopping watches; val_mae and val_mse are regression metrics 0 and 1 (a
 // classifier monitors val_loss: config.h).
 double Monitored(Monitor monitor, double loss, const std::vector<double>& metrics) {
@@ -235,12 +224,11 @@ class PackLoop {
     model_ = std::move(*model);
     objective_ = classes > 0 ? MakeClassificationObjective(specs, dev_)
                              : MakeRegressionObjective(specs, norm_.ym, norm_.ys, dev_);
-    optimizer_ = std::make_unique<PackOptimizer>(specs, model_->Parameters(), WarmStart(warm));
+    // L1/L2 of the kernels: gradient terms of the optimizer's step (pack_optimizer.h).
+    optimizer_ = std::make_unique<PackOptimizer>(specs, model_->Parameters(), WarmStart(warm), model_->Kernels());
     for (size_t k = 0; k < in.size(); ++k)
       if (runs_[k].warm == "warm")
         optimizer_->SetMemberMoments(static_cast<int64_t>(k), {warm[k]->m, warm[k]->v});
-    l1_ = PerMember(specs, &MemberSpec::l1, dev_);
-    l2_ = PerMember(specs, &MemberSpec::l2, dev_);
     for (const auto& r : runs_) max_epochs_ = std::max(max_epochs_, r.epochs);
   }
 
@@ -347,7 +335,7 @@ class PackLoop {
       torch::Tensor pred = model_->Forward(x, true);
       torch::Tensor elem = objective_->ElementLoss(pred, y);
       if (poison.defined()) elem = elem * poison.unsqueeze(1);
-      torch::Tensor total = elem.mean(-1).sum() + Penalty(*model_, l1_, l2_);
+      torch::Tensor total = elem.mean(-1).sum();
       optimizer_->ZeroGrad();
       total.backward();
       optimizer_->Step();
@@ -456,7 +444,6 @@ class PackLoop {
   std::unique_ptr<Model> model_;
   std::unique_ptr<Objective> objective_;
   std::unique_ptr<PackOptimizer> optimizer_;
-  torch::Tensor l1_, l2_;
   int max_epochs_ = 0;
   int64_t steps_ = 0;
 };
