@@ -24,9 +24,9 @@ std::string PageConfig(const std::string& state_dir, int port, int members) {
     "resources": {"gpus": "none", "cpu_workers": )" + std::to_string(kWorkers) + R"(, "threads_per_worker": 1},
     "data": {"source": "synthetic",
              "synthetic": {"initial_rows": 800, "pool_rows": 3000, "holdout_rows": 300}},
-    "members": {"defaults": {"epochs": 40, "batch_size": 32, "layers": [{"units": 16}]},
+    "members": {"defaults": {"epochs": 60, "batch_size": 32, "layers": [{"units": 32}]},
                 "count": )" + std::to_string(members) + R"(,
-                "variants": [{"layers": [{"units": 16}]}, {"layers": [{"units": 16, "activation": "tanh"}]}]},
+                "variants": [{"layers": [{"units": 32}]}, {"layers": [{"units": 32, "activation": "tanh"}]}]},
     "mutation": {"policy": "query_by_committee", "k": 40},
     "rounds": {"count": 500}, "pack_size": 1,
     "service": {"http_port": )" + std::to_string(port) + R"(}
