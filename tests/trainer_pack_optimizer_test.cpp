@@ -2,7 +2,8 @@
 // pack, with its own lr, weight decay and momentum, takes the steps torch::optim::Adam, AdamW
 // or SGD takes on that member's slice alone with the same gradients (within float rounding),
 // including a warm-started member whose bias correction counts its earlier steps, and with
-// L1/L2 as the gradient of l1 |w| + l2 w^2 taken by autograd.
+// L1/L2 as the gradient of l1 |w| + l2 w^2 taken by autograd. Both step paths: the CPU's pass
+// per member slice and the tensor ops CUDA runs (StepPath::kTensorOps on CPU tensors).
 #include "support/trainer_fixture.h"
 
 #include "worker/pack_optimizer.h"
@@ -19,6 +20,14 @@ std::vector<MemberSpec> Specs(OptimizerKind kind) {
     specs[k].momentum = 0.3 * static_cast<double>(k);
   }
   return specs;
+}
+
+// Every kind on both step paths.
+std::vector<std::pair<OptimizerKind, StepPath>> Cases(std::initializer_list<OptimizerKind> kinds) {
+  std::vector<std::pair<OptimizerKind, StepPath>> out;
+  for (OptimizerKind k : kinds)
+    for (StepPath p : {StepPath::kByDevice, StepPath::kTensorOps}) out.emplace_back(k, p);
+  return out;
 }
 
 // Member k's reference optimizer over its own copy of the slice.
@@ -38,15 +47,15 @@ std::unique_ptr<torch::optim::Optimizer> Reference(OptimizerKind kind, const Mem
 
 TEST_CASE("each member's PackOptimizer steps are torch's Adam, AdamW and SGD on its slice alone",
           "[trainer][optimizer]") {
-  for (OptimizerKind kind : {OptimizerKind::kAdam, OptimizerKind::kAdamW, OptimizerKind::kSgd}) {
-    CAPTURE(static_cast<int>(kind));
+  for (auto [kind, path] : Cases({OptimizerKind::kAdam, OptimizerKind::kAdamW, OptimizerKind::kSgd})) {
+    CAPTURE(static_cast<int>(kind), static_cast<int>(path));
     const std::vector<MemberSpec> specs = Specs(kind);
     std::vector<const MemberSpec*> ptrs;
     for (const auto& s : specs) ptrs.push_back(&s);
     torch::manual_seed(7);
     torch::Tensor packed = torch::randn({3, 4, 5}).requires_grad_(true);
     const torch::Tensor initial = packed.detach().clone();
-    PackOptimizer opt(ptrs, {packed});
+    PackOptimizer opt(ptrs, {packed}, {}, {}, path);
     std::vector<torch::Tensor> alone;
     std::vector<std::unique_ptr<torch::optim::Optimizer>> ref;
     for (int64_t k = 0; k < 3; ++k) {
@@ -75,8 +84,8 @@ TEST_CASE("each member's PackOptimizer steps are torch's Adam, AdamW and SGD on 
 
 TEST_CASE("L1 and L2 on penalised parameters step as torch's optimizers on the loss with the penalty",
           "[trainer][optimizer]") {
-  for (OptimizerKind kind : {OptimizerKind::kAdam, OptimizerKind::kSgd}) {
-    CAPTURE(static_cast<int>(kind));
+  for (auto [kind, path] : Cases({OptimizerKind::kAdam, OptimizerKind::kSgd})) {
+    CAPTURE(static_cast<int>(kind), static_cast<int>(path));
     std::vector<MemberSpec> specs = Specs(kind);
     specs[0].l1 = 0.0, specs[0].l2 = 0.0;  // member 0 takes no penalty
     specs[1].l1 = 0.05, specs[1].l2 = 0.0;
@@ -86,7 +95,7 @@ TEST_CASE("L1 and L2 on penalised parameters step as torch's optimizers on the l
     torch::manual_seed(5);
     torch::Tensor kernel = torch::randn({3, 4, 5}).requires_grad_(true);
     torch::Tensor bias = torch::randn({3, 1, 5}).requires_grad_(true);  // not penalised
-    PackOptimizer opt(ptrs, {kernel, bias}, {}, {kernel});
+    PackOptimizer opt(ptrs, {kernel, bias}, {}, {kernel}, path);
     std::vector<torch::Tensor> k_alone, b_alone;
     std::vector<std::unique_ptr<torch::optim::Optimizer>> ref;
     for (int64_t k = 0; k < 3; ++k) {

@@ -116,25 +116,36 @@ constexpr int64_t kMembersPerTask = 16;
 
 // The fused kernel runs a network of at most this many weights (multiply-adds per row, all
 // layers): there the per-member BLAS calls and the pack-wide kernels cost more than the
-// arithmetic. Above it the BLAS's own kernels win (at 9 -> 16 -> 16 -> 1 the two are even;
-// at 32 units the fused kernel took twice the GEMMs' time; BENCHMARKS.md, issue 34 item 3).
+// arithmetic. Above it the BLAS's own kernels win (9 -> U -> U -> 1, batch 32: at U = 6 the
+// fused kernel took 0.3x the GEMMs' time, at 16 1.3x, at 32 2.1x; BENCHMARKS.md, issue 34
+// item 3).
 // The choice depends on the layers alone, which every member of a pack shares (PackKey), so a
 // member takes the same path alone and packed.
 constexpr int64_t kFusedMaxWeights = 256;
+
+// The kernel's forward of contiguous x over the pack's member ranges; with `tape`, keeps
+// there what the backward needs.
+torch::Tensor RunForward(const torch::Tensor& xc, torch::TensorList params, const std::vector<Activation>& acts,
+                         torch::TensorList masks, torch::Tensor* tape) {
+  const MlpShape s = ShapeOf(xc, params, acts);
+  const MlpParams p = PointersOf(params, masks);
+  torch::Tensor out = torch::empty({s.members, s.batch, s.units.back()}, xc.options());
+  if (tape != nullptr) *tape = torch::empty({s.members * s.TapeFloats()}, xc.options());
+  float* t = tape != nullptr ? tape->data_ptr<float>() : nullptr;
+  at::parallel_for(0, s.members, kMembersPerTask, [&](int64_t first, int64_t last) {
+    MlpForward(s, p, xc.data_ptr<float>(), out.data_ptr<float>(), t, first, last);
+  });
+  return out;
+}
 
 // The whole MLP of a pack on the CPU as one autograd node: forward and backward run member
 // by member in mlp_kernel.cpp, so member k's bits do not depend on its pack.
 struct FusedMlp : torch::autograd::Function<FusedMlp> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, torch::TensorList params,
                                const std::vector<Activation>* acts, const std::vector<torch::Tensor>* masks) {
-    const MlpShape s = ShapeOf(x, params, *acts);
     const torch::Tensor xc = x.contiguous();
-    const MlpParams p = PointersOf(params, *masks);
-    torch::Tensor out = torch::empty({s.members, s.batch, s.units.back()}, x.options());
-    torch::Tensor tape = torch::empty({s.members * s.TapeFloats()}, x.options());
-    at::parallel_for(0, s.members, kMembersPerTask, [&](int64_t first, int64_t last) {
-      MlpForward(s, p, xc.data_ptr<float>(), out.data_ptr<float>(), tape.data_ptr<float>(), first, last);
-    });
+    torch::Tensor tape;
+    torch::Tensor out = RunForward(xc, params, *acts, *masks, &tape);
     std::vector<torch::Tensor> saved = {xc, tape};
     saved.insert(saved.end(), params.begin(), params.end());
     saved.insert(saved.end(), masks->begin(), masks->end());
@@ -290,14 +301,7 @@ class PackedMlp : public Model {
     }
     const std::vector<torch::Tensor> params = Parameters();
     if (torch::GradMode::is_enabled()) return FusedMlp::apply(x, torch::TensorList(params), &activations_, &masks);
-    const MlpShape s = ShapeOf(x, params, activations_);
-    const MlpParams p = PointersOf(params, masks);
-    const torch::Tensor xc = x.contiguous();
-    torch::Tensor out = torch::empty({s.members, s.batch, s.units.back()}, x.options());
-    at::parallel_for(0, s.members, kMembersPerTask, [&](int64_t first, int64_t last) {
-      MlpForward(s, p, xc.data_ptr<float>(), out.data_ptr<float>(), nullptr, first, last);
-    });
-    return out;
+    return RunForward(x.contiguous(), params, activations_, masks, nullptr);
   }
 
   NamedTensors MemberTensors(const std::vector<torch::Tensor>& slices) const override {

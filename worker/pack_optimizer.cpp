@@ -19,8 +19,9 @@ torch::Tensor PerMember(const std::vector<const MemberSpec*>& specs, double Memb
 }
 
 PackOptimizer::PackOptimizer(const std::vector<const MemberSpec*>& specs, std::vector<torch::Tensor> params,
-                             std::vector<int64_t> step_offsets, const std::vector<torch::Tensor>& penalised)
-    : kind_(specs[0]->optimizer), params_(std::move(params)), offsets_(std::move(step_offsets)) {
+                             std::vector<int64_t> step_offsets, const std::vector<torch::Tensor>& penalised,
+                             StepPath path)
+    : kind_(specs[0]->optimizer), path_(path), params_(std::move(params)), offsets_(std::move(step_offsets)) {
   for (const auto& p : params_)
     penalised_.push_back(std::any_of(penalised.begin(), penalised.end(), [&](const torch::Tensor& k) { return k.is_same(p); }));
   if (offsets_.empty()) offsets_.assign(specs.size(), 0);
@@ -54,7 +55,7 @@ void PackOptimizer::ZeroGrad() {
 void PackOptimizer::Step() {
   torch::NoGradGuard no_grad;
   ++step_;
-  if (params_[0].is_cpu()) return StepOnCpu();
+  if (path_ == StepPath::kByDevice && params_[0].is_cpu()) return StepOnCpu();
   // Adam's bias corrections per member (its own step count), on the device: beta^t by one
   // multiplication per step (elementwise and exactly rounded, so the same bits in a pack of
   // any size), 1 - beta^t in double, then float. Nothing is read from or sent to the host.

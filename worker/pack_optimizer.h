@@ -30,13 +30,19 @@ namespace ens {
 // hyperparameter that broadcasts over any stacked [K, rows, cols] parameter.
 torch::Tensor PerMember(const std::vector<const MemberSpec*>& specs, double MemberSpec::*field, torch::Device device);
 
+// How a step runs: the device's way (on the CPU one pass per member slice, on CUDA tensor
+// ops), or tensor ops wherever the parameters are, which lets the CPU tests check the CUDA
+// formulas.
+enum class StepPath { kByDevice, kTensorOps };
+
 class PackOptimizer {
  public:
   // REQUIRES: every spec has the same optimizer kind; params all have leading dim K;
   // step_offsets empty (no member has taken a step before) or one per member; penalised a
   // subset of params (the same tensors).
   PackOptimizer(const std::vector<const MemberSpec*>& specs, std::vector<torch::Tensor> params,
-                std::vector<int64_t> step_offsets = {}, const std::vector<torch::Tensor>& penalised = {});
+                std::vector<int64_t> step_offsets = {}, const std::vector<torch::Tensor>& penalised = {},
+                StepPath path = StepPath::kByDevice);
 
   void ZeroGrad();
   // One update of every parameter from its .grad().
@@ -57,6 +63,7 @@ class PackOptimizer {
   void StepOnCpu();
 
   OptimizerKind kind_;
+  StepPath path_;
   std::vector<torch::Tensor> params_;
   std::vector<torch::Tensor> m_, v_;  // Adam moments / SGD momentum buffer (m_)
   torch::Tensor lr_, weight_decay_, momentum_;  // [K, 1, 1]
