@@ -23,8 +23,9 @@ using namespace ens::testing;
 TEST_CASE("the daemon SIGKILLed mid-run leaves no process - restarted, everything finishes with the same bits",
           "[serve][integration][crash]") {
   ServeDaemonHarness d(2);
-  constexpr int kRounds = 2, kMembers = 8;
-  WriteText(d.runs_dir() + "/first.json", TinyRunConfig("first", 2, kRounds, "", kMembers, 10));
+  // 300 epochs: the run must still be going when the daemon is killed after its second member.
+  constexpr int kRounds = 2, kMembers = 8, kEpochs = 300;
+  WriteText(d.runs_dir() + "/first.json", TinyRunConfig("first", 2, kRounds, "", kMembers, kEpochs));
   d.Start();
   d.WaitForState("first", "running", 20);
   WriteText(d.runs_dir() + "/second.json", TinyRunConfig("second"));
@@ -62,7 +63,7 @@ TEST_CASE("the daemon SIGKILLed mid-run leaves no process - restarted, everythin
   CHECK(DoneCounts(JournalOf(d.StateDir("first"))).size() == static_cast<size_t>(kRounds * kMembers));
   // Same bits as the run undisturbed.
   WriteText(d.tmp() / "alone.json",
-            TinyRunConfig("first", 2, kRounds, "\"state_dir\": \"" + d.tmp() / "alone" + "\",", kMembers, 10));
+            TinyRunConfig("first", 2, kRounds, "\"state_dir\": \"" + d.tmp() / "alone" + "\",", kMembers, kEpochs));
   auto alone = RunEnsembled(d.tmp() / "alone.json", d.tmp().path(), {}, 90);
   REQUIRE(alone.code == 0);
   auto diffs = CompareRuns(d.tmp() / "alone", d.StateDir("first"), kRounds, kMembers, d.tmp().path(), CompareMode::kBytes);
