@@ -14,7 +14,7 @@ the fsync/fdatasync/syncfs calls of one fused round (two-round run less a one-ro
 under strace -f -c, apart from the timed runs; "n/a" without strace).
 
 Usage: bench/pack_throughput.py [--cases 64x20,512x20,4096x4] [--baseline-max 512] [--build build]
-                                [--gpus none|auto] [--out bench/results/pack_throughput.json]
+                                [--gpus none|auto] [--work-dir DIR] [--out bench/results/pack_throughput.json]
 """
 import argparse, json, os, re, shutil, subprocess, sys, tempfile, time
 
@@ -61,15 +61,27 @@ def run(build, members, epochs, pack_size, work, strace=False, rounds=2):
     # as in a daemon that has been running; mutation "none", so both rounds train the same data.
     journal = [json.loads(l) for l in open(os.path.join(state, "journal.jsonl"))]
     wall = next(j["wall_seconds"] for j in journal if j["event"] == "round_committed" and j["round"] == 1)
-    steps, train = 0, 0.0
+    steps, train, members, prepare, outputs = 0, 0.0, 0, 0.0, 0.0
     for j in journal:
         if j["event"] == "member_done" and j["round"] == 1:
             m = j["metrics"]
+            members += 1
             steps += m["epochs_run"] * -(-m["train_rows"] // 32)
             train += m["train_seconds"]  # packed: the pack's training time / K per member
+            # A fused pack's phases outside its loop (each member carries its pack's): / K sums them once
+            prepare += m.get("pack_prepare_seconds", 0.0) / m.get("pack_size", 1)
+            outputs += m.get("pack_outputs_seconds", 0.0) / m.get("pack_size", 1)
+    outside = wall - train
     return {"member_steps": steps, "round_wall_s": round(wall, 3), "member_steps_per_s": round(steps / wall, 1),
             "train_s": round(train, 3), "train_member_steps_per_s": round(steps / train, 1),
-            "wall_over_train": round(wall / train, 2)}
+            "wall_over_train": round(wall / train, 2),
+            # Per member outside the training loop, in ms: the worker's set-up and outputs (fused
+            # packs only, from the members' metrics) and the rest (metrics.json, the flush and
+            # renames, the supervisor's reading, journaling and commit, dispatch)
+            "outside_ms_per_member": round(outside / members * 1e3, 3),
+            "prepare_ms_per_member": round(prepare / members * 1e3, 3),
+            "outputs_ms_per_member": round(outputs / members * 1e3, 3),
+            "rest_ms_per_member": round((outside - prepare - outputs) / members * 1e3, 3)}
 
 
 def main():
@@ -80,12 +92,16 @@ def main():
     ap.add_argument("--sweep", default="", help="pack sizes P,... also run as pack_size P (the auto cap's measurements)")
     ap.add_argument("--gpus", default="none", help='"none" (CPU worker) or "auto" (one worker on the GPU)')
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "pack_throughput.json"))
+    ap.add_argument("--work-dir", default=None,
+                    help="where the runs' state directories go (default: the system's temp folder). The "
+                         "member files' cost depends on the filesystem: on ext4 without a journal, files "
+                         "deleted in the last minutes make new ones several times dearer")
     a = ap.parse_args()
     global GPUS
     GPUS = a.gpus
     have_strace = shutil.which("strace") is not None
     cases = []
-    with tempfile.TemporaryDirectory(prefix="ens-packs-") as work:
+    with tempfile.TemporaryDirectory(prefix="ens-packs-", dir=a.work_dir) as work:
         for case in a.cases.split(","):
             k, e = (int(x) for x in case.split("x"))
             rows = {}
@@ -112,11 +128,15 @@ def main():
             print(f"{c['members']:>5} x{c['epochs']:<3} {mode:20} {v['member_steps']:8d} {v['round_wall_s']:8.2f} "
                   f"{v['member_steps_per_s']:13.1f} {rw} {v['train_s']:8.2f} {v['train_member_steps_per_s']:14.1f} "
                   f"{rt} {v['wall_over_train']:10.2f}")
+            if "pack" in mode or mode == "auto":
+                print(f"{'':>9}   outside training, ms a member: {v['outside_ms_per_member']:.3f} = worker set-up "
+                      f"{v['prepare_ms_per_member']:.3f} + worker outputs {v['outputs_ms_per_member']:.3f} + "
+                      f"rest {v['rest_ms_per_member']:.3f}")
         print(f"{'':>9} fsync+fdatasync+syncfs calls per round, fused: "
               f"{c['fused_round_fsync_calls'] if c['fused_round_fsync_calls'] is not None else 'n/a (no strace)'}")
     out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "command": f"bench/pack_throughput.py --cases {a.cases} --baseline-max {a.baseline_max}" +
-                      (f" --sweep {a.sweep}" if a.sweep else ""),
+                      (f" --sweep {a.sweep}" if a.sweep else "") + (f" --work-dir {a.work_dir}" if a.work_dir else ""),
            "machine": "2-core Debian 12 CPU dev machine, 1 worker, 1 thread" if a.gpus == "none" else "GPU: gpus " + a.gpus,
            "cases": cases}
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)

@@ -8,7 +8,10 @@
 // holdout_mae (regression; several targets: the means over the targets of
 // holdout_rmse_per_target and holdout_mae_per_target, which are listed too) or
 // holdout_accuracy, holdout_nll and holdout_brier (classification), seconds, rss_kb_before,
-// rss_kb_after, rss_kb_peak, threads, device (string).
+// rss_kb_after, rss_kb_peak, threads, device (string). A member of a fused pack (K > 1) adds
+// pack_size, pack_position and the pack's own seconds: pack_train_seconds (the training loop),
+// pack_prepare_seconds (splits, directories, pack file) and pack_outputs_seconds (the pack's
+// model, then the members' modules, predictions and files); `seconds` is the pack's / K.
 // Pure functions; thread-safe.
 #pragma once
 

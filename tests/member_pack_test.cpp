@@ -78,7 +78,17 @@ TEST_CASE("packed and unpacked runs give bitwise identical members", "[pack][int
       json metrics_b = json::parse(ReadText(b + "/metrics.json"));
       CHECK(metrics_a["pack_size"] == 3);  // each variant (its own initializer) is one pack of three
       CHECK(metrics_a.contains("pack_position"));
+      // The pack's time outside its loop, split as bench/pack_throughput.py reports it: set-up
+      // before the loop, and the members' outputs after it (modules, predictions: never nothing)
+      REQUIRE(metrics_a.contains("pack_prepare_seconds"));
+      REQUIRE(metrics_a.contains("pack_outputs_seconds"));
+      CHECK(metrics_a["pack_prepare_seconds"].get<double>() >= 0.0);
+      CHECK(metrics_a["pack_outputs_seconds"].get<double>() > 0.0);
+      CHECK(metrics_a["pack_train_seconds"].get<double>() + metrics_a["pack_prepare_seconds"].get<double>() +
+                metrics_a["pack_outputs_seconds"].get<double>() <=
+            metrics_a["seconds"].get<double>() * 3 + 1e-9);  // within the pack's whole time (seconds = / K)
       CHECK_FALSE(metrics_b.contains("pack_size"));
+      CHECK_FALSE(metrics_b.contains("pack_outputs_seconds"));
       CHECK(metrics_a["holdout_rmse"] == metrics_b["holdout_rmse"]);
       // The record names the task and refers to its pack's one shared file (O(1) per member);
       // the member's bits do not depend on the pack.

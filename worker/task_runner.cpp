@@ -111,6 +111,23 @@ void RecordOutcomes(const std::vector<TaskSpec>& tasks, double member_seconds, c
   }
 }
 
+double SecondsBetween(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Where a fused pack's time went outside its training loop, on every member of it (next to
+// pack_train_seconds): "pack_prepare_seconds", the members' splits and directories and the
+// pack file; "pack_outputs_seconds", the rest of TrainPack (the pack's model, then each
+// member's module, predictions, holdout metrics and files but metrics.json).
+void AddPackPhases(double prepare_seconds, double train_pack_seconds, std::vector<TrainOutputs>* res) {
+  for (TrainOutputs& r : *res) {
+    auto t = r.metrics.find("pack_train_seconds");
+    if (!r.status.ok() || t == r.metrics.end()) continue;
+    const double outputs = std::max(0.0, train_pack_seconds - t->get<double>());
+    r.metrics.update({{"pack_prepare_seconds", prepare_seconds}, {"pack_outputs_seconds", outputs}});
+  }
+}
+
 }  // namespace
 
 int64_t CurrentRssKb() { return ProcStatusKb("VmRSS:"); }
@@ -339,12 +356,14 @@ std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks,
       return outs;
     }
   }
+  auto t_trained = std::chrono::steady_clock::now();
   std::vector<TrainOutputs> res;
   if (TraitsOf(tasks[0].member.model.kind).program) {  // always a pack of one (pack_plan.h)
     res.push_back(RunCommand(tasks[0], ins[0], on_progress));
     if (res[0].status.ok()) ins[0].on_outputs(res[0]);
   } else {
     TrainPack(ins, &res);
+    AddPackPhases(SecondsBetween(t0, t_trained), SecondsBetween(t_trained, std::chrono::steady_clock::now()), &res);
   }
   // Model, optimizer and every tensor of the task died with the trainer's frame.
   if (std::any_of(res.begin(), res.end(), [](const TrainOutputs& r) { return r.device_lost; })) {
