@@ -356,14 +356,14 @@ std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks,
       return outs;
     }
   }
-  auto t_trained = std::chrono::steady_clock::now();
+  auto t_prepared = std::chrono::steady_clock::now();
   std::vector<TrainOutputs> res;
   if (TraitsOf(tasks[0].member.model.kind).program) {  // always a pack of one (pack_plan.h)
     res.push_back(RunCommand(tasks[0], ins[0], on_progress));
     if (res[0].status.ok()) ins[0].on_outputs(res[0]);
   } else {
     TrainPack(ins, &res);
-    AddPackPhases(SecondsBetween(t0, t_trained), SecondsBetween(t_trained, std::chrono::steady_clock::now()), &res);
+    AddPackPhases(SecondsBetween(t0, t_prepared), SecondsBetween(t_prepared, std::chrono::steady_clock::now()), &res);
   }
   // Model, optimizer and every tensor of the task died with the trainer's frame.
   if (std::any_of(res.begin(), res.end(), [](const TrainOutputs& r) { return r.device_lost; })) {
