@@ -90,6 +90,51 @@ std::string ForwardSource(const MemberParts& parts) {
          "def forward(self, x):\n" + BlockLoopSource("forward_block", 1);
 }
 
+// kAlignRowsSource, eagerly.
+torch::Tensor AlignRows(const torch::Tensor& h) {
+  if (h.dim() != 2) return h;
+  const int64_t w = h.size(1);
+  torch::Tensor buf = torch::zeros({h.size(0), (w + 15) / 16 * 16}, torch::TensorOptions().dtype(h.dtype()).device(h.device()));
+  buf.narrow(1, 0, w).copy_(h);
+  return buf.narrow(1, 0, w);
+}
+
+// HeadSource, eagerly: the same operations on the same operands.
+torch::Tensor HeadEager(const RunHead& head, const torch::Tensor& h, const torch::Tensor& y_mean,
+                        const torch::Tensor& y_std) {
+  switch (head.kind()) {
+    case RunHead::Kind::kClassification: return torch::softmax(h, 1);
+    case RunHead::Kind::kGaussian: {
+      const torch::Tensor r = h.select(1, 1);
+      const torch::Tensor v = torch::log1p(torch::exp(-torch::abs(r))) + torch::relu(r) + 1e-6;
+      return torch::stack({h.select(1, 0) * y_std + y_mean, v * y_std * y_std}, 1);
+    }
+    case RunHead::Kind::kRegression: break;
+  }
+  return head.targets() > 1 ? h * y_std + y_mean : h.squeeze(1) * y_std + y_mean;
+}
+
+// A tensor as BuildMemberModule registers it as a buffer.
+torch::Tensor AsBuffer(const torch::Tensor& t) { return t.detach().to(torch::kCPU).contiguous(); }
+
+// Runs `forward_block` on x [n, features] in blocks of exactly kPredictBlockRows rows (the last
+// padded with zero rows) and gathers the rows' outputs.
+std::vector<float> PredictInBlocks(const torch::Tensor& x, const std::function<torch::Tensor(const torch::Tensor&)>& forward_block) {
+  torch::NoGradGuard no_grad;
+  const int64_t n = x.size(0);
+  std::vector<float> out;
+  torch::Tensor block = torch::zeros({kPredictBlockRows, x.size(1)}, x.options());
+  for (int64_t b = 0; b < n; b += kPredictBlockRows) {
+    const int64_t len = std::min(kPredictBlockRows, n - b);
+    block.narrow(0, 0, len).copy_(x.narrow(0, b, len));
+    if (len < kPredictBlockRows) block.narrow(0, len, kPredictBlockRows - len).zero_();
+    torch::Tensor p = forward_block(block).narrow(0, 0, len).to(torch::kCPU).contiguous();
+    if (out.empty()) out.reserve(static_cast<size_t>(n * (p.numel() / std::max<int64_t>(len, 1))));
+    out.insert(out.end(), p.data_ptr<float>(), p.data_ptr<float>() + p.numel());
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<torch::jit::Module> BuildMemberModule(const MemberParts& parts) {
@@ -174,21 +219,24 @@ NamedTensors MemberBuffers(const torch::jit::Module& member) {
 int64_t MemberFeatures(const torch::jit::Module& member) { return member.attr("x_mean").toTensor().numel(); }
 
 std::vector<float> PredictRows(torch::jit::Module& member, const torch::Tensor& x) {
-  torch::NoGradGuard no_grad;
-  const int64_t n = x.size(0);
-  std::vector<float> out;
   // Blocks of kPredictBlockRows, the last padded: a member module written before its forward
   // blocked on its own (or any module) still sees one shape whatever the batch.
-  torch::Tensor block = torch::zeros({kPredictBlockRows, x.size(1)}, x.options());
-  for (int64_t b = 0; b < n; b += kPredictBlockRows) {
-    const int64_t len = std::min(kPredictBlockRows, n - b);
-    block.narrow(0, 0, len).copy_(x.narrow(0, b, len));
-    if (len < kPredictBlockRows) block.narrow(0, len, kPredictBlockRows - len).zero_();
-    torch::Tensor p = member.forward({block}).toTensor().narrow(0, 0, len).to(torch::kCPU).contiguous();
-    if (out.empty()) out.reserve(static_cast<size_t>(n * (p.numel() / std::max<int64_t>(len, 1))));
-    out.insert(out.end(), p.data_ptr<float>(), p.data_ptr<float>() + p.numel());
-  }
-  return out;
+  return PredictInBlocks(x, [&](const torch::Tensor& block) { return member.forward({block}).toTensor(); });
+}
+
+std::vector<float> PredictRows(const MemberParts& parts, const torch::Tensor& x) {
+  NamedTensors tensors;
+  for (const auto& [name, t] : parts.tensors) tensors.emplace_back(name, AsBuffer(t));
+  const torch::Tensor x_mean = AsBuffer(parts.x_mean), x_std = AsBuffer(parts.x_std);
+  const torch::Tensor y_mean = AsBuffer(parts.y_mean), y_std = AsBuffer(parts.y_std);
+  const int targets = parts.y_mean.defined() ? static_cast<int>(parts.y_mean.numel()) : 1;
+  const RunHead head = RunHead::For(parts.spec.loss, parts.classes, targets);
+  // forward(x) on one full block is forward_block(x) (BlockLoopSource); ForwardSource's order.
+  return PredictInBlocks(x, [&](const torch::Tensor& block) {
+    torch::Tensor h = (block - x_mean) / x_std;
+    for (const MemberStatement& statement : parts.statements) h = statement(tensors, AlignRows(h));
+    return HeadEager(head, h, y_mean, y_std);
+  });
 }
 
 std::string TrainStateBytes(const TrainState& state) {

@@ -324,6 +324,18 @@ class PackedMlp : public Model {
     return src;
   }
 
+  std::vector<MemberStatement> MemberStatements() const override {
+    std::vector<MemberStatement> out;
+    for (size_t l = 0; l < weights_.size(); ++l) {
+      out.push_back([l](const NamedTensors& t, const torch::Tensor& h) {
+        return torch::addmm(t[2 * l + 1].second, h, t[2 * l].second.t());
+      });
+      if (l + 1 < weights_.size() && activations_[l] != Activation::kLinear)  // linear: no statement
+        out.push_back([act = activations_[l]](const NamedTensors&, const torch::Tensor& h) { return Activate(h, act); });
+    }
+    return out;
+  }
+
  private:
   // A product a layer (PackLinear), then its activation and dropout: CUDA, and networks too
   // big for the fused kernel.

@@ -17,6 +17,7 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +30,9 @@
 namespace ens {
 
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+// One top-level statement of a member's forward source run eagerly: `h` -> the new `h`, reading
+// the member's MemberTensors() (in their order) where the source reads self.<name>.
+using MemberStatement = std::function<torch::Tensor(const NamedTensors& tensors, const torch::Tensor& h)>;
 
 class Model {
  public:
@@ -49,6 +53,11 @@ class Model {
   // (outputs, [n, outputs]), reading the MemberTensors() names as attributes of self.
   // Every member of a pack has the same architecture, so one source serves them all.
   virtual std::string MemberForwardSource() const = 0;
+  // MemberForwardSource()'s top-level statements, one function each, making the same ATen calls
+  // on the same operands in the same order, so a member predicts with the same bits without
+  // building its TorchScript module (checkpoint.h: PredictRows on MemberParts). Empty when the
+  // kind has none: its members predict through their module.
+  virtual std::vector<MemberStatement> MemberStatements() const { return {}; }
   // A module of the member's own that the forward source calls as self.net (with `slices` as
   // its parameters, on the CPU), or none when MemberTensors() hold everything.
   virtual std::optional<torch::jit::Module> MemberNet(const std::vector<torch::Tensor>& slices) const {

@@ -247,7 +247,7 @@ class PackLoop {
   MemberParts Parts(size_t k) const {
     const MemberRun& r = runs_[k];
     return {*r.spec, r.in->task->classes, model_->MemberTensors(r.kept), model_->MemberForwardSource(),
-            model_->MemberNet(r.kept), norm_.Member(norm_.xm, k), norm_.Member(norm_.xs, k),
+            model_->MemberStatements(), model_->MemberNet(r.kept), norm_.Member(norm_.xm, k), norm_.Member(norm_.xs, k),
             norm_.Member(norm_.ym, k), norm_.Member(norm_.ys, k)};
   }
   const MemberRun& run(size_t k) const { return runs_[k]; }
@@ -448,18 +448,25 @@ class PackLoop {
   int64_t steps_ = 0;
 };
 
-// Member k's outputs: its module (saved when asked), predictions and final metrics.
+// Member k's outputs: its module (built only to be saved, or for a kind without
+// MemberStatements), predictions and final metrics.
 void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train_seconds,
                   MemberModuleBuilder* builder, const std::string& device, TrainOutputs* o) {
   const MemberRun& r = loop.run(k);
   const TrainInputs& in = *r.in;
   if (in.on_progress) in.on_progress(TaskPhase::kPredicting, r.epochs_run);
   SlowPhaseIfTold(Name(TaskPhase::kPredicting));
-  auto module = builder->Build(loop.Parts(k));
-  if (!module.ok()) {
-    o->status = module.status();
-    o->permanent_failure = true;
-    return;
+  const MemberParts parts = loop.Parts(k);
+  const bool eager = !parts.statements.empty() && !parts.net;  // the same bits as the module's forward
+  std::optional<torch::jit::Module> module;
+  if (!eager || !in.checkpoint_path.empty()) {
+    auto built = builder->Build(parts);
+    if (!built.ok()) {
+      o->status = built.status();
+      o->permanent_failure = true;
+      return;
+    }
+    module = std::move(*built);
   }
   if (!in.checkpoint_path.empty()) {
     // Not flushed here: the caller makes the pack's files durable in one batch.
@@ -467,11 +474,12 @@ void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train
     if (!o->status.ok()) return;
   }
   const int f = in.features;
-  auto rows = [&](const float* p, uint64_t n) {
-    return torch::from_blob(const_cast<float*>(p), {static_cast<int64_t>(n), f + in.targets}).narrow(1, 0, f);
+  auto predict = [&](const float* p, uint64_t n) {
+    torch::Tensor x = torch::from_blob(const_cast<float*>(p), {static_cast<int64_t>(n), f + in.targets}).narrow(1, 0, f);
+    return eager ? PredictRows(parts, x) : PredictRows(*module, x);
   };
-  o->holdout_pred = PredictRows(*module, rows(in.holdout, in.holdout_rows));
-  o->pool_pred = PredictRows(*module, rows(in.pool, in.pool_rows));
+  o->holdout_pred = predict(in.holdout, in.holdout_rows);
+  o->pool_pred = predict(in.pool, in.pool_rows);
   o->metrics = HoldoutMetrics(HeadOf(in), in.holdout, in.holdout_rows, in.features, o->holdout_pred);
   o->metrics.update({{"epochs_run", r.epochs_run},       {"best_epoch", r.best_epoch},
                 {"best_val_loss", r.best_value},    {"stop_step", r.stop_step},
