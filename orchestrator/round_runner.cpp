@@ -93,11 +93,11 @@ void RoundRunner::Wait() const {
 Status RoundRunner::HandleEvent(PoolEvent& e) {
   const std::string& name = e.task.member.name;
   const int index = e.task.member_index;
-  nlohmann::json metrics;
+  MemberResult result;
   if (e.kind == PoolEvent::kDone && !sched_.decided(index)) {
     auto r = LoadMemberResult(e.task.out_dir, shape_.holdout_values, shape_.pool_values);
     if (r.ok()) {
-      metrics = r->metrics;
+      result = std::move(*r);
     } else {
       e.kind = PoolEvent::kFailed;
       e.error = "results unreadable: " + r.status().message();
@@ -117,8 +117,9 @@ Status RoundRunner::HandleEvent(PoolEvent& e) {
   const int pack = sched_.pack_of(index);
   if (v.outcome == ReportVerdict::kDone) {
     if (done_batch_.empty()) batch_started_ = Clock::now();
-    done_batch_.push_back({MemberDoneRecord{shape_.round, name, index, e.task.attempt, e.slot, e.pid, metrics},
-                           e.task.out_dir});
+    nlohmann::json metrics = result.metrics;
+    done_batch_.push_back({MemberDoneRecord{shape_.round, name, index, e.task.attempt, e.slot, e.pid, std::move(metrics)},
+                           e.task.out_dir, std::move(result)});
     return Status::Ok();
   }
   if (v.out_of_memory) {
@@ -180,9 +181,9 @@ Status RoundRunner::FlushDone(const std::string& when) {
   if (Status s = journal_->AppendBatch(std::move(recs)); !s.ok())
     return Status::IOError(when + ": cannot journal " + std::to_string(done_batch_.size()) + " finished member(s) (" +
                            s.message() + "); their results are not recorded: the resumed run trains them again");
-  for (const auto& d : done_batch_) {
+  for (auto& d : done_batch_) {
     CrashPoint("after_member_done");
-    host_->MemberJournaled(d.rec, d.out_dir);
+    host_->MemberJournaled(d.rec, d.out_dir, std::move(d.result));
   }
   std::fflush(stdout);  // the host prints a line per member: one write per batch
   done_batch_.clear();

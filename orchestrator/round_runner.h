@@ -28,6 +28,7 @@
 
 #include "common/config.h"
 #include "common/journal.h"
+#include "common/member_result.h"
 #include "common/protocol.h"
 #include "common/status.h"
 #include "orchestrator/pack_scheduler.h"
@@ -54,8 +55,10 @@ class RoundHost {
   // status. `failed` is the round's failed members so far. False: the round must stop now.
   virtual bool Tick(size_t failed) = 0;
   virtual TaskSpec MakeTask(int round, int index, int attempt) const = 0;
-  // A member_done record is durable (printed, counted, shown).
-  virtual void MemberJournaled(const MemberDoneRecord& record, const std::string& out_dir) = 0;
+  // A member_done record is durable (printed, counted, shown). `result` is what the round read
+  // of the member's directory at its report (metrics and predictions), the host's to keep for
+  // the round's commit: read once a round, not twice.
+  virtual void MemberJournaled(const MemberDoneRecord& record, const std::string& out_dir, MemberResult result) = 0;
   // A member_failed record is durable; a retry is decided (counters).
   virtual void MemberFailedJournaled() = 0;
   virtual void MemberRetried() = 0;
@@ -83,6 +86,7 @@ class RoundRunner {
   struct DoneRecord {
     MemberDoneRecord rec;
     std::string out_dir;
+    MemberResult result;
   };
   void DispatchIdle();
   void Wait() const;

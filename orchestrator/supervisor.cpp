@@ -218,8 +218,11 @@ bool Supervisor::Tick(size_t failed) {
   return true;
 }
 
-void Supervisor::MemberJournaled(const MemberDoneRecord& record, const std::string& out_dir) {
+void Supervisor::MemberJournaled(const MemberDoneRecord& record, const std::string& out_dir, MemberResult result) {
   progress_.done[record.member] = ToRecord(record);
+  if (reported_round_ != record.round) reported_.clear();
+  reported_round_ = record.round;
+  reported_[record.member] = std::move(result);
   const json& m = record.metrics;
   RecordFinished(record.member, out_dir, m.value("seconds", 0.0));
   const char* score = Head().ScoreMetric();
@@ -228,12 +231,17 @@ void Supervisor::MemberJournaled(const MemberDoneRecord& record, const std::stri
               m.value("seconds", 0.0), record.slot, static_cast<int>(record.pid));
 }
 
-StatusOr<std::vector<MemberResult>> Supervisor::LoadRoundResults(int round, bool journaled_only) const {
+StatusOr<std::vector<MemberResult>> Supervisor::LoadRoundResults(int round, bool journaled_only) {
   std::vector<MemberResult> results;
   for (const auto& m : cfg_.members) {
     const std::string dir = layout_.MemberDir(round, m.name);
     // Failed, and min_members allowed it.
     if (journaled_only ? !progress_.done.count(m.name) : !std::filesystem::exists(dir)) continue;
+    if (auto kept = reported_.find(m.name); reported_round_ == round && kept != reported_.end()) {
+      results.push_back(std::move(kept->second));
+      reported_.erase(kept);
+      continue;
+    }
     auto r = LoadMemberResult(dir, data_.holdout().rows() * PredictionWidth(), data_.pool().rows() * PredictionWidth());
     if (!r.ok()) return r.status();
     results.push_back(std::move(*r));

@@ -84,8 +84,10 @@ class Supervisor : private RoundHost {
   Status CheckScriptMembers() const;
   RoundEnd RunRound(int round, Status* error);
   Status CommitRound(int round, double wall_seconds, bool* stop_now);
-  // The round's finished members' results (members whose directory is complete).
-  StatusOr<std::vector<MemberResult>> LoadRoundResults(int round, bool journaled_only) const;
+  // The round's finished members' results (members whose directory is complete). A member
+  // journaled by this process in this round gives the result read at its report (taken from
+  // reported_); the others are read from their directories.
+  StatusOr<std::vector<MemberResult>> LoadRoundResults(int round, bool journaled_only);
   // The journal recorded `mut` in `record` (round_committed or mutation_applied, as written):
   // progress_ applies that record alone, so a commit costs the same in round 10 and 10,000.
   void MutationRecorded(const nlohmann::json& record, const AppliedMutation& mut);
@@ -111,7 +113,7 @@ class Supervisor : private RoundHost {
   std::vector<int> WaitFds() const override { return {control_.fd(), opts_.signal_fd}; }
   bool Tick(size_t failed) override;
   TaskSpec MakeTask(int round, int index, int attempt) const override;
-  void MemberJournaled(const MemberDoneRecord& record, const std::string& out_dir) override;
+  void MemberJournaled(const MemberDoneRecord& record, const std::string& out_dir, MemberResult result) override;
   void MemberFailedJournaled() override { ++counters_.members_failed_total; }
   void MemberRetried() override { ++counters_.members_retried_total; }
   // ---- service side (supervisor_service.cpp) ----
@@ -132,6 +134,10 @@ class Supervisor : private RoundHost {
   int lock_fd_ = -1;
   std::unique_ptr<Journal> journal_;
   RunProgress progress_;
+  // The results of round reported_round_'s members journaled by this process, read at their
+  // report, until its commit takes them (LoadRoundResults): each member's files are read once.
+  std::map<std::string, MemberResult> reported_;
+  int reported_round_ = -1;
   DatasetStore data_;
   // What the members predict (fixed for the run: its loss and task are not reloadable).
   RunHead Head() const { return RunHead::For(cfg_, data_.classes().size(), data_.holdout().targets); }
