@@ -117,8 +117,8 @@ Status RoundRunner::HandleEvent(PoolEvent& e) {
   const int pack = sched_.pack_of(index);
   if (v.outcome == ReportVerdict::kDone) {
     if (done_batch_.empty()) batch_started_ = Clock::now();
-    nlohmann::json metrics = result.metrics;
-    done_batch_.push_back({MemberDoneRecord{shape_.round, name, index, e.task.attempt, e.slot, e.pid, std::move(metrics)},
+    // The record journals a copy of the metrics; the result keeps them for the commit.
+    done_batch_.push_back({MemberDoneRecord{shape_.round, name, index, e.task.attempt, e.slot, e.pid, result.metrics},
                            e.task.out_dir, std::move(result)});
     return Status::Ok();
   }
