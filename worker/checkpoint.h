@@ -37,8 +37,13 @@
 namespace ens {
 
 // The rows of one forward block: every GEMM of a prediction has this many rows. A multiple of
-// 16, so a block's elementwise kernels end on whole vectors.
-inline constexpr int64_t kPredictBlockRows = 256;
+// 16, so a block's elementwise kernels end on whole vectors, and of 6 (3 x 64): MKL's AVX2
+// sgemm on Intel CPUs splits a block's rows into chunks and runs them 6 at a time, and the
+// rows of a chunk's partial group of 6 take another summation order. With 256 rows, rows 174,
+// 175, 254 and 255 did (tests/prediction_bits_test.cpp under MKL_CBWR=AVX2 on a Xeon with
+// AVX-512); with 192 (and 48, 96, 144) no row did, for 22 layer shapes from 3 x 7 to 512 x 512,
+// on 1 and 2 threads, and on the AVX-512 path every row keeps the bits it had with 256.
+inline constexpr int64_t kPredictBlockRows = 192;
 
 struct MemberParts {
   MemberSpec spec;
