@@ -171,6 +171,24 @@ Status TaskFromJson(const json& j, TaskSpec* out) {
   return Status::Ok();
 }
 
+void SetMemberRecordTask(const TaskSpec& t, json* record) {
+  json task = TaskToJson(t);
+  (*record)["spec"] = std::move(task["member"]);
+  task.erase("member");
+  (*record)["task"] = std::move(task);
+}
+
+Status TaskOfMemberRecord(const json& record, TaskSpec* out) {
+  auto task = record.find("task");
+  if (task == record.end() || !task->is_object()) return Status::InvalidArgument("task: missing or not an object");
+  if (task->contains("member")) return TaskFromJson(*task, out);
+  auto spec = record.find("spec");
+  if (spec == record.end()) return Status::InvalidArgument("spec: missing (the task's member)");
+  json whole = *task;
+  whole["member"] = *spec;
+  return TaskFromJson(whole, out);
+}
+
 std::string PackFileText(const std::vector<TaskSpec>& tasks) {
   json arr = json::array();
   for (const auto& t : tasks) arr.push_back(TaskToJson(t));

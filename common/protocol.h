@@ -102,6 +102,11 @@ StatusOr<Message> DecodeMessage(std::string_view bytes);
 
 nlohmann::json TaskToJson(const TaskSpec& t);
 Status TaskFromJson(const nlohmann::json& j, TaskSpec* out);
+// A member record's (member.json) "task" and "spec": the task without its member, and the
+// member, each written once. TaskOfMemberRecord reads it back, also from records written
+// before 2026-12-05, whose "task" carries the member too. The record must have a "task".
+void SetMemberRecordTask(const TaskSpec& t, nlohmann::json* record);
+Status TaskOfMemberRecord(const nlohmann::json& record, TaskSpec* out);
 
 // A pack file: {"tasks": [TaskSpec...]}, every task validated; errors name the file.
 std::string PackFileText(const std::vector<TaskSpec>& tasks);

@@ -53,7 +53,7 @@ StatusOr<TaskSpec> RecordedTask(const RunLayout& layout, int round, const std::s
   if (!m.is_object()) return Status::Corruption(path + ": not a member record");
   TaskSpec t;
   if (m.contains("task")) {
-    Status s = TaskFromJson(m["task"], &t);
+    Status s = TaskOfMemberRecord(m, &t);
     if (!s.ok()) return Status::Corruption(path + ": " + s.message());
     if (t.member.name != name || t.round != round)
       return Status::Corruption(path + ": its task is member " + t.member.name + " of round " +

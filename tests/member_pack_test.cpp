@@ -106,7 +106,7 @@ TEST_CASE("packed and unpacked runs give bitwise identical members", "[pack][int
       member_a.erase("pack");
       REQUIRE(member_a.contains("task"));
       TaskSpec task;
-      Status s = TaskFromJson(member_a["task"], &task);
+      Status s = TaskOfMemberRecord(member_a, &task);
       INFO(s.message());
       CHECK(s.ok());
       CHECK(task.member.name == m);

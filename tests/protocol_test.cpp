@@ -384,6 +384,42 @@ TEST_CASE("A task without 'warm_from' (a cold start, or an older supervisor) sta
   CHECK(bad.status().message().find("warm_from") != std::string::npos);
 }
 
+TEST_CASE("A member record writes its spec once and gives back the whole task, also from an older record",
+          "[protocol]") {
+  const TaskSpec t = FullTask();
+  json record = {{"seed", t.seed}};
+  SetMemberRecordTask(t, &record);
+  CHECK(record["spec"] == MemberToJson(t.member));
+  CHECK_FALSE(record["task"].contains("member"));
+  CHECK(record["seed"] == t.seed);
+  TaskSpec back;
+  Status s = TaskOfMemberRecord(record, &back);
+  INFO(s.message());
+  REQUIRE(s.ok());
+  CHECK(TaskToJson(back) == TaskToJson(t));
+
+  // A record written before the spec was written once: the member inside "task" is read.
+  json older = {{"spec", MemberToJson(FullMember())}, {"task", TaskToJson(t)}};
+  older["spec"]["name"] = "not_read";
+  TaskSpec old_back;
+  REQUIRE(TaskOfMemberRecord(older, &old_back).ok());
+  CHECK(TaskToJson(old_back) == TaskToJson(t));
+
+  json no_spec = record;
+  no_spec.erase("spec");
+  TaskSpec none;
+  Status missing = TaskOfMemberRecord(no_spec, &none);
+  REQUIRE_FALSE(missing.ok());
+  CHECK_THAT(missing.message(), Catch::Contains("spec"));
+  json no_task = record;
+  no_task.erase("task");
+  CHECK_THAT(TaskOfMemberRecord(no_task, &none).message(), Catch::Contains("task"));
+  record["spec"]["epochs"] = 0;
+  Status bad = TaskOfMemberRecord(record, &none);
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.message(), Catch::Contains("epochs"));
+}
+
 TEST_CASE("Malformed tasks are rejected with the field at fault", "[protocol]") {
   Message task;
   task.type = MessageType::kTask;

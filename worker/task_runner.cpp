@@ -209,13 +209,15 @@ Status TaskRunner::WriteOutputs(const TrainInputs& in, TrainOutputs& res, int64_
                       {"seed", task.seed}, {"generation", task.generation}, {"train_rows", in.split.train_size()},
                       {"val_rows", in.split.val_size()}, {"threads", task.threads}, {"attempt", task.attempt},
                       {"pid", static_cast<int64_t>(::getpid())}, {"rss_kb_before", rss_before}});
-  // "task" is exactly what the member was trained from: verify replays it alone (a member's
-  // bits do not depend on its pack). O(1) in the pack size.
-  nlohmann::json member = {{"spec", MemberToJson(task.member)}, {"seed", task.seed},
+  // "task" with "spec" as its member is exactly what the member was trained from: verify
+  // replays it alone (a member's bits do not depend on its pack). The spec is written once,
+  // not again inside "task". O(1) in the pack size.
+  nlohmann::json member = {{"seed", task.seed},
                            {"round", task.round}, {"index", task.member_index},
                            {"generation", task.generation}, {"rows", task.rows},
                            {"excluded_file", task.excluded_file}, {"threads", task.threads},
-                           {"norm", res.norm}, {"task", TaskToJson(task)}};
+                           {"norm", res.norm}};
+  SetMemberRecordTask(task, &member);
   if (!pack_ref.is_null()) member["pack"] = pack_ref;
   if (WriteFailureRequested(task.task_id, task.attempt))  // test hook (fault_injection.h)
     return Status::IOError("write " + files.Member() + ": injected failure (ENSEMBLED_TEST_FAIL_WRITE)");
