@@ -197,11 +197,15 @@ class Validator {
   }
   bool Enum(const json& obj, const std::string& ptr, std::string_view key, Words allowed,
             std::string* out) {
-    const json* j = Find(obj, key);
-    std::string hint = j && j->is_string() ? Suggestion(j->get<std::string>(), allowed) : "";
     auto listed = [&](const std::string& s) {
       return std::find(allowed.begin(), allowed.end(), s) != allowed.end();
     };
+    // The suggestion only for a string that is not listed: edit distances to every allowed
+    // name cost more than the rest of the check (a worker reads every task's member this way).
+    const json* j = Find(obj, key);
+    std::string hint = j && j->is_string() && !listed(j->get_ref<const std::string&>())
+                           ? Suggestion(j->get_ref<const std::string&>(), allowed)
+                           : "";
     return String(obj, ptr, key, out, "must be one of " + Join(allowed), listed, hint);
   }
   // A member option, given by its name in member_options.h and stored as its enum.

@@ -370,10 +370,12 @@ bool WorkerPool::Assign(const std::vector<TaskSpec>& tasks) {
       // fits one message
     } else {
       // A pack (or a task with a very large member spec) does not fit a message: its tasks go
-      // to a file the worker reads.
+      // to a file the worker reads. Replaced, not flushed: the file only lives as long as the
+      // assignment (a restarted supervisor dispatches the pack again), and the rename alone
+      // keeps the worker from reading a torn one.
       m.type = MessageType::kPack;
       m.pack_file = opts_.pack_dir + "/slot" + std::to_string(s.placement.slot) + ".pack.json";
-      Status w = WriteFileAtomic(m.pack_file, PackFileText(tasks));
+      Status w = WriteFileReplace(m.pack_file, PackFileText(tasks));
       if (!w.ok()) {
         spdlog::error("slot {}: {}", s.placement.slot, w.message());
         return false;
