@@ -29,7 +29,7 @@ json StatusOf(ServeDaemonHarness& d, const std::string& name) {
 TEST_CASE("per-run commands by name through the serve daemon", "[serve][integration]") {
   ServeDaemonHarness d(2);
   const std::string long_file = d.runs_dir() + "/long.json";
-  const std::string long_config = TinyRunConfig("long", 2, 3, R"("stop_timeout_s": 30,)", 40, 5);
+  const std::string long_config = TinyRunConfig("long", 2, 25, R"("stop_timeout_s": 30,)", 40, 5);
   WriteText(long_file, long_config);
   d.Start();
   d.WaitForState("long", "running", 20);
@@ -73,14 +73,15 @@ TEST_CASE("per-run commands by name through the serve daemon", "[serve][integrat
 
   // reload: the run's file is read again; a live change is accepted and the effective config follows.
   const std::string effective = d.state_root() + "/.serve/configs/long.json";
-  WriteText(long_file, std::regex_replace(long_config, std::regex(R"("count": 3)"), R"("count": 2)"));
+  // More rounds, not fewer: a run cut short may finish before the reloads below (on a fast CPU).
+  WriteText(long_file, std::regex_replace(long_config, std::regex(R"("count": 25)"), R"("count": 60)"));
   r = d.Ctl({"reload", "--socket", d.socket(), "long"});
   INFO(r.out << r.err);
   CHECK(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("accepted"));
   const std::string after_reload = ReadText(effective);
-  CHECK_THAT(after_reload, Catch::Contains("\"count\": 2"));
-  CHECK(d.Run("long")["rounds"] == 2);
+  CHECK_THAT(after_reload, Catch::Contains("\"count\": 60"));
+  CHECK(d.Run("long")["rounds"] == 60);
   // A change the supervisor refuses leaves the effective config as it was.
   WriteText(long_file, std::regex_replace(long_config, std::regex(R"("run_seed": 7)"), R"("run_seed": 8)"));
   r = d.Ctl({"reload", "--socket", d.socket(), "long"});

@@ -75,6 +75,16 @@ std::vector<int> SeriesPointCounts(const std::string& svg) {
   return out;
 }
 
+// Members done in a round reach the journal in batches (round_runner.h: when no task runs, or
+// once the oldest has waited a second), so on a fast CPU a whole round is one batch and no
+// mid-round state is ever seen. Each member's setup is made 2.5 s longer, whatever the CPU:
+// a pair of members done is journaled while the next pair still trains.
+Daemon StartSlowMembers(const TempDir& tmp) {
+  EnvChanges slow;
+  slow.set["ENSEMBLED_TEST_SLOW_PHASE"] = "setup:2500";
+  return Daemon(SpawnEnv({BinaryPath("ensembled"), "run", "--config", tmp / "cfg.json"}, tmp / "out", tmp / "err", slow));
+}
+
 int Max(const std::vector<int>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
 
 json LiveStatus(const std::string& state, const std::string& scratch) {
@@ -105,7 +115,7 @@ TEST_CASE("the status page shows the run's plots in a headless browser", "[servi
   int port = FreeTcpPort();
   REQUIRE(port > 0);
   WriteText(tmp / "cfg.json", PageConfig(state, port, kMembers));
-  Daemon d(SpawnEnv({BinaryPath("ensembled"), "run", "--config", tmp / "cfg.json"}, tmp / "out", tmp / "err"));
+  Daemon d = StartSlowMembers(tmp);
 
   // Pause in the middle of a round after a few committed ones: with 1-2 of 6 members done and
   // at most 2 running, the round cannot complete while paused, so both plots have data and the
@@ -191,7 +201,7 @@ TEST_CASE("right after a round boundary the member-curves plot still shows the l
   int port = FreeTcpPort();
   REQUIRE(port > 0);
   WriteText(tmp / "cfg.json", PageConfig(state, port, kMembers));
-  Daemon d(SpawnEnv({BinaryPath("ensembled"), "run", "--config", tmp / "cfg.json"}, tmp / "out", tmp / "err"));
+  Daemon d = StartSlowMembers(tmp);
   // Pause while the last two members of a round run: they finish, the round commits, and the
   // next round dispatches nothing.
   int round = -1;
