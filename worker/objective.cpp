@@ -1,11 +1,60 @@
 #include "worker/objective.h"
 
+#include <algorithm>
 #include <stdexcept>
 
+#include <ATen/Parallel.h>
+
+#include "worker/loss_kernel.h"
 #include "worker/pack_optimizer.h"
 
 namespace ens {
 namespace {
+
+// The huber loss through worker/loss_kernel.h: one pass forward and one backward on the CPU,
+// the same bits as the libtorch expression. e [K, ...] contiguous float; delta K floats.
+// Ranges of members over the intra-op threads, as libtorch splits an elementwise kernel (at
+// least 32,768 elements a chunk): a member's values do not depend on the split.
+template <typename F>
+void ForMembers(int64_t members, int64_t per_member, const F& f) {
+  const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / std::max<int64_t>(1, per_member));
+  at::parallel_for(0, members, grain, [&](int64_t begin, int64_t end) { f(begin, end - begin); });
+}
+
+class HuberOnCpu : public torch::autograd::Function<HuberOnCpu> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& e,
+                               const torch::Tensor& delta) {
+    ctx->save_for_backward({e, delta});
+    torch::Tensor loss = torch::empty_like(e);
+    const float *ev = e.data_ptr<float>(), *dv = delta.data_ptr<float>();
+    float* lv = loss.data_ptr<float>();
+    const int64_t per = e.numel() / e.size(0);
+    ForMembers(e.size(0), per, [&](int64_t b, int64_t n) { HuberForward(ev + b * per, dv + b, n, per, lv + b * per); });
+    return loss;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    if (!grads[0].defined()) return {torch::Tensor(), torch::Tensor()};
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor& e = saved[0];
+    const torch::Tensor g = grads[0].expand_as(e).contiguous();
+    torch::Tensor grad_e = torch::empty_like(e);
+    const float *ev = e.data_ptr<float>(), *dv = saved[1].data_ptr<float>(), *gv = g.data_ptr<float>();
+    float* out = grad_e.data_ptr<float>();
+    const int64_t per = e.numel() / e.size(0);
+    ForMembers(e.size(0), per, [&](int64_t b, int64_t n) {
+      HuberBackward(ev + b * per, dv + b, gv + b * per, n, per, out + b * per);
+    });
+    return {grad_e, torch::Tensor()};
+  }
+};
+
+bool HuberKernelFits(const torch::Tensor& e, const torch::Tensor& delta) {
+  return e.device().is_cpu() && e.scalar_type() == torch::kFloat && e.dim() >= 1 && e.size(0) > 0 &&
+         e.is_contiguous() && delta.device().is_cpu() && delta.scalar_type() == torch::kFloat &&
+         delta.is_contiguous() && delta.numel() == e.size(0);
+}
 
 // Softplus written out (no threshold branch), the same expression here and in the checkpoint.
 torch::Tensor Softplus(const torch::Tensor& r) { return torch::log1p(torch::exp(-r.abs())) + torch::relu(r); }
@@ -50,7 +99,8 @@ class RegressionObjective : public Objective {
       case LossKind::kMae:
         return e.abs();
       case LossKind::kHuber: {
-        torch::Tensor a = e.abs();
+        if (HuberKernelFits(e, delta)) return HuberOnCpu::apply(e, delta);
+        torch::Tensor a = e.abs();  // on a GPU
         return torch::where(a <= delta, 0.5 * e * e, delta * (a - 0.5 * delta));
       }
       case LossKind::kMse:
