@@ -11,8 +11,6 @@
 namespace ens {
 namespace {
 
-// The huber loss through worker/loss_kernel.h: one pass forward and one backward on the CPU,
-// the same bits as the libtorch expression. e [K, ...] contiguous float; delta K floats.
 // Ranges of members over the intra-op threads, as libtorch splits an elementwise kernel (at
 // least 32,768 elements a chunk): a member's values do not depend on the split.
 template <typename F>
@@ -21,6 +19,8 @@ void ForMembers(int64_t members, int64_t per_member, const F& f) {
   at::parallel_for(0, members, grain, [&](int64_t begin, int64_t end) { f(begin, end - begin); });
 }
 
+// The huber loss through worker/loss_kernel.h: one pass forward and one backward on the CPU,
+// the same bits as the libtorch expression. e [K, ...] contiguous float; delta K floats.
 class HuberOnCpu : public torch::autograd::Function<HuberOnCpu> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& e,
