@@ -13,6 +13,7 @@
 #include <iostream>
 
 #include "common/atomic_file.h"
+#include "common/cublas_workspace.h"
 #include "common/exit_codes.h"
 #include "common/protocol.h"
 #include "common/run_layout.h"
@@ -241,7 +242,7 @@ int Verify(const std::string& state_dir, int round, const std::string& member, i
     return exit_code::kTransientFailure;
   }
   std::string scratch = tmpl;
-  ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 1);
+  ::setenv(kCublasWorkspaceVariable, kCublasWorkspaceConfig, 1);
   RunLayout layout(state_dir);
   int mismatches = 0;
   std::printf("%-10s %6s  %s\n", "member", "round", "result");

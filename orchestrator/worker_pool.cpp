@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/atomic_file.h"
+#include "common/cublas_workspace.h"
 #include "orchestrator/process_limits.h"
 
 namespace ens {
@@ -119,7 +120,7 @@ void WorkerPool::Spawn(WorkerSlot& s) {
   std::string threads = std::to_string(opts_.threads_per_worker);
   l.set_env = {{"CUDA_VISIBLE_DEVICES", s.placement.gpu},
                {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
-               {"CUBLAS_WORKSPACE_CONFIG", ":4096:8"},
+               {kCublasWorkspaceVariable, kCublasWorkspaceConfig},
                {"OMP_NUM_THREADS", threads},
                {"MKL_NUM_THREADS", threads},
                {"ENSEMBLED_SLOT", std::to_string(s.placement.slot)}};

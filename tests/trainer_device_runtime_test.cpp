@@ -85,11 +85,39 @@ TEST_CASE("training copies between host and device per epoch, never per step", "
     const int64_t steps = o.metrics.at("stop_step").get<int64_t>();
     REQUIRE(steps >= kEpochs * 20);  // 512 training rows in batches of 16: 32 steps an epoch
     // Per epoch: the training and the validation indices go to the device (one window each);
-    // the loss and two metric sums come back for each. Plus the table itself, once per task.
+    // the loss and two metric sums come back for each. Plus the table itself, once per task,
+    // and after training the parameters (one copy per stacked tensor: 6) and the
+    // standardisation (4).
     CHECK(gpu.to_device <= 1 + 2 * kEpochs);
-    CHECK(gpu.to_host <= 2 * 3 * kEpochs);
+    CHECK(gpu.to_host <= 2 * 3 * kEpochs + 6 + 4);
     CHECK(gpu.violations.empty());
   }
+}
+
+TEST_CASE("a pack's results reach the host in one copy per stacked tensor, whatever its size", "[device]") {
+  std::map<int, int64_t> copies;  // K -> ToHost calls
+  for (int k : {2, 8}) {
+    testing::Fixture f;
+    FakeDeviceRuntime gpu;
+    REQUIRE(gpu.Init().ok());
+    std::vector<TrainInputs> in;
+    for (int i = 0; i < k; ++i) {
+      MemberSpec spec;
+      spec.name = "m" + std::to_string(100 + i).substr(1);
+      spec.layers = {{6, Activation::kRelu, 0.0}};
+      spec.epochs = 2;
+      in.push_back(f.Inputs(f.Task(spec, i), "k" + std::to_string(k)));
+      in.back().runtime = &gpu;
+    }
+    std::vector<TrainOutputs> out;
+    TrainPack(in, &out);
+    for (const auto& o : out) REQUIRE(o.status.ok());
+    copies[k] = gpu.to_host;
+  }
+  // Per epoch the loss and two metric sums of training and of validation (2 x 3 x 2 epochs),
+  // then the four stacked parameters and the four standardisation tensors.
+  CHECK(copies[2] == 2 * 3 * 2 + 4 + 4);
+  CHECK(copies[8] == copies[2]);
 }
 
 TEST_CASE("a CUDA error that poisons the context fails the task as lost, not as the member's fault", "[device]") {

@@ -7,6 +7,8 @@
 #include <optional>
 
 namespace ens {
+at::Tensor DeviceRuntime::ToDeviceAsync(const at::Tensor& host) { return ToDevice(host); }
+
 namespace {
 
 using c10::CachingAllocator::StatType;
@@ -91,6 +93,9 @@ class CudaRuntime final : public DeviceRuntime {
     if (init_ && init_->ok()) torch::cuda::synchronize(0);
   }
   at::Tensor ToDevice(const at::Tensor& host) override { return host.to(device()); }
+  at::Tensor ToDeviceAsync(const at::Tensor& host) override {
+    return host.pin_memory().to(device(), /*non_blocking=*/true);
+  }
   at::Tensor ToHost(const at::Tensor& t) override { return t.to(torch::kCPU); }
 
  private:

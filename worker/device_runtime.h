@@ -66,6 +66,10 @@ class DeviceRuntime {
   // was on the device). On the CPU runtime both return their argument.
   virtual at::Tensor ToDevice(const at::Tensor& host) = 0;
   virtual at::Tensor ToHost(const at::Tensor& t) = 0;
+  // The same copy to device() without waiting for it: on CUDA staged through pinned memory and
+  // ordered on the current stream (the staging buffer is kept until the copy is done), so the
+  // host goes on filling the next one. `host` may be reused at once. Elsewhere ToDevice.
+  virtual at::Tensor ToDeviceAsync(const at::Tensor& host);
 };
 
 // Which runtime a worker gets: kGpu for a GPU slot whose CUDA support loaded (its Init fails

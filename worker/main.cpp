@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "common/atomic_file.h"
+#include "common/cublas_workspace.h"
 #include "common/exit_codes.h"
 #include "common/fault_injection.h"
 #include "common/logging.h"
@@ -460,6 +461,8 @@ int main(int argc, char** argv) {
 
   if (*cmds.check_model) return ens::CheckModel(tool_options);
 
+  // Before CUDA starts: a worker run by hand gets the workspace setting the supervisor gives.
+  (void)ens::EnsureCublasWorkspaceConfig();
   // Before any libtorch call: the CUDA backend registers itself while it loads.
   const ens::CudaSupportResult cuda = ens::LoadCudaSupport();
   ens::Status gpu = ens::RequireCudaSupport(cuda);

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "worker/cpu_only.h"
 #include "worker/mlp_kernel.h"
 #include "worker/model.h"
 
@@ -52,17 +53,20 @@ float* MutableSlice(torch::Tensor& t, int64_t k) { return t.data_ptr<float>() + 
 // alignment, so member k's bits do not depend on K. A batched product (bmm) does not promise
 // that: with 16 or 32 hidden units it gave packed members other last bits than lone ones.
 // On CUDA one batched product per operand (ARCHITECTURE.md: what holds there).
+// `tensor_ops`: the CUDA branch wherever x is (Model::UseTensorOps).
 struct PackLinear : torch::autograd::Function<PackLinear> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w,
-                               const torch::Tensor& b) {
+                               const torch::Tensor& b, bool tensor_ops) {
     ctx->save_for_backward({x, w});
+    ctx->saved_data["tensor_ops"] = tensor_ops;
     const int64_t K = x.size(0), B = x.size(1), I = x.size(2), O = w.size(1);
     torch::Tensor out = AlignedSlices(K, B, O, x.options());
     out.copy_(b.expand({K, B, O}));
-    if (x.is_cuda()) {
+    if (!x.is_cpu() || tensor_ops) {
       out.baddbmm_(x, w.transpose(1, 2));
       return out;
     }
+    RequireCpu("the per-member GEMMs", {x, w, b});
     const torch::Tensor xa = AlignedCopy(x), wa = AlignedCopy(w);
     for (int64_t k = 0; k < K; ++k) RowMajorGemm(false, true, B, O, I, Slice(xa, k), Slice(wa, k), 1.0f, MutableSlice(out, k));
     return out;
@@ -75,17 +79,18 @@ struct PackLinear : torch::autograd::Function<PackLinear> {
     const int64_t K = x.size(0), B = x.size(1), I = x.size(2), O = w.size(1);
     torch::Tensor gx = AlignedSlices(K, B, I, g.options());
     torch::Tensor gw = AlignedSlices(K, O, I, g.options());
-    if (g.is_cuda()) {
+    if (!g.is_cpu() || ctx->saved_data["tensor_ops"].toBool()) {
       at::bmm_out(gx, g, w);
       at::bmm_out(gw, g.transpose(1, 2), x);
     } else {
+      RequireCpu("the per-member GEMMs", {g, x, w});
       const torch::Tensor ga = AlignedCopy(g), xa = AlignedCopy(x), wa = AlignedCopy(w);
       for (int64_t k = 0; k < K; ++k) {
         RowMajorGemm(false, false, B, I, O, Slice(ga, k), Slice(wa, k), 0.0f, MutableSlice(gx, k));
         RowMajorGemm(true, false, O, I, B, Slice(ga, k), Slice(xa, k), 0.0f, MutableSlice(gw, k));
       }
     }
-    return {gx, gw, g.sum(1, /*keepdim=*/true)};
+    return {gx, gw, g.sum(1, /*keepdim=*/true), torch::Tensor()};
   }
 };
 
@@ -101,6 +106,8 @@ MlpShape ShapeOf(const torch::Tensor& x, torch::TensorList params, const std::ve
 }
 
 MlpParams PointersOf(torch::TensorList params, torch::TensorList masks) {
+  RequireCpu("the fused MLP", params);
+  RequireCpu("the fused MLP", masks);
   MlpParams p;
   for (size_t l = 0; l < params.size(); l += 2) {
     TORCH_CHECK(params[l].is_contiguous() && params[l + 1].is_contiguous(), "the fused MLP needs contiguous parameters");
@@ -127,6 +134,7 @@ constexpr int64_t kFusedMaxWeights = 256;
 // there what the backward needs.
 torch::Tensor RunForward(const torch::Tensor& xc, torch::TensorList params, const std::vector<Activation>& acts,
                          torch::TensorList masks, torch::Tensor* tape) {
+  RequireCpu("the fused MLP", {xc});
   const MlpShape s = ShapeOf(xc, params, acts);
   const MlpParams p = PointersOf(params, masks);
   torch::Tensor out = torch::empty({s.members, s.batch, s.units.back()}, xc.options());
@@ -168,6 +176,7 @@ struct FusedMlp : torch::autograd::Function<FusedMlp> {
     const MlpShape s = ShapeOf(xc, params, acts);
     const MlpParams p = PointersOf(params, masks);
     const torch::Tensor g = grads[0].contiguous();
+    RequireCpu("the fused MLP", {xc, tape, g});
     variable_list out = {ctx->saved_data["x_grad"].toBool() ? torch::empty_like(xc) : torch::Tensor()};
     std::vector<float*> gw, gb;
     for (int64_t i = 0; i < n_params; ++i) {
@@ -293,7 +302,7 @@ class PackedMlp : public Model {
   std::vector<torch::Tensor> Kernels() const override { return weights_; }
 
   torch::Tensor Forward(const torch::Tensor& x, bool training) override {
-    if (x.is_cuda() || !fused_) return LayerByLayer(x, training);
+    if (!x.is_cpu() || !fused_ || tensor_ops_) return LayerByLayer(x, training);
     std::vector<torch::Tensor> masks;  // drawn in the order LayerByLayer draws them
     for (size_t l = 0; l + 1 < weights_.size(); ++l) {
       torch::Tensor m = training ? DropoutMask(x.size(1), weights_[l].size(1), l, x.device()) : torch::Tensor();
@@ -324,6 +333,20 @@ class PackedMlp : public Model {
     return src;
   }
 
+  void UseTensorOps() override { tensor_ops_ = true; }
+
+  std::optional<MlpLayers> Layers() override {
+    return MlpLayers{weights_, biases_, activations_, [this](int64_t batch, int64_t units, size_t layer) {
+                       return DropoutMask(batch, units, layer, weights_[0].device());
+                     }};
+  }
+
+  void AdoptLayers(std::vector<torch::Tensor> weights, std::vector<torch::Tensor> biases) override {
+    weights_ = std::move(weights);
+    biases_ = std::move(biases);
+    tensor_ops_ = true;  // the fused kernel needs contiguous parameters of its own
+  }
+
   std::vector<MemberStatement> MemberStatements() const override {
     std::vector<MemberStatement> out;
     for (size_t l = 0; l < weights_.size(); ++l) {
@@ -342,7 +365,7 @@ class PackedMlp : public Model {
   torch::Tensor LayerByLayer(const torch::Tensor& x, bool training) {
     torch::Tensor h = x;
     for (size_t l = 0; l < weights_.size(); ++l) {
-      h = PackLinear::apply(h, weights_[l], biases_[l]);
+      h = PackLinear::apply(h, weights_[l], biases_[l], tensor_ops_);
       if (l + 1 == weights_.size()) break;
       h = Activate(h, activations_[l]);
       if (!training) continue;
@@ -375,6 +398,7 @@ class PackedMlp : public Model {
   };
   std::vector<Activation> activations_;
   bool fused_ = false;                 // the CPU runs FusedMlp (kFusedMaxWeights)
+  bool tensor_ops_ = false;            // the CUDA path's tensor ops wherever the pack is
   std::vector<LayerDropout> dropout_;  // per hidden layer
   torch::Tensor seed_keys_[2];         // [K, 1, 1] int64: two 32-bit keys of each member's seed
   int64_t draws_ = 0;                  // masks drawn so far (one per hidden layer and step)
@@ -406,6 +430,12 @@ torch::Tensor AlignedSlices(int64_t k, int64_t rows, int64_t cols, const torch::
   int64_t stride = (rows * cols + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
   torch::Tensor buf = torch::empty({std::max<int64_t>(1, k * stride)}, opts.requires_grad(false));
   return buf.as_strided({k, rows, cols}, {stride, cols, 1});
+}
+
+torch::Tensor FusedMlpForward(const torch::Tensor& x, torch::TensorList params, const std::vector<Activation>& acts,
+                              const std::vector<torch::Tensor>& masks, bool with_grad) {
+  if (with_grad) return FusedMlp::apply(x, params, &acts, &masks);
+  return RunForward(x.contiguous(), params, acts, masks, nullptr);
 }
 
 std::unique_ptr<Model> BuildMlp(const std::vector<ModelMember>& members, int features, int outputs,

@@ -34,6 +34,17 @@ using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 // the member's MemberTensors() (in their order) where the source reads self.<name>.
 using MemberStatement = std::function<torch::Tensor(const NamedTensors& tensors, const torch::Tensor& h)>;
 
+// An MLP pack's layers, as PackStep (pack_step.h) takes them over.
+struct MlpLayers {
+  std::vector<torch::Tensor> weights;   // per layer [K, out, in], the output layer last
+  std::vector<torch::Tensor> biases;    // per layer [K, 1, out]
+  std::vector<Activation> activations;  // per hidden layer
+  // Hidden layer l's dropout multipliers for a batch, [K, batch, units], drawn from each
+  // member's stream in the order the model's own forward draws them; undefined where no member
+  // of the pack drops out. Valid while the model lives.
+  std::function<torch::Tensor(int64_t batch, int64_t units, size_t layer)> dropout;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -63,6 +74,17 @@ class Model {
   virtual std::optional<torch::jit::Module> MemberNet(const std::vector<torch::Tensor>& slices) const {
     (void)slices;
     return std::nullopt;
+  }
+  // The CUDA path's tensor ops wherever the pack is (trainer.h TrainPath: tests and the kernel
+  // count on a machine without a GPU): no CPU kernel from here on.
+  virtual void UseTensorOps() {}
+  // The layers PackStep can train, or none for a kind it cannot.
+  virtual std::optional<MlpLayers> Layers() { return std::nullopt; }
+  // From here on the model's parameters are `weights` and `biases` (views of PackStep's flat
+  // tensor, shaped as Layers() gave them): Forward, Parameters and MemberTensors read them, and
+  // the model runs tensor ops (UseTensorOps). REQUIRES: Layers() has a value.
+  virtual void AdoptLayers(std::vector<torch::Tensor> weights, std::vector<torch::Tensor> biases) {
+    (void)weights, (void)biases;
   }
 };
 
@@ -95,5 +117,13 @@ torch::Tensor InitWeight(Initializer init, at::IntArrayRef shape, at::Generator&
 // matrix products on the CPU pick their kernel by the output's alignment: with every slice
 // aligned as a lone member's is, slice k equals what K = 1 computes, bit for bit.
 torch::Tensor AlignedSlices(int64_t k, int64_t rows, int64_t cols, const torch::TensorOptions& opts);
+
+// The fused CPU kernel's forward of an MLP pack (what the MLP kind runs on the CPU for networks
+// of at most 256 weights), as a function of its own: x [K, B, F]; params w0 [K, U0, F], b0
+// [K, 1, U0], w1, b1, ...; masks one per hidden layer (numel 0: no dropout there). With
+// `with_grad`, one autograd node whose backward is the kernel's. Throws c10::Error for a tensor
+// not on the CPU (cpu_only.h).
+torch::Tensor FusedMlpForward(const torch::Tensor& x, torch::TensorList params, const std::vector<Activation>& acts,
+                              const std::vector<torch::Tensor>& masks, bool with_grad);
 
 }  // namespace ens

@@ -5,6 +5,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "worker/cpu_only.h"
 #include "worker/loss_kernel.h"
 #include "worker/pack_optimizer.h"
 
@@ -25,6 +26,7 @@ class HuberOnCpu : public torch::autograd::Function<HuberOnCpu> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& e,
                                const torch::Tensor& delta) {
+    RequireCpu("the huber loss kernel", {e, delta});
     ctx->save_for_backward({e, delta});
     torch::Tensor loss = torch::empty_like(e);
     const float *ev = e.data_ptr<float>(), *dv = delta.data_ptr<float>();
@@ -39,6 +41,7 @@ class HuberOnCpu : public torch::autograd::Function<HuberOnCpu> {
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor& e = saved[0];
     const torch::Tensor g = grads[0].expand_as(e).contiguous();
+    RequireCpu("the huber loss kernel", {e, saved[1], g});
     torch::Tensor grad_e = torch::empty_like(e);
     const float *ev = e.data_ptr<float>(), *dv = saved[1].data_ptr<float>(), *gv = g.data_ptr<float>();
     float* out = grad_e.data_ptr<float>();
@@ -62,8 +65,9 @@ torch::Tensor Softplus(const torch::Tensor& r) { return torch::log1p(torch::exp(
 class RegressionObjective : public Objective {
  public:
   RegressionObjective(const std::vector<const MemberSpec*>& specs, const torch::Tensor& ym, const torch::Tensor& ys,
-                      torch::Device device)
+                      torch::Device device, bool tensor_ops)
       : kind_(specs[0]->loss),
+        tensor_ops_(tensor_ops),
         delta_(PerMember(specs, &MemberSpec::huber_delta, device).view({-1, 1})),
         ym_(ym),
         ys_(ys) {}
@@ -99,7 +103,7 @@ class RegressionObjective : public Objective {
       case LossKind::kMae:
         return e.abs();
       case LossKind::kHuber: {
-        if (HuberKernelFits(e, delta)) return HuberOnCpu::apply(e, delta);
+        if (!tensor_ops_ && HuberKernelFits(e, delta)) return HuberOnCpu::apply(e, delta);
         torch::Tensor a = e.abs();  // on a GPU
         return torch::where(a <= delta, 0.5 * e * e, delta * (a - 0.5 * delta));
       }
@@ -118,6 +122,7 @@ class RegressionObjective : public Objective {
   }
 
   LossKind kind_;
+  bool tensor_ops_;      // the CUDA path's expression wherever the pack is
   torch::Tensor delta_;  // [K, 1] huber_delta per member
   torch::Tensor ym_, ys_;  // [K, 1]; several targets: [K, 1, T]
 };
@@ -158,12 +163,14 @@ class ClassificationObjective : public Objective {
 
 }  // namespace
 
+torch::Tensor HuberLossOnCpu(const torch::Tensor& e, const torch::Tensor& delta) { return HuberOnCpu::apply(e, delta); }
+
 torch::Tensor Objective::RowSums(const torch::Tensor& x) { return x.cumsum(-1, torch::kDouble).select(-1, -1); }
 
 std::unique_ptr<Objective> MakeRegressionObjective(const std::vector<const MemberSpec*>& specs,
                                                    const torch::Tensor& ym, const torch::Tensor& ys,
-                                                   torch::Device device) {
-  return std::make_unique<RegressionObjective>(specs, ym, ys, device);
+                                                   torch::Device device, bool tensor_ops) {
+  return std::make_unique<RegressionObjective>(specs, ym, ys, device, tensor_ops);
 }
 
 std::unique_ptr<Objective> MakeClassificationObjective(const std::vector<const MemberSpec*>& specs, torch::Device device) {

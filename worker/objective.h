@@ -46,12 +46,18 @@ class Objective {
 };
 
 // ym, ys: [K, 1] the members' target mean and std (standardisation); several targets [K, 1, T].
-// REQUIRES: every spec has the same loss kind (PackKey equal).
+// REQUIRES: every spec has the same loss kind (PackKey equal). `tensor_ops`: the CUDA path's
+// loss expression wherever the pack is (trainer.h TrainPath), never the CPU's huber kernel.
 std::unique_ptr<Objective> MakeRegressionObjective(const std::vector<const MemberSpec*>& specs,
                                                    const torch::Tensor& ym, const torch::Tensor& ys,
-                                                   torch::Device device);
+                                                   torch::Device device, bool tensor_ops = false);
 // The class count is the model's output width.
 std::unique_ptr<Objective> MakeClassificationObjective(const std::vector<const MemberSpec*>& specs,
                                                        torch::Device device);
+
+// The huber loss of standardised errors e [K, ...] (contiguous float) with one delta per member
+// [K], through the CPU kernel (loss_kernel.h) as one autograd node: what a regression objective
+// runs on the CPU. Throws c10::Error for a tensor not on the CPU (cpu_only.h).
+torch::Tensor HuberLossOnCpu(const torch::Tensor& e, const torch::Tensor& delta);
 
 }  // namespace ens

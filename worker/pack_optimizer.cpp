@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "worker/cpu_only.h"
 #include "worker/optimizer_kernel.h"
 
 namespace ens {
@@ -55,7 +56,7 @@ void PackOptimizer::ZeroGrad() {
 void PackOptimizer::Step() {
   torch::NoGradGuard no_grad;
   ++step_;
-  if (path_ == StepPath::kByDevice && params_[0].is_cpu()) return StepOnCpu();
+  if (path_ == StepPath::kCpuKernel || (path_ == StepPath::kByDevice && params_[0].is_cpu())) return StepOnCpu();
   // Adam's bias corrections per member (its own step count), on the device: beta^t by one
   // multiplication per step (elementwise and exactly rounded, so the same bits in a pack of
   // any size), 1 - beta^t in double, then float. Nothing is read from or sent to the host.
@@ -88,6 +89,11 @@ void PackOptimizer::Step() {
 // member as on the device (double, then float), then one pass over each member's slice of each
 // parameter.
 void PackOptimizer::StepOnCpu() {
+  RequireCpu("the optimizer kernel", params_);
+  RequireCpu("the optimizer kernel", m_);
+  RequireCpu("the optimizer kernel", v_);
+  RequireCpu("the optimizer kernel", {lr_, weight_decay_, momentum_, l1_, l2_, beta1_pow_, beta2_pow_});
+  for (const auto& p : params_) RequireCpu("the optimizer kernel", {p.grad()});
   const int64_t members = params_[0].size(0);
   std::vector<float> step_size(static_cast<size_t>(members)), bc2_sqrt(static_cast<size_t>(members));
   const float* lr = lr_.data_ptr<float>();

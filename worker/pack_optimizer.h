@@ -31,9 +31,10 @@ namespace ens {
 torch::Tensor PerMember(const std::vector<const MemberSpec*>& specs, double MemberSpec::*field, torch::Device device);
 
 // How a step runs: the device's way (on the CPU one pass per member slice, on CUDA tensor
-// ops), or tensor ops wherever the parameters are, which lets the CPU tests check the CUDA
-// formulas.
-enum class StepPath { kByDevice, kTensorOps };
+// ops), tensor ops wherever the parameters are (which lets the CPU tests check the CUDA
+// formulas), or the CPU kernel whatever the parameters are (a test's: a device tensor must get
+// cpu_only.h's error).
+enum class StepPath { kByDevice, kTensorOps, kCpuKernel };
 
 class PackOptimizer {
  public:

@@ -9,12 +9,15 @@
 #include "common/run_head.h"
 #include "common/seed.h"
 #include "worker/checkpoint.h"
+#include "worker/cpu_only.h"
 #include "worker/device_runtime.h"
 #include "worker/holdout_metrics.h"
 #include "worker/mlp_kernel.h"
 #include "worker/model.h"
+#include "worker/dispatch_count.h"
 #include "worker/objective.h"
 #include "worker/pack_optimizer.h"
+#include "worker/pack_step.h"
 
 namespace ens {
 
@@ -156,23 +159,32 @@ PackNorm StandardiseAll(const std::vector<TrainInputs>& in, std::vector<TrainOut
   return {stack(xm), stack(xs), stack(ym).squeeze(-1), stack(ys).squeeze(-1)};
 }
 
-// The batches of positions [0, n) of K members' row lists: calls body(ix) with ix [K, len]
-// (the rows of one batch, on the device). Indices are made a window of whole batches at a
-// time: the whole list when the pack's indices fit in kIndexWindowBytes (one copy to the
-// device per epoch), else as many windows as that bound needs. Batch boundaries are the
-// whole list's, so the window size changes no result.
+// The windows of whole batches of positions [0, n) of K members' row lists: calls
+// body(ix) with ix [K, len] (the rows of one window, on the device). The whole list when the
+// pack's indices fit in `window_bytes` (one copy to the device per epoch), else as many
+// windows as that bound needs; the copy does not wait for the device. Batch boundaries are
+// the whole list's, so the window size changes no result.
 template <class Fill, class Body>
-void ForEachBatch(int64_t members, int64_t n, int64_t batch, DeviceRuntime& rt, Fill fill, Body body) {
+void ForEachWindow(int64_t members, int64_t n, int64_t batch, int64_t window_bytes, DeviceRuntime& rt, Fill fill,
+                   Body body) {
   const int64_t per_batch = members * batch * static_cast<int64_t>(sizeof(int64_t));
-  const int64_t window = batch * std::max<int64_t>(1, kIndexWindowBytes / per_batch);
+  const int64_t window = batch * std::max<int64_t>(1, window_bytes / per_batch);
   for (int64_t pos = 0; pos < n; pos += window) {
     const int64_t len = std::min(window, n - pos);
     torch::Tensor t = torch::empty({members, len}, torch::kLong);
     int64_t* p = t.data_ptr<int64_t>();
     for (int64_t k = 0; k < members; ++k) fill(k, pos, len, p + k * len);
-    torch::Tensor ix = rt.ToDevice(t);
-    for (int64_t b = 0; b < len; b += batch) body(ix.narrow(1, b, std::min(batch, len - b)));
+    body(rt.ToDeviceAsync(t));
   }
+}
+
+// The same a batch at a time: body(ix) with ix [K, len] the rows of one batch.
+template <class Fill, class Body>
+void ForEachBatch(int64_t members, int64_t n, int64_t batch, DeviceRuntime& rt, Fill fill, Body body) {
+  ForEachWindow(members, n, batch, kIndexWindowBytes, rt, fill, [&](const torch::Tensor& ix) {
+    const int64_t len = ix.size(1);
+    for (int64_t b = 0; b < len; b += batch) body(ix.narrow(1, b, std::min(batch, len - b)));
+  });
 }
 
 // The value early stopping watches; val_mae and val_mse are regression metrics 0 and 1 (a
@@ -222,26 +234,65 @@ class PackLoop {
       return;
     }
     model_ = std::move(*model);
+    const TrainPath path = in[0].path;
+    tensor_ops_ = path != TrainPath::kByDevice;
+    if (tensor_ops_) model_->UseTensorOps();
     objective_ = classes > 0 ? MakeClassificationObjective(specs, dev_)
-                             : MakeRegressionObjective(specs, norm_.ym, norm_.ys, dev_);
+                             : MakeRegressionObjective(specs, norm_.ym, norm_.ys, dev_, tensor_ops_);
+    const std::vector<int64_t> offsets = WarmStart(warm);
+    for (const auto& r : runs_) max_epochs_ = std::max(max_epochs_, r.epochs);
+    const bool cuda_path = dev_.is_cuda() || path == TrainPath::kTensorOps;
+    if (cuda_path && path != TrainPath::kAutogradOps && PackStepFits(specs, classes, in[0].targets) &&
+        model_->Layers().has_value()) {
+      step_ = std::make_unique<PackStep>(*model_, specs, PackStepNorm{norm_.xm, norm_.xs, norm_.ym, norm_.ys});
+      return;
+    }
     // L1/L2 of the kernels: gradient terms of the optimizer's step (pack_optimizer.h).
-    optimizer_ = std::make_unique<PackOptimizer>(specs, model_->Parameters(), WarmStart(warm), model_->Kernels());
+    optimizer_ = std::make_unique<PackOptimizer>(specs, model_->Parameters(), offsets, model_->Kernels(),
+                                                 tensor_ops_ ? StepPath::kTensorOps : StepPath::kByDevice);
     for (size_t k = 0; k < in.size(); ++k)
       if (runs_[k].warm == "warm")
         optimizer_->SetMemberMoments(static_cast<int64_t>(k), {warm[k]->m, warm[k]->v});
-    for (const auto& r : runs_) max_epochs_ = std::max(max_epochs_, r.epochs);
   }
 
   void Run(const torch::Tensor& all) {
     torch::Tensor poison = PoisonMask(in_, dev_);
+    if (step_) step_->SetPoison(poison);
+    std::optional<DispatchCount> count;
+    if (in_[0].count_ops) count.emplace();
+    int64_t train_ops = 0;
     for (int epoch = 0; epoch < max_epochs_; ++epoch) {
       auto t0 = Clock::now();
+      const int64_t ops_before = count ? count->total() : 0;
       EpochSums sums = TrainEpoch(all, epoch, poison);
+      if (count) train_ops += count->total() - ops_before;
       EpochSums val = Evaluate(all, epoch);
       double secs = std::chrono::duration<double>(Clock::now() - t0).count();
       if (EndEpoch(epoch, sums, val, secs)) break;
     }
+    if (count && steps_ > 0) ops_per_step_ = static_cast<double>(train_ops) / static_cast<double>(steps_);
   }
+
+  // On a GPU: every member's kept parameters and the pack's standardisation reach the host in
+  // one copy per stacked tensor (a parameter of all members at once), not one per member and
+  // tensor, so the member files, predictions and metrics after it read host memory only.
+  void ResultsToHost() {
+    if (!rt_.accelerated()) return;
+    torch::NoGradGuard ng;
+    std::vector<size_t> kept;  // members with parameters (one that failed has none)
+    for (size_t k = 0; k < runs_.size(); ++k)
+      if (!runs_[k].kept.empty()) kept.push_back(k);
+    for (size_t i = 0; !kept.empty() && i < runs_[kept[0]].kept.size(); ++i) {
+      std::vector<torch::Tensor> slices;
+      for (size_t k : kept) slices.push_back(runs_[k].kept[i]);
+      const torch::Tensor host = rt_.ToHost(torch::stack(slices));
+      for (size_t j = 0; j < kept.size(); ++j) runs_[kept[j]].kept[i] = host[static_cast<int64_t>(j)];
+    }
+    for (torch::Tensor* t : {&norm_.xm, &norm_.xs, &norm_.ym, &norm_.ys}) *t = rt_.ToHost(*t);
+  }
+
+  // Operators dispatched per optimizer step by the training epochs (TrainInputs::count_ops), or -1.
+  double ops_per_step() const { return ops_per_step_; }
 
   // After Run: each member's stand-alone parts (its kept parameters and standardisation).
   MemberParts Parts(size_t k) const {
@@ -297,7 +348,7 @@ class PackLoop {
   // a gather and two kernels over the whole pack cost about a tenth of a pack's loop.
   std::pair<torch::Tensor, torch::Tensor> Batch(const torch::Tensor& all, const torch::Tensor& ix) const {
     const int f = in_[0].features, t = in_[0].targets;
-    if (all.is_cuda()) {
+    if (!all.is_cpu() || tensor_ops_) {
       torch::Tensor rows = all.index({ix});  // [K, len, F+T]
       return {(rows.narrow(2, 0, f) - norm_.xm) / norm_.xs, Targets(rows)};
     }
@@ -306,6 +357,7 @@ class PackLoop {
     torch::Tensor x = torch::empty({members, len, f}, all.options());
     torch::Tensor y = t == 1 ? torch::empty({members, len}, all.options()) : torch::empty({members, len, t}, all.options());
     const torch::Tensor xm = norm_.xm.contiguous(), xs = norm_.xs.contiguous();
+    RequireCpu("the batch gather", {all, ix, xm, xs});
     GatherStandardised(all.data_ptr<float>(), all.size(1), ix.data_ptr<int64_t>(), ix.stride(0), ix.stride(1), members,
                        len, f, t, xm.data_ptr<float>(), xs.data_ptr<float>(), x.data_ptr<float>(), y.data_ptr<float>());
     return {x, y};
@@ -321,6 +373,8 @@ class PackLoop {
     for (size_t i = 0; i < acc.size(); ++i) acc[i].add_(add[i]);
   }
 
+  // One epoch of every member: the autograd loop a batch at a time, or PackStep a window of
+  // batches at a time (its sums once a window).
   EpochSums TrainEpoch(const torch::Tensor& all, int epoch, const torch::Tensor& poison) {
     for (auto& r : runs_)
       if (!r.stopped) r.order->NextEpoch();
@@ -330,21 +384,36 @@ class PackLoop {
     torch::Tensor loss_sum = torch::zeros({members}, acc);
     std::vector<torch::Tensor> sums = ZeroSums(loss_sum);
     auto fill = [&](int64_t k, int64_t pos, int64_t len, int64_t* out) { runs_[k].order->Rows(pos, len, out); };
-    ForEachBatch(members, n, batch, rt_, fill, [&](const torch::Tensor& ix) {
-      auto [x, y] = Batch(all, ix);
-      torch::Tensor pred = model_->Forward(x, true);
-      torch::Tensor elem = objective_->ElementLoss(pred, y);
-      if (poison.defined()) elem = elem * poison.unsqueeze(1);
-      torch::Tensor total = elem.mean(-1).sum();
-      optimizer_->ZeroGrad();
-      total.backward();
-      optimizer_->Step();
+    auto stepped = [&] {
       ++steps_;
-      torch::NoGradGuard ng;
-      loss_sum.add_(Objective::RowSums(elem.detach()));
-      AddSums(sums, objective_->MetricSums(pred.detach(), y));
       if (in_[0].on_progress) in_[0].on_progress(TaskPhase::kTraining, epoch + 1);
-    });
+    };
+    if (step_) {
+      auto to_device = [&](const torch::Tensor& host) { return rt_.ToDeviceAsync(host); };
+      ForEachWindow(members, n, batch, kPackStepWindowBytes, rt_, fill, [&](const torch::Tensor& ix) {
+        step_->BeginWindow(all, ix, batch, to_device);
+        for (int64_t b = 0; b < ix.size(1); b += batch) {
+          step_->Step(b, std::min(batch, ix.size(1) - b));
+          stepped();
+        }
+        step_->EndWindow(loss_sum, sums);
+      });
+    } else {
+      ForEachBatch(members, n, batch, rt_, fill, [&](const torch::Tensor& ix) {
+        auto [x, y] = Batch(all, ix);
+        torch::Tensor pred = model_->Forward(x, true);
+        torch::Tensor elem = objective_->ElementLoss(pred, y);
+        if (poison.defined()) elem = elem * poison.unsqueeze(1);
+        torch::Tensor total = elem.mean(-1).sum();
+        optimizer_->ZeroGrad();
+        total.backward();
+        optimizer_->Step();
+        torch::NoGradGuard ng;
+        loss_sum.add_(Objective::RowSums(elem.detach()));
+        AddSums(sums, objective_->MetricSums(pred.detach(), y));
+        stepped();
+      });
+    }
     for (auto& t : sums) t = rt_.ToHost(t);
     return {rt_.ToHost(loss_sum), std::move(sums)};
   }
@@ -422,7 +491,7 @@ class PackLoop {
     if (r.stopped) {
       r.stop_step = steps_;
       if (!keep_best) Snapshot(k);  // frozen from here: later updates of its slice are discarded
-      if (r.spec->warm_start) {     // what its next round continues from
+      if (r.spec->warm_start && optimizer_) {  // what its next round continues from (PackStep: none warm)
         r.moments = optimizer_->MemberMoments(static_cast<int64_t>(k));
         r.moments_step = optimizer_->MemberSteps(static_cast<int64_t>(k));
       }
@@ -443,7 +512,10 @@ class PackLoop {
   Status status_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Objective> objective_;
-  std::unique_ptr<PackOptimizer> optimizer_;
+  std::unique_ptr<PackOptimizer> optimizer_;  // the autograd loop's
+  std::unique_ptr<PackStep> step_;            // or the CUDA path's PackStep (after model_: it holds a view of it)
+  bool tensor_ops_ = false;                   // TrainPath other than kByDevice
+  double ops_per_step_ = -1;
   int max_epochs_ = 0;
   int64_t steps_ = 0;
 };
@@ -485,6 +557,7 @@ void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train
                 {"best_val_loss", r.best_value},    {"stop_step", r.stop_step},
                 {"device", device},
                 {"train_seconds", train_seconds / static_cast<double>(pack_size)}});
+  if (loop.ops_per_step() >= 0) o->metrics["train_ops_per_step"] = loop.ops_per_step();
   if (pack_size > 1)
     o->metrics.update({{"pack_size", pack_size}, {"pack_position", k}, {"pack_train_seconds", train_seconds}});
   if (r.spec->warm_start) {
@@ -545,6 +618,7 @@ void TrainPackOnce(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>
     return FailAll(Status::InvalidArgument("member " + in[0].task->member.name + ": " + loop.status().message()),
                    true, out, in.size());
   loop.Run(all);
+  loop.ResultsToHost();
   double train_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
   // Compiles a member module once per worker process and forward source: later packs and
   // tasks copy it (the worker trains one pack at a time). Never destroyed: libtorch's own

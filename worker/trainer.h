@@ -54,6 +54,17 @@ struct TrainOutputs;
 
 // Host memory for one window of a pack's row indices (int64 per member and position).
 constexpr int64_t kIndexWindowBytes = int64_t{1} << 20;
+// The same for a pack that PackStep trains (pack_step.h): a window's gather and sums are
+// about 20 kernels, so its windows are longer (16 steps at K = 4096, batch 32); on the
+// device it holds the window's rows and errors (~250 MB at K = 4096, 9 features, 6 units).
+constexpr int64_t kPackStepWindowBytes = int64_t{16} << 20;
+
+// Which code a pack trains with. kByDevice: the device's own (on the CPU its kernels, on CUDA
+// tensor ops: PackStep where it fits, else the autograd loop). kTensorOps and kAutogradOps run
+// the CUDA path's tensor ops wherever the pack is, so that tests and bench/step_kernels.cpp
+// check and count the CUDA path on a machine without a GPU: kTensorOps as CUDA runs it,
+// kAutogradOps the autograd loop even where PackStep fits (the loop CUDA ran before it).
+enum class TrainPath { kByDevice, kTensorOps, kAutogradOps };
 
 struct TrainInputs {
   const TaskSpec* task = nullptr;
@@ -69,6 +80,10 @@ struct TrainInputs {
   DeviceDataCache* data_cache = nullptr;  // optional; the pack uses its first member's
   // Where the pack trains (its first member's): REQUIRES Init() returned OK. nullptr: the CPU.
   DeviceRuntime* runtime = nullptr;
+  TrainPath path = TrainPath::kByDevice;  // the pack's first member's
+  // Count the ATen operators the training epochs dispatch (dispatch_count.h; not validation):
+  // metrics "train_ops_per_step". Costs a callback an operator: benches and gpu-check only.
+  bool count_ops = false;
   // Heartbeats: after every batch, validation chunk and member's predictions (cheap).
   std::function<void(TaskPhase phase, int epoch)> on_progress;
   std::function<void(const std::string&)> on_note;    // notes for the log (a split pack)
@@ -94,7 +109,7 @@ struct TrainOutputs {
 // Process-wide, once at worker start: deterministic algorithms, cuDNN settings, 1 inter-op
 // thread; uninitialised memory is not filled (every tensor the worker makes with empty() is
 // written whole before it is read). REQUIRES: CUBLAS_WORKSPACE_CONFIG already in the
-// environment (the supervisor sets it).
+// environment (common/cublas_workspace.h: the supervisor sets it, and the worker's main when unset).
 void ConfigureTorchForDeterminism();
 
 // Trains in[0..K) together; (*out)[k] is member k's result (its on_outputs already called). A member whose loss turns
