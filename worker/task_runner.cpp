@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <unistd.h>
 
@@ -324,6 +325,11 @@ bool TaskRunner::PrepareInputs(const std::vector<TaskSpec>& tasks, const Progres
     in.on_note = on_note;
     in.data_cache = device_data_.get();
     in.runtime = runtime_;
+    // gpu-check's measurement switches (trainer.h): operators per step, and the autograd loop
+    // where PackStep would train (to set the two side by side on a GPU).
+    in.count_ops = std::getenv("ENSEMBLED_COUNT_OPS") != nullptr;
+    if (const char* path = std::getenv("ENSEMBLED_TRAIN_PATH"); path != nullptr && std::string(path) == "autograd")
+      in.path = TrainPath::kAutogradOps;
     // Called during RunPack, whose tasks, progress callback and inputs outlive it.
     in.on_outputs = [this, &tasks, &on_progress, ins, rss_before, k](TrainOutputs& o) {
       if (on_progress) on_progress(TaskPhase::kWriting, 0);

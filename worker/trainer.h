@@ -82,7 +82,9 @@ struct TrainInputs {
   DeviceRuntime* runtime = nullptr;
   TrainPath path = TrainPath::kByDevice;  // the pack's first member's
   // Count the ATen operators the training epochs dispatch (dispatch_count.h; not validation):
-  // metrics "train_ops_per_step". Costs a callback an operator: benches and gpu-check only.
+  // metrics "train_ops_per_step". Costs a callback an operator: benches and gpu-check only
+  // (a worker whose environment has ENSEMBLED_COUNT_OPS sets it for every task, and one with
+  // ENSEMBLED_TRAIN_PATH=autograd trains every task on TrainPath::kAutogradOps).
   bool count_ops = false;
   // Heartbeats: after every batch, validation chunk and member's predictions (cheap).
   std::function<void(TaskPhase phase, int epoch)> on_progress;
