@@ -10,8 +10,11 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "orchestrator/sigma_calibration.h"
 
 namespace ens::ctl {
+
+using ens::SigmaMap;
 
 // Reads the run state (run.json, journal, summaries) and prints where the run stands; when
 // the daemon runs, adds its live view (workers, progress, ETA) from the control socket.
@@ -26,15 +29,18 @@ int Control(const std::string& state_dir, const std::string& socket, const std::
 // <state_dir>/control.sock.
 std::string FindControlSocket(const std::string& state_dir, const std::string& socket);
 // Ensemble mean and std per input row, from the members of `round` (-1: the latest committed).
+// The std is the round's calibrated one (a classifier's probabilities temperature-scaled)
+// unless `raw_sigma`: then the members' own spread (and mean probabilities).
 int Predict(const std::string& state_dir, int round, const std::string& input_csv,
-            const std::string& output_csv);
+            const std::string& output_csv, bool raw_sigma = false);
 // Retrains members of `round` (-1: latest committed) alone, each in a fresh worker process,
 // and compares them bit for bit with the recorded ones. `member` non-empty: just that one;
 // else `sample` > 0: that many, chosen repeatably; else all. Exit kVerifyMismatch on any difference.
 int Verify(const std::string& state_dir, int round, const std::string& member, int sample);
 // Writes one TorchScript module to `output` whose forward(x) returns (mean, std) over the
-// members of `round` (-1: latest committed), via `ensemble-worker export`.
-int Export(const std::string& state_dir, int round, const std::string& output);
+// members of `round` (-1: latest committed), via `ensemble-worker export`. The std is the
+// round's calibrated one (its sigma maps built into the module) unless `raw_sigma`.
+int Export(const std::string& state_dir, int round, const std::string& output, bool raw_sigma = false);
 // `ensembled serve`'s queue, over its control socket (ctl/serve_commands.cpp). submit sends
 // the file's text and folder (relative paths are resolved against it) with its priority.
 int Submit(const std::string& socket, const std::string& file, int priority);
@@ -68,6 +74,11 @@ struct CommittedRound {
   int round = 0;
   std::vector<std::string> members;      // names
   std::vector<std::string> member_dirs;  // RunLayout::MemberDir of each
+  // The round's calibration (sigma_calibration.h) from its summary: one sigma map per target
+  // (none: a summary without, a one-member round, a classifier, the round still open) and a
+  // classifier's temperature (1: none).
+  std::vector<SigmaMap> sigma_maps;
+  double temperature = 1.0;
 };
 // Round `round` (-1: the latest committed) of the run in `state_dir`, from its journal and
 // summary. Errors name the file at fault; kInvalidArgument only when `round` is not committed.

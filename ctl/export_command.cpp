@@ -36,9 +36,16 @@ StatusOr<std::vector<std::string>> Checkpoints(const CommittedRound& round) {
   return out;
 }
 
+// A double as text that reads back to the same double.
+std::string FullPrecision(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%.17g", v);
+  return buf;
+}
+
 }  // namespace
 
-int Export(const std::string& state_dir, int round, const std::string& output) {
+int Export(const std::string& state_dir, int round, const std::string& output, bool raw_sigma) {
   auto committed = FindCommittedRound(state_dir, round);
   if (!committed.ok()) {
     std::cerr << "ensemblectl export: " << committed.status().message() << "\n";
@@ -50,6 +57,14 @@ int Export(const std::string& state_dir, int round, const std::string& output) {
     return exit_code::kPermanentFailure;
   }
   std::vector<std::string> argv = {WorkerBinary(), "export", "--output", output};
+  if (!raw_sigma && !committed->sigma_maps.empty()) {  // the round's calibration, built into the module
+    std::string scales, noises;
+    for (const SigmaMap& m : committed->sigma_maps) {
+      scales += (scales.empty() ? "" : ",") + FullPrecision(m.scale);
+      noises += (noises.empty() ? "" : ",") + FullPrecision(m.noise);
+    }
+    argv.insert(argv.end(), {"--sigma-scale", scales, "--sigma-noise", noises});
+  }
   argv.insert(argv.end(), checkpoints->begin(), checkpoints->end());
   // The worker prints its own error (naming the checkpoint or output at fault) on stderr.
   int rc = RunAndWait(argv);

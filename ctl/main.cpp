@@ -79,6 +79,7 @@ struct CtlOptions {
   int sample = 0;            // verify: this many members, chosen repeatably
   bool all = false;          // verify: every member (the default)
   std::string export_file;   // export: the TorchScript file to write
+  bool raw_sigma = false;    // predict, export: the raw spread, not the calibrated std
   std::string file;          // submit: the run config file
   int priority = 0;          // submit: higher starts first
   std::string run_name;      // cancel: the run
@@ -133,6 +134,8 @@ void AddMemberCommands(CLI::App& app, CtlOptions* o, CtlCommands* cmds) {
                    "a blank line after each batch, each answered at once")
       ->required();
   cmds->predict->add_option("--output,-o", o->output, "output CSV (default: stdout)");
+  cmds->predict->add_flag("--raw-sigma", o->raw_sigma,
+                          "the members' own spread (and mean probabilities), not the round's calibration");
   cmds->predict->add_option("--round,-r", o->round,
                             "round whose members predict (default: latest committed; the round being committed, "
                             "during its mutation command)");
@@ -150,6 +153,7 @@ void AddMemberCommands(CLI::App& app, CtlOptions* o, CtlCommands* cmds) {
   cmds->export_cmd->add_option("--round,-r", o->round, "round whose members are exported (default: latest committed)");
   cmds->export_cmd->add_option("--output,-o", o->export_file, "TorchScript file to write (e.g. ensemble.pt)")
       ->required();
+  cmds->export_cmd->add_flag("--raw-sigma", o->raw_sigma, "the members' own spread, not the round's calibrated std");
 }
 
 // submit, list and cancel (an `ensembled serve` daemon's queue), and validate-config.
@@ -203,9 +207,9 @@ int RunCommand(CLI::App& app, const CtlCommands& cmds, CtlOptions& o) {
     o.state_dir = StateDirOf(o.state_dir, o.socket, o.served, per_run->get_name(), &code);
     if (o.state_dir.empty()) return code;
   }
-  if (*cmds.predict) return Predict(o.state_dir, o.round, o.input, o.output);
+  if (*cmds.predict) return Predict(o.state_dir, o.round, o.input, o.output, o.raw_sigma);
   if (*cmds.verify) return Verify(o.state_dir, o.round, o.member, o.sample);
-  if (*cmds.export_cmd) return Export(o.state_dir, o.round, o.export_file);
+  if (*cmds.export_cmd) return Export(o.state_dir, o.round, o.export_file, o.raw_sigma);
   return ValidateConfig(o.config);
 }
 

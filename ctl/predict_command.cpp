@@ -96,6 +96,13 @@ StatusOr<CommittedRound> FindCommittedRound(const std::string& state_dir, int ro
     return Status::Corruption(path + ": not a round summary");
   CommittedRound out;
   out.round = round;
+  if (summary.contains("ensemble") && summary["ensemble"].is_object()) {
+    const json& e = summary["ensemble"];
+    if (e.contains("sigma_calibration") && e["sigma_calibration"].is_array())
+      for (const auto& m : e["sigma_calibration"])
+        if (m.is_object()) out.sigma_maps.push_back({m.value("scale", 1.0), m.value("noise", 0.0)});
+    if (e.contains("temperature") && e["temperature"].is_number()) out.temperature = e["temperature"].get<double>();
+  }
   for (const auto& m : summary["members"]) {
     std::string name = m.is_object() ? m.value("member", "") : "";
     if (name.empty()) return Status::Corruption(path + ": a member without a name");
@@ -247,8 +254,15 @@ std::string F32(double v) {
 // Gaussian heads: the mixture's mean, aleatoric std (sqrt of the mean variance), epistemic
 // std (of the means) and total std. Several regression targets (targets.size() > 1): per
 // target t, in order, <t>_mean and <t>_std.
+// `calibration`: the round's (CommittedRound), applied to the std (a Gaussian head's total std)
+// or, for a classifier, to the mean probabilities; nullptr: the raw figures.
 void WriteBlock(std::ostream& out, const std::vector<float>& preds, size_t members, size_t rows,
-                const std::vector<std::string>& classes, bool gaussian, const std::vector<std::string>& targets) {
+                const std::vector<std::string>& classes, bool gaussian, const std::vector<std::string>& targets,
+                const CommittedRound* calibration) {
+  auto calibrated = [&](double sigma, size_t target) {
+    if (calibration == nullptr || target >= calibration->sigma_maps.size()) return sigma;
+    return calibration->sigma_maps[target].Apply(sigma);
+  };
   if (gaussian) {
     out << "row,mean,aleatoric_std,epistemic_std,total_std\n";
     for (size_t r = 0; r < rows; ++r) {
@@ -260,7 +274,7 @@ void WriteBlock(std::ostream& out, const std::vector<float>& preds, size_t membe
       const double k = static_cast<double>(members), mean = sum / k;
       const double alea = var / k, epi = std::max(0.0, sq / k - mean * mean);
       out << r << "," << F32(mean) << "," << F32(std::sqrt(alea)) << "," << F32(std::sqrt(epi)) << ","
-          << F32(std::sqrt(alea + epi)) << "\n";
+          << F32(calibrated(std::sqrt(alea + epi), 0)) << "\n";
     }
     return;
   }
@@ -273,7 +287,8 @@ void WriteBlock(std::ostream& out, const std::vector<float>& preds, size_t membe
                     preds.begin() + static_cast<std::ptrdiff_t>((m + 1) * rows * w));
       ptrs.push_back(&per[m]);
     }
-    const std::vector<double> mean = MeanPrediction(ptrs);
+    std::vector<double> mean = MeanPrediction(ptrs);
+    if (calibration != nullptr && calibration->temperature != 1.0) mean = Temper(mean, w, calibration->temperature);
     const std::vector<double> bald = CommitteeScores(CommitteeScore::kBald, ptrs, static_cast<int>(w));
     out << "row,class";
     for (const auto& c : classes) out << ",p_" << c;
@@ -301,7 +316,8 @@ void WriteBlock(std::ostream& out, const std::vector<float>& preds, size_t membe
         sq += v * v;
       }
       double mean = sum / static_cast<double>(members);
-      out << "," << F32(mean) << "," << F32(std::sqrt(std::max(0.0, sq / static_cast<double>(members) - mean * mean)));
+      out << "," << F32(mean) << ","
+          << F32(calibrated(std::sqrt(std::max(0.0, sq / static_cast<double>(members) - mean * mean)), t));
     }
     out << "\n";
   }
@@ -317,7 +333,7 @@ int ExitCodeOfPredict(const Status& s) {
 // batch), each answered with its CSV block and a blank line, flushed, before the next is read.
 int PredictStdin(RoundPredictor& predictor, const std::vector<std::string>& names,
                  const std::vector<std::string>& classes, const std::vector<std::string>& targets,
-                 const std::string& scratch, std::ostream& out) {
+                 const std::string& scratch, const CommittedRound* calibration, std::ostream& out) {
   std::string header, line;
   if (!std::getline(std::cin, header)) return exit_code::kOk;  // no input, no batches
   int batch = 0;
@@ -345,7 +361,7 @@ int PredictStdin(RoundPredictor& predictor, const std::vector<std::string>& name
       std::cerr << "ensemblectl predict: " << preds.status().message() << "\n";
       return ExitCodeOfPredict(preds.status());
     }
-    WriteBlock(out, *preds, predictor.members(), table->rows(), classes, predictor.gaussian(), targets);
+    WriteBlock(out, *preds, predictor.members(), table->rows(), classes, predictor.gaussian(), targets, calibration);
     out << "\n";
     out.flush();
     if (!out) return exit_code::kTransientFailure;
@@ -355,7 +371,8 @@ int PredictStdin(RoundPredictor& predictor, const std::vector<std::string>& name
 
 }  // namespace
 
-int Predict(const std::string& state_dir, int round, const std::string& input_csv, const std::string& output_csv) {
+int Predict(const std::string& state_dir, int round, const std::string& input_csv, const std::string& output_csv,
+            bool raw_sigma) {
   RunLayout layout(state_dir);
   auto run_text = ReadFile(layout.RunFile());
   if (!run_text.ok()) {
@@ -400,6 +417,7 @@ int Predict(const std::string& state_dir, int round, const std::string& input_cs
   std::ofstream file;
   if (output_csv != "-") file.open(output_csv);
   std::ostream& out = output_csv == "-" ? std::cout : file;
+  const CommittedRound* calibration = raw_sigma ? nullptr : &*committed;
   RoundPredictor predictor;
   Status opened = predictor.Open(*committed, static_cast<int>(names.size()), classes.size(), targets.size(), tmp);
   int rc = exit_code::kOk;
@@ -407,14 +425,15 @@ int Predict(const std::string& state_dir, int round, const std::string& input_cs
     std::cerr << "ensemblectl predict: " << opened.message() << "\n";
     rc = ExitCodeOfPredict(opened);
   } else if (input_csv == "-") {
-    rc = PredictStdin(predictor, names, classes, targets, tmp, out);
+    rc = PredictStdin(predictor, names, classes, targets, tmp, calibration, out);
   } else {
     auto preds = predictor.Predict(*table);
     if (!preds.ok()) {
       std::cerr << "ensemblectl predict: " << preds.status().message() << "\n";
       rc = ExitCodeOfPredict(preds.status());
     } else {
-      WriteBlock(out, *preds, committed->member_dirs.size(), table->rows(), classes, predictor.gaussian(), targets);
+      WriteBlock(out, *preds, committed->member_dirs.size(), table->rows(), classes, predictor.gaussian(), targets,
+                 calibration);
     }
   }
   predictor.Close();

@@ -20,30 +20,42 @@ std::pair<double, double> MeanStd(const std::vector<MemberResult>& results, cons
   return {mean, v.size() > 1 ? std::sqrt(var / static_cast<double>(v.size() - 1)) : 0.0};
 }
 
-// Coverage and Gaussian NLL sums over rows of one target (ensemble_summary.h, "Calibration").
-struct CalibrationSums {
-  double within_1 = 0, within_2 = 0, nll = 0;
+// One target's errors (y - ensemble mean) and the ensemble's sigmas over the holdout rows.
+struct TargetErrors {
+  std::vector<double> errors, sigmas;
   void Add(double error, double sigma) {
-    sigma = std::max(sigma, kCalibrationSigmaFloor);
-    const double z = std::abs(error) / sigma;
-    within_1 += z <= 1 ? 1 : 0;
-    within_2 += z <= 2 ? 1 : 0;
-    nll += 0.5 * std::log(2 * M_PI) + std::log(sigma) + 0.5 * z * z;
+    errors.push_back(error);
+    sigmas.push_back(sigma);
   }
 };
 
-// Fills the calibration figures from one CalibrationSums per target over `rows` rows.
-void SetCalibration(const std::vector<CalibrationSums>& sums, double rows, EnsembleSummary* s) {
-  const double w = static_cast<double>(sums.size());
+// Fills the calibration figures (ensemble_summary.h "Calibration", sigma_calibration.h) from one
+// TargetErrors per target: raw, cross-fitted calibrated, and the map each target keeps.
+void SetCalibration(const std::vector<TargetErrors>& targets, EnsembleSummary* s) {
+  const double w = static_cast<double>(targets.size());
   s->calibrated = true;
-  for (const CalibrationSums& c : sums) {
-    s->coverage_1sigma += c.within_1 / rows / w;
-    s->coverage_2sigma += c.within_2 / rows / w;
-    s->ensemble_gaussian_nll += c.nll / rows / w;
-    if (sums.size() < 2) continue;
-    s->coverage_1sigma_per_target.push_back(c.within_1 / rows);
-    s->coverage_2sigma_per_target.push_back(c.within_2 / rows);
-    s->ensemble_gaussian_nll_per_target.push_back(c.nll / rows);
+  s->reliability_raw.fill(0.0);
+  s->reliability_calibrated.fill(0.0);
+  for (const TargetErrors& t : targets) {
+    const IntervalScore raw = ScoreIntervals(t.errors, t.sigmas, kCalibrationSigmaFloor);
+    const IntervalScore cal = CrossFittedScore(t.errors, t.sigmas, kCalibrationSigmaFloor);
+    s->sigma_maps.push_back(FitSigmaMap(t.errors, t.sigmas, kCalibrationSigmaFloor));
+    s->coverage_1sigma += raw.coverage_1sigma / w;
+    s->coverage_2sigma += raw.coverage_2sigma / w;
+    s->ensemble_gaussian_nll += raw.gaussian_nll / w;
+    s->interval_calibration_error += raw.ice / w;
+    s->calibrated_coverage_1sigma += cal.coverage_1sigma / w;
+    s->calibrated_coverage_2sigma += cal.coverage_2sigma / w;
+    s->calibrated_gaussian_nll += cal.gaussian_nll / w;
+    s->calibrated_interval_calibration_error += cal.ice / w;
+    for (int j = 0; j < kReliabilityLevels; ++j) {
+      s->reliability_raw[j] += raw.observed[j] / w;
+      s->reliability_calibrated[j] += cal.observed[j] / w;
+    }
+    if (targets.size() < 2) continue;
+    s->coverage_1sigma_per_target.push_back(raw.coverage_1sigma);
+    s->coverage_2sigma_per_target.push_back(raw.coverage_2sigma);
+    s->ensemble_gaussian_nll_per_target.push_back(raw.gaussian_nll);
   }
 }
 
@@ -73,6 +85,15 @@ nlohmann::json EnsembleSummary::ToJson() const {
     j["coverage_1sigma"] = coverage_1sigma;
     j["coverage_2sigma"] = coverage_2sigma;
     j["ensemble_gaussian_nll"] = ensemble_gaussian_nll;
+    j["interval_calibration_error"] = interval_calibration_error;
+    j["calibrated_coverage_1sigma"] = calibrated_coverage_1sigma;
+    j["calibrated_coverage_2sigma"] = calibrated_coverage_2sigma;
+    j["calibrated_gaussian_nll"] = calibrated_gaussian_nll;
+    j["calibrated_interval_calibration_error"] = calibrated_interval_calibration_error;
+    nlohmann::json maps = nlohmann::json::array();
+    for (const SigmaMap& m : sigma_maps) maps.push_back({{"scale", m.scale}, {"noise", m.noise}});
+    j["sigma_calibration"] = maps;
+    j["reliability"] = {{"nominal", kReliabilityNominal}, {"raw", reliability_raw}, {"calibrated", reliability_calibrated}};
     if (!coverage_1sigma_per_target.empty()) {
       j["coverage_1sigma_per_target"] = coverage_1sigma_per_target;
       j["coverage_2sigma_per_target"] = coverage_2sigma_per_target;
@@ -109,6 +130,9 @@ nlohmann::json EnsembleSummary::ToJson() const {
           {"ensemble_nll", ensemble_nll},
           {"ensemble_brier", ensemble_brier},
           {"ensemble_ece", ensemble_ece},
+          {"temperature", temperature},
+          {"calibrated_nll", calibrated_nll},
+          {"calibrated_ece", calibrated_ece},
           {"ensemble_error", ensemble_error},
           {"mean_disagreement", mean_disagreement}};
 }
@@ -124,7 +148,7 @@ void SummariseGaussian(const std::vector<MemberResult>& results, const std::vect
   s->member_nll_mean = MeanStd(results, "holdout_nll").first;
   const double m = static_cast<double>(preds.size());
   double se = 0, nll = 0, alea = 0, epi = 0;
-  std::vector<CalibrationSums> calibration(1);
+  std::vector<TargetErrors> calibration(1);
   std::vector<double> log_density(preds.size());
   for (size_t i = 0; i < holdout_y.size(); ++i) {
     const double mu = mean[2 * i], y = holdout_y[i];
@@ -143,7 +167,7 @@ void SummariseGaussian(const std::vector<MemberResult>& results, const std::vect
     epi += std::sqrt(spread / m);
     calibration[0].Add(y - mu, std::sqrt(mean[2 * i + 1] + spread / m));  // the mixture's total std
   }
-  SetCalibration(calibration, n, s);
+  SetCalibration(calibration, s);
   s->ensemble_rmse = s->ensemble_error = std::sqrt(se / n);
   s->ensemble_nll = nll / n;
   s->mean_aleatoric_std = alea / n;
@@ -160,7 +184,7 @@ void SummariseRegression(const std::vector<MemberResult>& results, const std::ve
   const double nr = std::max<double>(1.0, static_cast<double>(rows));
   std::vector<double> spread = CommitteeScores(CommitteeScore::kStd, preds, static_cast<int>(w));
   std::vector<double> se(w, 0.0);
-  std::vector<CalibrationSums> calibration(w);
+  std::vector<TargetErrors> calibration(w);
   double dis = 0;
   for (size_t i = 0; i < rows; ++i) {
     for (size_t t = 0; t < w; ++t) {
@@ -168,11 +192,11 @@ void SummariseRegression(const std::vector<MemberResult>& results, const std::ve
       se[t] += e * e;
       double var = 0;  // the members' population variance, as mean_disagreement's std
       for (const auto* p : preds) var += ((*p)[i * w + t] - mean[i * w + t]) * ((*p)[i * w + t] - mean[i * w + t]);
-      calibration[t].Add(e, std::sqrt(var / static_cast<double>(preds.size())));
+      calibration[t].Add(-e, std::sqrt(var / static_cast<double>(preds.size())));  // y - mean
     }
     dis += spread[i];
   }
-  if (preds.size() > 1) SetCalibration(calibration, nr, s);
+  if (preds.size() > 1) SetCalibration(calibration, s);
   double rmse = 0;
   for (size_t t = 0; t < w; ++t) rmse += std::sqrt(se[t] / nr);
   s->ensemble_rmse = s->ensemble_error = rmse / static_cast<double>(w);
@@ -203,6 +227,15 @@ void SummariseClassification(const std::vector<MemberResult>& results,
   s->ensemble_nll = nll / n;
   s->ensemble_brier = brier / n;
   s->ensemble_ece = ExpectedCalibrationError(mean, holdout_y, w);
+  // Temperature scaling (sigma_calibration.h): the kept temperature from every row, the
+  // reported figures cross-fitted.
+  s->temperature = FitTemperature(mean, holdout_y, w);
+  const std::vector<double> tempered = CrossFittedTemper(mean, holdout_y, w);
+  s->calibrated_ece = ExpectedCalibrationError(tempered, holdout_y, w);
+  double tempered_nll = 0;
+  for (size_t i = 0; i < holdout_y.size(); ++i)
+    tempered_nll -= std::log(std::max(tempered[i * w + static_cast<size_t>(holdout_y[i])], 1e-12));
+  s->calibrated_nll = tempered_nll / n;
   s->mean_disagreement = dis / n;
 }
 

@@ -35,11 +35,21 @@
 //   plain-regression member: it has no spread to judge.
 //   Several targets: each per target (coverage_1sigma_per_target, coverage_2sigma_per_target,
 //   ensemble_gaussian_nll_per_target, in target order); the plain keys are their means.
+//   interval_calibration_error          ICE (sigma_calibration.h) of the raw sigma
+//   calibrated_coverage_1sigma / _2sigma, calibrated_gaussian_nll, calibrated_interval_calibration_error
+//                                       the same with sigma mapped by SigmaMap, cross-fitted
+//                                       (fitted on one half of the holdout, scored on the other)
+//   sigma_calibration                   [{"scale", "noise"}] per target: the map fitted on every
+//                                       holdout row, applied by predict, export and the loop
+//   reliability                         {"nominal", "raw", "calibrated"}: observed coverage of the
+//                                       central intervals at 5 %, 10 %, ..., 95 % (means over targets)
 // Classification:
 //   ensemble_ece   expected calibration error of the mean probabilities: confidence = the
 //                  highest mean probability, right = its class is the label (ties: the first,
 //                  as accuracy); 15 equal-width bins (b/15, (b+1)/15] (0 goes in the first);
 //                  sum over bins of (rows in bin / rows) |accuracy in bin - mean confidence|.
+//   temperature    the temperature fitted on every holdout row (sigma_calibration.h)
+//   calibrated_nll / calibrated_ece   of the tempered probabilities, cross-fitted
 // Pure function. Thread-safe.
 #pragma once
 
@@ -49,6 +59,7 @@
 
 #include "common/member_result.h"
 #include "common/run_head.h"
+#include "orchestrator/sigma_calibration.h"
 
 namespace ens {
 
@@ -68,7 +79,15 @@ struct EnsembleSummary {
   double coverage_1sigma = 0, coverage_2sigma = 0, ensemble_gaussian_nll = 0;
   std::vector<double> coverage_1sigma_per_target, coverage_2sigma_per_target,
       ensemble_gaussian_nll_per_target;  // several targets only
+  // The calibrated figures (sigma_calibration.h): cross-fitted on the holdout's halves; the
+  // maps (one per target) fitted on all of it, what predict, export and the loop apply.
+  double interval_calibration_error = 0;
+  double calibrated_coverage_1sigma = 0, calibrated_coverage_2sigma = 0, calibrated_gaussian_nll = 0;
+  double calibrated_interval_calibration_error = 0;
+  std::vector<SigmaMap> sigma_maps;
+  std::array<double, kReliabilityLevels> reliability_raw{}, reliability_calibrated{};
   double ensemble_ece = 0;  // classification
+  double temperature = 1, calibrated_nll = 0, calibrated_ece = 0;  // classification, cross-fitted
   nlohmann::json ToJson() const;
 };
 

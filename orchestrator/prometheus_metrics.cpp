@@ -161,22 +161,45 @@ void WriteRounds(Writer& w, const RunSnapshot& s, const std::string& run) {
 void WriteCalibration(Writer& w, const RunSnapshot& s, const std::string& run) {
   if (s.rounds_done.empty()) return;
   const RoundView& last = s.rounds_done.back();
-  auto calibration = [&](const char* name, const std::optional<double>& v, const char* help) {
-    if (!v) return;
-    w.Family(name, "gauge", help);
-    w.Sample(name, *v, run);
+  struct Family {
+    const char* name;
+    std::optional<double> RoundView::*figure;
+    const char* help;
   };
-  calibration("ensembled_round_coverage_1sigma", last.coverage_1sigma,
-              "Regression: fraction of holdout rows within the ensemble's mean +- 1 std (last committed round; "
-              "several targets: the mean over targets).");
-  calibration("ensembled_round_coverage_2sigma", last.coverage_2sigma,
-              "Regression: fraction of holdout rows within the ensemble's mean +- 2 std (last committed round).");
-  calibration("ensembled_round_holdout_nll", last.holdout_nll,
-              "Holdout NLL of the last committed round: regression, of the Gaussian with the ensemble's mean and "
-              "std; classification, of the mean probabilities.");
-  calibration("ensembled_round_ece", last.ece,
-              "Classification: expected calibration error (15 equal-width confidence bins) of the last committed "
-              "round.");
+  static const Family kFamilies[] = {
+      {"ensembled_round_coverage_1sigma", &RoundView::coverage_1sigma,
+       "Regression: fraction of holdout rows within the ensemble's mean +- 1 std (last committed round; several "
+       "targets: the mean over targets)."},
+      {"ensembled_round_coverage_2sigma", &RoundView::coverage_2sigma,
+       "Regression: fraction of holdout rows within the ensemble's mean +- 2 std (last committed round)."},
+      {"ensembled_round_holdout_nll", &RoundView::holdout_nll,
+       "Holdout NLL of the last committed round: regression, of the Gaussian with the ensemble's mean and std; "
+       "classification, of the mean probabilities."},
+      {"ensembled_round_ece", &RoundView::ece,
+       "Classification: expected calibration error (15 equal-width confidence bins) of the last committed round."},
+      {"ensembled_round_calibrated_coverage_1sigma", &RoundView::calibrated_coverage_1sigma,
+       "Regression: fraction of holdout rows within mean +- 1 calibrated std (last committed round; the calibration "
+       "fitted on the other half of the holdout)."},
+      {"ensembled_round_calibrated_coverage_2sigma", &RoundView::calibrated_coverage_2sigma,
+       "Regression: fraction of holdout rows within mean +- 2 calibrated std (last committed round)."},
+      {"ensembled_round_calibrated_holdout_nll", &RoundView::calibrated_nll,
+       "Holdout NLL after the last committed round's calibration: regression, of the Gaussian with the calibrated "
+       "std; classification, of the temperature-scaled probabilities."},
+      {"ensembled_round_interval_calibration_error", &RoundView::ice,
+       "Regression: mean |observed - nominal| coverage of the central intervals at 5 %, 10 %, ..., 95 % (last "
+       "committed round, raw std)."},
+      {"ensembled_round_calibrated_interval_calibration_error", &RoundView::calibrated_ice,
+       "Regression: the interval calibration error with the calibrated std (last committed round)."},
+      {"ensembled_round_calibrated_ece", &RoundView::calibrated_ece,
+       "Classification: expected calibration error of the temperature-scaled probabilities (last committed "
+       "round)."},
+  };
+  for (const Family& f : kFamilies) {
+    const std::optional<double>& v = last.*f.figure;
+    if (!v) continue;
+    w.Family(f.name, "gauge", f.help);
+    w.Sample(f.name, *v, run);
+  }
 }
 
 }  // namespace

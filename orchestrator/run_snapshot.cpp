@@ -31,6 +31,22 @@ RoundView RoundView::FromSummary(int round, uint64_t trained_rows, const nlohman
   r.coverage_2sigma = figure("coverage_2sigma");
   r.holdout_nll = figure(r.metric == "accuracy" ? "ensemble_nll" : "ensemble_gaussian_nll");
   r.ece = figure("ensemble_ece");
+  r.calibrated_coverage_1sigma = figure("calibrated_coverage_1sigma");
+  r.calibrated_coverage_2sigma = figure("calibrated_coverage_2sigma");
+  r.calibrated_nll = figure(r.metric == "accuracy" ? "calibrated_nll" : "calibrated_gaussian_nll");
+  r.calibrated_ece = figure("calibrated_ece");
+  r.ice = figure("interval_calibration_error");
+  r.calibrated_ice = figure("calibrated_interval_calibration_error");
+  if (e.is_object() && e.contains("reliability") && e["reliability"].is_object()) {
+    const nlohmann::json& rel = e["reliability"];
+    auto curve = [&rel](const char* key, std::vector<double>* out) {
+      if (!rel.contains(key) || !rel[key].is_array()) return;
+      for (const auto& v : rel[key])
+        if (v.is_number()) out->push_back(v.get<double>());
+    };
+    curve("raw", &r.reliability_raw);
+    curve("calibrated", &r.reliability_calibrated);
+  }
   return r;
 }
 
@@ -66,12 +82,19 @@ nlohmann::json SnapshotToJson(const RunSnapshot& s) {
                     {"temperature_c", g.temperature_c}, {"power_w", g.power_w}});
   nlohmann::json rounds = nlohmann::json::array();
   auto figure = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
-  for (const auto& r : s.rounds_done)
+  for (const auto& r : s.rounds_done) {
     rounds.push_back({{"round", r.round}, {"trained_rows", r.trained_rows}, {"metric", r.metric},
                       {"member_mean", r.member_mean}, {"member_std", r.member_std}, {"ensemble", r.ensemble},
                       {"ensemble_error", r.ensemble_error}, {"wall_seconds", r.wall_seconds},
                       {"coverage_1sigma", figure(r.coverage_1sigma)}, {"coverage_2sigma", figure(r.coverage_2sigma)},
-                      {"holdout_nll", figure(r.holdout_nll)}, {"ece", figure(r.ece)}});
+                      {"holdout_nll", figure(r.holdout_nll)}, {"ece", figure(r.ece)},
+                      {"calibrated_coverage_1sigma", figure(r.calibrated_coverage_1sigma)},
+                      {"calibrated_coverage_2sigma", figure(r.calibrated_coverage_2sigma)},
+                      {"calibrated_nll", figure(r.calibrated_nll)}, {"calibrated_ece", figure(r.calibrated_ece)},
+                      {"ice", figure(r.ice)}, {"calibrated_ice", figure(r.calibrated_ice)}});
+    if (&r == &s.rounds_done.back() && !r.reliability_raw.empty())
+      rounds.back()["reliability"] = {{"raw", r.reliability_raw}, {"calibrated", r.reliability_calibrated}};
+  }
   return {{"run_name", s.run_name}, {"pid", s.pid}, {"control_socket", s.control_socket},
           {"paused", s.paused}, {"stopping", s.stopping}, {"round", s.round}, {"rounds", s.rounds},
           {"members_total", s.members_total}, {"members_done", s.members_done},
@@ -174,6 +197,18 @@ RunSnapshot SnapshotFromJson(const nlohmann::json& j) {
     Take(r, "coverage_2sigma", &v.coverage_2sigma);
     Take(r, "holdout_nll", &v.holdout_nll);
     Take(r, "ece", &v.ece);
+    Take(r, "calibrated_coverage_1sigma", &v.calibrated_coverage_1sigma);
+    Take(r, "calibrated_coverage_2sigma", &v.calibrated_coverage_2sigma);
+    Take(r, "calibrated_nll", &v.calibrated_nll);
+    Take(r, "calibrated_ece", &v.calibrated_ece);
+    Take(r, "ice", &v.ice);
+    Take(r, "calibrated_ice", &v.calibrated_ice);
+    if (r.contains("reliability") && r["reliability"].is_object()) {
+      for (const auto& x : r["reliability"].value("raw", nlohmann::json::array()))
+        if (x.is_number()) v.reliability_raw.push_back(x.get<double>());
+      for (const auto& x : r["reliability"].value("calibrated", nlohmann::json::array()))
+        if (x.is_number()) v.reliability_calibrated.push_back(x.get<double>());
+    }
     s.rounds_done.push_back(v);
   }
   s.rounds_committed = static_cast<int>(s.rounds_done.size());

@@ -52,6 +52,14 @@ struct RoundView {
   // the coverage of the +-1 and 2 sigma intervals and ensemble_gaussian_nll (several targets:
   // the means over the targets); classification: ensemble_nll and ensemble_ece.
   std::optional<double> coverage_1sigma, coverage_2sigma, holdout_nll, ece;
+  // The same after the round's calibration (sigma_calibration.h; cross-fitted on the holdout):
+  // regression, the calibrated coverages and Gaussian NLL, and the interval calibration error
+  // raw and calibrated; classification, NLL and ECE of the tempered probabilities.
+  std::optional<double> calibrated_coverage_1sigma, calibrated_coverage_2sigma, calibrated_nll, calibrated_ece;
+  std::optional<double> ice, calibrated_ice;
+  // The reliability curve (observed coverage at kReliabilityNominal), raw and calibrated;
+  // empty where the summary has none. status.json carries them for the last round only.
+  std::vector<double> reliability_raw, reliability_calibrated;
   // From a round summary's "ensemble" object (ensemble_summary.h) of either kind.
   static RoundView FromSummary(int round, uint64_t trained_rows, const nlohmann::json& ensemble, double wall_seconds);
 };

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "orchestrator/run_snapshot.h"
+#include "orchestrator/sigma_calibration.h"
 
 namespace ens {
 namespace {
@@ -116,6 +117,22 @@ std::string WindowNote(const RunSnapshot& s) {
          " rounds)";
 }
 
+// The last committed round's reliability plot (regression): observed coverage of the
+// ensemble's central intervals against their nominal level, raw and calibrated, beside the
+// diagonal a calibrated ensemble follows. Below the diagonal: intervals too narrow. Nothing
+// where the round has no curve (classification, one member, an older summary).
+std::string ReliabilityChart(const RunSnapshot& s) {
+  if (s.rounds_done.empty() || s.rounds_done.back().reliability_raw.size() != kReliabilityLevels) return "";
+  const RoundView& r = s.rounds_done.back();
+  const std::vector<double> nominal(kReliabilityNominal.begin(), kReliabilityNominal.end());
+  std::vector<Series> series = {{"nominal (ideal)", kPalette[7], nominal, true, nominal},
+                                {"raw", kPalette[3], r.reliability_raw, false, nominal}};
+  if (r.reliability_calibrated.size() == kReliabilityLevels)
+    series.push_back({"calibrated", kPalette[2], r.reliability_calibrated, false, nominal});
+  return LineChart("reliability", "Round " + std::to_string(r.round) + ": observed vs nominal coverage",
+                   "nominal coverage of mean +- z sigma", series);
+}
+
 // The two plots: the ensemble's and the members' mean holdout `metric` of each committed round
 // the snapshot holds, and the current round's members' loss curves.
 void WritePlots(std::ostream& o, const RunSnapshot& s, const std::string& metric) {
@@ -152,7 +169,7 @@ void WritePlots(std::ostream& o, const RunSnapshot& s, const std::string& metric
                  by_rows ? "training rows" : "round", ens)
     << LineChart("member-curves", "Round " + std::to_string(s.curves_round) + ": loss (solid) / val_loss (dashed)",
                  "epoch", curves)
-    << "</div>";
+    << ReliabilityChart(s) << "</div>";
 }
 
 // The GPUs' table and memory plot; nothing when the run sees no GPU. A reading NVML did not
@@ -181,14 +198,16 @@ void WriteGpus(std::ostream& o, const RunSnapshot& s) {
 }
 
 // The committed rounds' table. Calibration (run_snapshot.h RoundView): regression, the coverage
-// of the ensemble's +-1 and 2 sigma intervals and its Gaussian NLL; classification, NLL and
-// ECE. A round whose summary has none (written before them) shows a dash.
+// of the ensemble's +-1 and 2 sigma intervals and its Gaussian NLL, raw and calibrated;
+// classification, NLL and ECE, raw and temperature-scaled. A round whose summary has none
+// (written before them) shows a dash.
 void WriteRounds(std::ostream& o, const RunSnapshot& s, const std::string& metric) {
   const bool classify = metric == "accuracy";
   o << "<h2>Rounds" << WindowNote(s) << "</h2><table id=\"rounds\"><tr><th>round</th><th>train rows</th>"
     << "<th>member " << metric << "</th><th>ensemble " << metric << "</th>"
-    << (classify ? "<th>NLL</th><th>ECE</th>"
-                 : "<th>&plusmn;1&sigma; coverage</th><th>&plusmn;2&sigma; coverage</th><th>NLL</th>")
+    << (classify ? "<th>NLL</th><th>ECE</th><th>calibrated NLL</th><th>calibrated ECE</th>"
+                 : "<th>&plusmn;1&sigma; coverage</th><th>&plusmn;2&sigma; coverage</th><th>NLL</th>"
+                   "<th>calibrated &plusmn;1&sigma;</th><th>calibrated &plusmn;2&sigma;</th><th>calibrated NLL</th>")
     << "<th>wall s</th></tr>";
   auto figure = [](const std::optional<double>& v) {
     if (!v) return std::string("&ndash;");
@@ -202,10 +221,12 @@ void WriteRounds(std::ostream& o, const RunSnapshot& s, const std::string& metri
                   r.round, static_cast<unsigned long long>(r.trained_rows), r.member_mean, r.member_std, r.ensemble);
     o << row;
     if (classify)
-      o << "<td>" << figure(r.holdout_nll) << "</td><td>" << figure(r.ece) << "</td>";
+      o << "<td>" << figure(r.holdout_nll) << "</td><td>" << figure(r.ece) << "</td><td>" << figure(r.calibrated_nll)
+        << "</td><td>" << figure(r.calibrated_ece) << "</td>";
     else
       o << "<td>" << figure(r.coverage_1sigma) << "</td><td>" << figure(r.coverage_2sigma) << "</td><td>"
-        << figure(r.holdout_nll) << "</td>";
+        << figure(r.holdout_nll) << "</td><td>" << figure(r.calibrated_coverage_1sigma) << "</td><td>"
+        << figure(r.calibrated_coverage_2sigma) << "</td><td>" << figure(r.calibrated_nll) << "</td>";
     std::snprintf(row, sizeof(row), "<td>%.1f</td></tr>", r.wall_seconds);
     o << row;
   }

@@ -412,14 +412,18 @@ void Supervisor::PrintFinalTable() const {
     std::fflush(stdout);
     return;
   }
-  std::printf("\n%-6s %12s %28s %14s %10s\n", "round", "train rows", "member holdout RMSE (mean±std)",
-              "ensemble RMSE", "wall (s)");
+  // The calibrated coverage of +-2 sigma (sigma_calibration.h) where the summary has it.
+  std::printf("\n%-6s %12s %28s %14s %12s %10s\n", "round", "train rows", "member holdout RMSE (mean±std)",
+              "ensemble RMSE", "cal. 2sd", "wall (s)");
   for (const json& c : progress_.committed) {
     const json& s = c["summary"];
-    std::printf("%-6d %12llu %19.4f ± %-7.4f %14.4f %10.1f\n", c.value("round", 0),
+    char cover[32] = "-";
+    if (s.contains("calibrated_coverage_2sigma") && s["calibrated_coverage_2sigma"].is_number())
+      std::snprintf(cover, sizeof(cover), "%.3f", s["calibrated_coverage_2sigma"].get<double>());
+    std::printf("%-6d %12llu %19.4f ± %-7.4f %14.4f %12s %10.1f\n", c.value("round", 0),
                 static_cast<unsigned long long>(c.value("trained_rows", uint64_t{0})),
                 s.value("member_rmse_mean", 0.0), s.value("member_rmse_std", 0.0), s.value("ensemble_rmse", 0.0),
-                c.value("wall_seconds", 0.0));
+                cover, c.value("wall_seconds", 0.0));
   }
   std::fflush(stdout);
 }

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <vector>
 
+#include "common/seed.h"
+
 namespace ens {
 namespace {
 
@@ -46,7 +48,38 @@ TEST_CASE("A 3-member ensemble summarises as computed by hand", "[summary]") {
   CHECK(j["ensemble_rmse"].get<double>() == Approx(std::sqrt(0.5)));
   CHECK(j["mean_disagreement"].get<double>() == Approx(s.mean_disagreement));
   CHECK(j["ensemble_error"].get<double>() == Approx(std::sqrt(0.5)));  // a regression's error is its RMSE
-  CHECK(j.size() == 9);  // and coverage_1sigma, coverage_2sigma, ensemble_gaussian_nll
+  // and coverage_1sigma, coverage_2sigma, ensemble_gaussian_nll, interval_calibration_error, the
+  // four calibrated figures, sigma_calibration and reliability
+  CHECK(j.size() == 16);
+  REQUIRE(j["sigma_calibration"].size() == 1);
+  CHECK(j["reliability"]["nominal"].size() == kReliabilityLevels);
+  CHECK(j["reliability"]["calibrated"].size() == kReliabilityLevels);
+}
+
+TEST_CASE("A round's summary calibrates an under-dispersed committee on its holdout", "[summary][calibration]") {
+  // Three members that agree closely on every row, with errors far larger than their spread:
+  // the raw +-2 sigma misses most rows; the calibrated one (cross-fitted) covers ~95 %.
+  SeededRng rng(4);
+  std::vector<float> y;
+  std::vector<MemberResult> members(3);
+  for (int i = 0; i < 2000; ++i) {
+    const double truth = rng.Normal(), spread = 0.05 + 0.1 * rng.Uniform();
+    y.push_back(static_cast<float>(truth + rng.Normal() * (0.3 + 3 * spread)));
+    for (int k = 0; k < 3; ++k) members[k].holdout_pred.push_back(static_cast<float>(truth + (k - 1) * spread * 1.2247));
+  }
+  for (auto& m : members) m.metrics["holdout_rmse"] = 1.0;
+  const EnsembleSummary s = SummariseEnsemble(members, y);
+  REQUIRE(s.calibrated);
+  CHECK(s.coverage_2sigma < 0.6);
+  CHECK(s.calibrated_coverage_1sigma >= 0.63);
+  CHECK(s.calibrated_coverage_1sigma <= 0.73);
+  CHECK(s.calibrated_coverage_2sigma >= 0.93);
+  CHECK(s.calibrated_coverage_2sigma <= 0.97);
+  CHECK(s.calibrated_gaussian_nll < s.ensemble_gaussian_nll);
+  CHECK(s.calibrated_interval_calibration_error < s.interval_calibration_error);
+  REQUIRE(s.sigma_maps.size() == 1);
+  CHECK(s.sigma_maps[0].scale > 1.5);
+  CHECK(s.sigma_maps[0].noise == Approx(0.3).margin(0.1));
 }
 
 // The Gaussian N(y; mean, sigma^2)'s -log density: 0.5 ln(2 pi) + ln sigma + e^2 / (2 sigma^2).

@@ -1,6 +1,7 @@
 // Tests of orchestrator/run_snapshot: status.json (SnapshotToJson) read back by
 // SnapshotFromJson, what `ensembled serve` renders a run's page from.
 #include "orchestrator/run_snapshot.h"
+#include "orchestrator/sigma_calibration.h"
 
 #include <string>
 #include <tuple>
@@ -170,6 +171,43 @@ std::vector<double> FirstSeriesX(const std::string& page, const std::string& id)
     p = space == std::string::npos ? points.size() : space + 1;
   }
   return xs;
+}
+
+TEST_CASE("the calibrated figures and the reliability curve go from a summary to status.json, the table and the plot",
+          "[service][page][calibration]") {
+  json e = {{"member_rmse_mean", 1.5}, {"ensemble_rmse", 1.2}, {"coverage_1sigma", 0.5}, {"coverage_2sigma", 0.8},
+            {"ensemble_gaussian_nll", 2.5}, {"calibrated_coverage_1sigma", 0.69}, {"calibrated_coverage_2sigma", 0.95},
+            {"calibrated_gaussian_nll", 1.9}, {"interval_calibration_error", 0.12},
+            {"calibrated_interval_calibration_error", 0.01}};
+  std::vector<double> raw, cal;
+  for (int j = 0; j < kReliabilityLevels; ++j) {
+    raw.push_back(0.6 * kReliabilityNominal[j]);
+    cal.push_back(kReliabilityNominal[j] + 0.01);
+  }
+  e["reliability"] = {{"nominal", kReliabilityNominal}, {"raw", raw}, {"calibrated", cal}};
+  const RoundView r = RoundView::FromSummary(3, 500, e, 1.0);
+  CHECK(*r.calibrated_coverage_2sigma == Approx(0.95));
+  CHECK(*r.calibrated_nll == Approx(1.9));
+  CHECK(*r.ice == Approx(0.12));
+  REQUIRE(r.reliability_raw.size() == kReliabilityLevels);
+  RunSnapshot s;
+  s.rounds_done = {r};
+  const RunSnapshot back = SnapshotFromJson(SnapshotToJson(s));
+  REQUIRE(back.rounds_done.size() == 1);
+  CHECK(*back.rounds_done[0].calibrated_coverage_1sigma == Approx(0.69));
+  CHECK(*back.rounds_done[0].calibrated_ice == Approx(0.01));
+  CHECK(back.rounds_done[0].reliability_calibrated == cal);
+  const std::string page = RenderStatusPage(s);
+  CHECK(page.find("<td>0.6900</td><td>0.9500</td><td>1.9000</td>") != std::string::npos);
+  const size_t svg = page.find("<svg id=\"reliability\"");
+  REQUIRE(svg != std::string::npos);
+  const std::string plot = page.substr(svg, page.find("</svg>", svg) - svg);
+  CHECK_THAT(plot, Catch::Contains("observed vs nominal coverage") && Catch::Contains(">raw</text>") &&
+                       Catch::Contains(">calibrated</text>"));
+  CHECK(FirstSeriesX(page, "reliability").size() == kReliabilityLevels);
+  // No curve, no plot (an older summary).
+  s.rounds_done = {RoundView::FromSummary(0, 100, {{"ensemble_rmse", 1.0}}, 1.0)};
+  CHECK(RenderStatusPage(s).find("<svg id=\"reliability\"") == std::string::npos);
 }
 
 TEST_CASE("the page plots the ensemble's error against training rows when they grow, else per round",

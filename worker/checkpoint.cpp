@@ -278,10 +278,19 @@ StatusOr<TrainState> LoadTrainState(const std::string& path) {
   }
 }
 
-StatusOr<torch::jit::Module> BuildEnsembleModule(const std::vector<std::string>& checkpoints) {
+StatusOr<torch::jit::Module> BuildEnsembleModule(const std::vector<std::string>& checkpoints,
+                                                 const std::vector<double>& scale, const std::vector<double>& noise) {
   if (checkpoints.empty()) return Status::InvalidArgument("export: no member checkpoints");
   try {
     torch::jit::Module ens(c10::QualifiedName("ensembled.Ensemble"), std::make_shared<torch::jit::CompilationUnit>());
+    // The calibration (identity when none): [targets] float tensors that broadcast over [rows, targets].
+    auto values = [](const std::vector<double>& v, double none) {
+      std::vector<float> f(v.begin(), v.end());
+      if (f.empty()) f.push_back(static_cast<float>(none));
+      return torch::tensor(f);
+    };
+    ens.register_attribute("sigma_scale", c10::TensorType::get(), values(scale, 1.0));
+    ens.register_attribute("sigma_noise", c10::TensorType::get(), values(noise, 0.0));
     std::string calls;
     int64_t features = -1;
     bool gaussian = false;
@@ -307,12 +316,14 @@ StatusOr<torch::jit::Module> BuildEnsembleModule(const std::vector<std::string>&
                  "    mean = torch.mean(p[:, :, 0], 0)\n"
                  "    aleatoric = torch.mean(p[:, :, 1], 0)\n"
                  "    epistemic = torch.var(p[:, :, 0], 0, False)\n"
-                 "    return [mean, torch.sqrt(aleatoric), torch.sqrt(epistemic), torch.sqrt(aleatoric + epistemic)]\n"
+                 "    total = self.sigma_scale * self.sigma_scale * (aleatoric + epistemic) + self.sigma_noise * self.sigma_noise\n"
+                 "    return [mean, torch.sqrt(aleatoric), torch.sqrt(epistemic), torch.sqrt(total)]\n"
                  "def forward(self, x):\n" + BlockLoopSource("forward_block", 4));
     else
       ens.define("def forward_block(self, x):\n"
                  "    p = torch.stack([" + calls + "])\n"
-                 "    return [torch.mean(p, 0), torch.std(p, 0, False)]\n"
+                 "    s = torch.std(p, 0, False)\n"
+                 "    return [torch.mean(p, 0), torch.sqrt(self.sigma_scale * self.sigma_scale * s * s + self.sigma_noise * self.sigma_noise)]\n"
                  "def forward(self, x):\n" + BlockLoopSource("forward_block", 2));
     ens.eval();
     return ens;

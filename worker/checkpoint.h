@@ -104,7 +104,11 @@ std::string TrainStateBytes(const TrainState& state);
 // or NotFound when there is no file.
 StatusOr<TrainState> LoadTrainState(const std::string& path);
 
-// One module over the given member checkpoints; forward(x) -> (mean, std).
-StatusOr<torch::jit::Module> BuildEnsembleModule(const std::vector<std::string>& checkpoints);
+// One module over the given member checkpoints; forward(x) -> (mean, std) (a Gaussian head:
+// mean, aleatoric, epistemic and total std). With `scale` and `noise` (one each per target),
+// the std (total std) is sqrt(scale^2 std^2 + noise^2): the round's calibration.
+StatusOr<torch::jit::Module> BuildEnsembleModule(const std::vector<std::string>& checkpoints,
+                                                 const std::vector<double>& scale = {},
+                                                 const std::vector<double>& noise = {});
 
 }  // namespace ens

@@ -337,8 +337,11 @@ int Predict(const std::string& input, int features, const std::string& output,
   return exit_code::kOk;
 }
 
-int Export(const std::string& output, const std::vector<std::string>& checkpoints) {
-  Status s = ExportEnsemble(checkpoints, output);
+int Export(const std::string& output, const std::vector<std::string>& checkpoints, const std::vector<double>& scale,
+           const std::vector<double>& noise) {
+  Status s = scale.size() == noise.size()
+                 ? ExportEnsemble(checkpoints, output, scale, noise)
+                 : Status::InvalidArgument("--sigma-scale and --sigma-noise need one value per target each");
   if (!s.ok()) std::cerr << "export: " << s.ToString() << "\n";
   return ExitCodeFor(s);
 }
@@ -354,6 +357,7 @@ struct WorkerToolOptions {
   std::string a, b;                      // compare: the two checkpoints
   std::string model_path;                // check-model: the saved module
   int outputs = 0;                       // check-model: the output width it must have (0: any)
+  std::vector<double> sigma_scale, sigma_noise;  // export: the round's calibration per target (none: raw std)
 };
 
 // The subcommands, to tell after the parse which one was given.
@@ -400,6 +404,12 @@ void AddToolCommands(CLI::App& app, WorkerToolOptions* o, WorkerCommands* cmds) 
   compare->add_option("b", o->b)->required();
   auto* exp = app.add_subcommand("export", "write one TorchScript module of the members: forward(x) -> (mean, std)");
   exp->add_option("--output", o->output, "the module file to write")->required();
+  exp->add_option("--sigma-scale", o->sigma_scale, "per target: the calibration's scale of the std (sigma_calibration.h)")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  exp->add_option("--sigma-noise", o->sigma_noise, "per target: the calibration's noise floor of the std")
+      ->delimiter(',')
+      ->allow_extra_args(false);
   exp->add_option("checkpoints", o->checkpoints, "member checkpoint files")->required();
   auto* check = app.add_subcommand("check-model", "load a TorchScript member's module and run it on a zero batch");
   check->add_option("--path", o->model_path, "the saved module")->required();
@@ -426,7 +436,7 @@ int CheckModel(const WorkerToolOptions& o) {
 
 // predict, export and compare: the subcommands that work on checkpoint files.
 int RunCheckpointTool(const WorkerCommands& cmds, const WorkerToolOptions& o) {
-  if (*cmds.export_cmd) return Export(o.output, o.checkpoints);
+  if (*cmds.export_cmd) return Export(o.output, o.checkpoints, o.sigma_scale, o.sigma_noise);
   if (*cmds.predict && o.stream) {
     Status s = PredictStream(o.checkpoints, o.features, 0, 1);
     if (!s.ok()) std::cerr << s.ToString() << "\n";

@@ -103,8 +103,9 @@ StatusOr<nlohmann::json> CompareCheckpoints(const std::string& a, const std::str
   return result({{"equal", true}});
 }
 
-Status ExportEnsemble(const std::vector<std::string>& checkpoints, const std::string& output) {
-  auto module = BuildEnsembleModule(checkpoints);
+Status ExportEnsemble(const std::vector<std::string>& checkpoints, const std::string& output,
+                      const std::vector<double>& scale, const std::vector<double>& noise) {
+  auto module = BuildEnsembleModule(checkpoints, scale, noise);
   if (!module.ok()) return module.status();
   return SaveModule(*module, output);
 }

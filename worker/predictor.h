@@ -32,8 +32,11 @@ Status PredictStream(const std::vector<std::string>& checkpoints, int features, 
 StatusOr<nlohmann::json> CompareCheckpoints(const std::string& a, const std::string& b);
 
 // Writes one TorchScript module over the member checkpoints to `output` (0600, durable):
-// forward(x) -> (mean, std) over the members.
-Status ExportEnsemble(const std::vector<std::string>& checkpoints, const std::string& output);
+// forward(x) -> (mean, std) over the members, the std calibrated per target as
+// sqrt(scale^2 std^2 + noise^2) (sigma_calibration.h; a Gaussian head's total std) when
+// `scale` and `noise` are given (one value per target each; empty: the raw std).
+Status ExportEnsemble(const std::vector<std::string>& checkpoints, const std::string& output,
+                      const std::vector<double>& scale = {}, const std::vector<double>& noise = {});
 
 // A TorchScript member's module (script_model.h: LoadUserModule): loads `path` and runs forward
 // on a zero batch [2, features]; the output must be [2, outputs] (outputs 0: [2, n >= 1]).
