@@ -131,7 +131,8 @@ void OverlayMember(Validator& v, const json& j, const std::string& ptr, PartialM
   v.Int(j, ptr, "batch_size", 1, INT_MAX, &m->batch_size);
   ReadEarlyStopping(v, j, ptr, &m->early_stopping);
   v.Enum(j, ptr, "split", &m->split);
-  v.Number(j, ptr, "validation_split", kOpenFraction, &m->validation_split);
+  v.Number(j, ptr, "validation_split", kFraction, &m->validation_split);
+  v.Number(j, ptr, "adversarial_eps", kNonNegative, &m->adversarial_eps);
   v.Unsigned(j, ptr, "seed_offset", &m->seed_offset);
   ReadModel(v, j, ptr, &m->model);
   v.Bool(j, ptr, "warm_start", &m->warm_start);
@@ -183,6 +184,10 @@ void CheckModelKeys(Validator& v, const ModelSpec& model, const std::string& mod
 // `task` is the run's (nullopt for a lone member spec, as a worker reads it).
 MemberSpec FinishMember(Validator& v, PartialMember pm, std::optional<TaskKind> task) {
   if (task) CheckTaskLoss(v, *task, &pm);
+  if (pm.spec.validation_split == 0.0 && pm.spec.early_stopping.enabled)
+    v.Error(Child(pm.origin, "validation_split"),
+            "0 leaves no validation rows, and early_stopping watches them: set early_stopping.enabled to false "
+            "or a validation_split above 0");
   const ModelSpec& model = pm.spec.model;
   const ModelKindTraits& kind = TraitsOf(model.kind);
   const std::string kind_name(Name(model.kind));
@@ -756,6 +761,7 @@ nlohmann::json MemberToJson(const MemberSpec& m) {
   // Unnamed (not yet resolved) specs omit the name, which stays empty on the way back.
   if (!m.name.empty()) out["name"] = m.name;
   if (m.label_smoothing != 0.0) out["label_smoothing"] = m.label_smoothing;
+  if (m.adversarial_eps != 0.0) out["adversarial_eps"] = m.adversarial_eps;
   if (m.warm_start) out.update({{"warm_start", true}, {"warm_start_epochs", m.warm_start_epochs}});
   // A command member may have no layers of ours; an empty list is not valid config text.
   if (m.layers.empty()) out.erase("layers");

@@ -78,7 +78,12 @@ struct MemberSpec {
   int batch_size = 32;                      // >= 1. Default: 32
   EarlyStoppingSpec early_stopping;
   SplitKind split = SplitKind::kRandom;     // random | bootstrap. Default: random
-  double validation_split = 0.2;            // (0, 1). Default: 0.2
+  double validation_split = 0.2;            // [0, 1); 0: no early stopping. Default: 0.2
+  // Adversarial training (fast gradient sign, Goodfellow et al.; the deep-ensembles paper's):
+  // each step also trains on the batch moved by eps x (each feature's range over the member's
+  // training rows) in the direction of the loss gradient's sign; loss = clean + adversarial.
+  // >= 0; 0: off. Default: 0
+  double adversarial_eps = 0.0;
   uint64_t seed_offset = 0;                 // added to the member index before seed mixing. Default: 0
   ModelSpec model;                          // Default: {"kind": "mlp"}
   // Round r+1 starts from this member's round-r weights and optimizer state (when it has them:

@@ -26,7 +26,8 @@ constexpr K kMember[] = {
     {"batch_size", R::kResults, {}},   {"early_stopping", R::kResults, kEarlyStopping},
     {"split", R::kResults, {}},        {"validation_split", R::kResults, {}},
     {"seed_offset", R::kResults, {}},  {"model", R::kResults, kModel}, {"label_smoothing", R::kResults, {}},
-    {"warm_start", R::kResults, {}},   {"warm_start_epochs", R::kResults, {}}};
+    {"warm_start", R::kResults, {}},   {"warm_start_epochs", R::kResults, {}},
+    {"adversarial_eps", R::kResults, {}}};
 constexpr K kMembers[] = {{"defaults", R::kResults, kMember},
                           {"list", R::kResults, kMember},
                           {"count", R::kResults, {}},

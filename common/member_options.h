@@ -17,7 +17,9 @@
 namespace ens {
 
 enum class Activation { kRelu, kTanh, kSigmoid, kSwish, kGelu, kLinear };
-enum class Initializer { kGlorotUniform, kHeUniform, kLecunNormal };
+// torch_default: what torch.nn.Linear does (kaiming_uniform with a = sqrt(5), i.e. weights and
+// biases uniform in +-1/sqrt(fan_in)); the others draw weights and start biases at 0.
+enum class Initializer { kGlorotUniform, kHeUniform, kLecunNormal, kTorchDefault };
 enum class LossKind { kMse, kMae, kHuber, kCrossEntropy, kGaussianNll };
 enum class OptimizerKind { kAdam, kAdamW, kSgd };
 enum class Monitor { kValLoss, kValMae, kValMse };
@@ -31,8 +33,8 @@ enum class TaskKind { kRegression, kClassification };
 // Name tables, indexed by the enum's value; the order is the enum's order.
 inline constexpr std::array<std::string_view, 6> kActivationNames{"relu", "tanh", "sigmoid",
                                                                   "swish", "gelu", "linear"};
-inline constexpr std::array<std::string_view, 3> kInitializerNames{"glorot_uniform", "he_uniform",
-                                                                   "lecun_normal"};
+inline constexpr std::array<std::string_view, 4> kInitializerNames{"glorot_uniform", "he_uniform",
+                                                                   "lecun_normal", "torch_default"};
 inline constexpr std::array<std::string_view, 5> kLossNames{"mse", "mae", "huber", "cross_entropy", "gaussian_nll"};
 inline constexpr std::array<std::string_view, 3> kOptimizerNames{"adam", "adamw", "sgd"};
 inline constexpr std::array<std::string_view, 3> kMonitorNames{"val_loss", "val_mae", "val_mse"};

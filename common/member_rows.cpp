@@ -94,8 +94,8 @@ StatusOr<MemberRows> MemberRows::Make(uint64_t rows, std::vector<uint64_t> exclu
   } else {
     nval = share(n);
   }
-  nval = std::max<uint64_t>(nval, 1);
-  if (n < 2 || nval >= n)
+  if (validation_split > 0) nval = std::max<uint64_t>(nval, 1);  // 0: every row trains
+  if (n < (validation_split > 0 ? 2u : 1u) || nval >= n)
     return Status::InvalidArgument("member " + member + ": " + std::to_string(n) +
                                    " training rows are too few for validation_split " +
                                    std::to_string(validation_split));
@@ -122,7 +122,8 @@ StatusOr<MemberRows> MemberRows::Make(uint64_t rows, std::vector<uint64_t> exclu
   for (uint64_t i = n; i > 1; --i) std::swap(perm[i - 1], perm[rng.Below(i)]);
   if (stratify) {  // each class's first rows in permutation order validate; order is kept
     // No class has a share (tiny classes): the first row validates, as unstratified.
-    if (std::all_of(want.begin(), want.end(), [](uint64_t w) { return w == 0; })) want[class_of(perm[0])] = 1;
+    if (validation_split > 0 && std::all_of(want.begin(), want.end(), [](uint64_t w) { return w == 0; }))
+      want[class_of(perm[0])] = 1;
     std::vector<uint32_t> val, rest;
     for (uint32_t r : perm) {
       uint64_t& w = want[class_of(r)];

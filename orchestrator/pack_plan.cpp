@@ -40,9 +40,10 @@ uint64_t MemberPackBytes(const MemberSpec& m, const PackShape& shape) {
 std::string PackKey(const MemberSpec& m) {
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& l : m.layers) layers.push_back({l.units, Name(l.activation)});
-  return nlohmann::json{Name(m.model.kind), layers,       Name(m.loss), Name(m.optimizer),
-                        m.batch_size,       Name(m.initializer), m.validation_split}
-      .dump();
+  nlohmann::json key{Name(m.model.kind), layers,       Name(m.loss), Name(m.optimizer),
+                     m.batch_size,       Name(m.initializer), m.validation_split};
+  if (m.adversarial_eps > 0) key.push_back("adversarial");  // two forward passes a step: never packed with one
+  return key.dump();
 }
 
 std::vector<std::vector<int>> PlanPacks(const std::vector<MemberSpec>& members, int pack_size, int workers,

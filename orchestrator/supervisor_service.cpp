@@ -59,7 +59,7 @@ void Supervisor::RecordFinished(const std::string& member, const std::string& di
     json h = json::parse(line, nullptr, false);
     if (h.is_discarded()) break;
     curve.loss.push_back(h.value("loss", 0.0));
-    curve.val_loss.push_back(h.value("val_loss", 0.0));
+    if (h.contains("val_loss")) curve.val_loss.push_back(h.value("val_loss", 0.0));  // validation_split 0: none
   }
   curves_[member] = std::move(curve);
 }

@@ -57,7 +57,10 @@ TEST_CASE("checkpoints and the export reproduce the worker's predictions from Py
   auto run = Run({BinaryPath("ensembled"), "run", "--config", tmp / "run.json"}, tmp.path());
   INFO(run.out << run.err);
   REQUIRE(run.code == 0);
-  auto exp = Run({BinaryPath("ensemblectl"), "export", "--state-dir", tmp / "state", "-o", tmp / "ensemble.pt"},
+  // The raw spread: what the members' own predictions give bit for bit (the calibrated std,
+  // the default, is tests/calibrated_predict_test.cpp's).
+  auto exp = Run({BinaryPath("ensemblectl"), "export", "--state-dir", tmp / "state", "-o", tmp / "ensemble.pt",
+                  "--raw-sigma"},
                  tmp.path());
   INFO(exp.out << exp.err);
   REQUIRE(exp.code == 0);

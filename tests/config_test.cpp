@@ -231,9 +231,9 @@ TEST_CASE("out-of-range values are errors", "[config]") {
   dropout["members"]["defaults"]["layers"][0]["dropout"] = 1.0;
   RequireOnlyError(dropout, "/members/defaults/layers/0/dropout", "in [0, 1)");
 
-  json split = Minimal();
-  split["members"]["defaults"]["validation_split"] = 0;
-  RequireOnlyError(split, "/members/defaults/validation_split", "in (0, 1)");
+  json split = Minimal();  // 0 is allowed (every row trains: the paper options' case below)
+  split["members"]["defaults"]["validation_split"] = -0.1;
+  RequireOnlyError(split, "/members/defaults/validation_split", "in [0, 1)");
 
   json lr = Minimal();
   lr["members"]["defaults"]["lr"] = -0.1;
@@ -972,6 +972,44 @@ TEST_CASE("retention: keep_rounds and pins are read, bad ones named, and written
   json unknown = Minimal();
   unknown["retention"] = {{"keep_round", 3}};
   CHECK(At(Validate(unknown), "/retention/keep_round") != nullptr);
+}
+
+}  // namespace
+}  // namespace ens
+
+namespace ens {
+namespace {
+
+TEST_CASE("the deep-ensembles paper's options: torch_default init, adversarial_eps and validation_split 0",
+          "[config]") {
+  json doc = Minimal();
+  doc["members"]["defaults"]["initializer"] = "torch_default";
+  doc["members"]["defaults"]["adversarial_eps"] = 0.01;
+  doc["members"]["defaults"]["validation_split"] = 0;
+  const Config c = MustParse(doc);
+  REQUIRE(c.members.size() == 1);
+  CHECK(c.members[0].initializer == Initializer::kTorchDefault);
+  CHECK(c.members[0].adversarial_eps == 0.01);
+  CHECK(c.members[0].validation_split == 0.0);
+  // They survive the normalised form a run keeps (and a worker reads).
+  MemberSpec back;
+  REQUIRE(MemberFromJson(MemberToJson(c.members[0]), &back).ok());
+  CHECK(back.initializer == Initializer::kTorchDefault);
+  CHECK(back.adversarial_eps == 0.01);
+  CHECK(back.validation_split == 0.0);
+
+  SECTION("validation_split 0 with early stopping is refused at the split") {
+    doc["members"]["defaults"]["early_stopping"] = {{"enabled", true}};
+    RequireOnlyError(doc, "/members/defaults/validation_split", "early_stopping watches them");
+  }
+  SECTION("a negative adversarial_eps is refused") {
+    doc["members"]["defaults"]["adversarial_eps"] = -0.1;
+    RequireOnlyError(doc, "/members/defaults/adversarial_eps", ">= 0");
+  }
+  SECTION("validation_split 1 still is") {
+    doc["members"]["defaults"]["validation_split"] = 1.0;
+    RequireOnlyError(doc, "/members/defaults/validation_split", "[0, 1)");
+  }
 }
 
 }  // namespace

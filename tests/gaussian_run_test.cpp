@@ -61,11 +61,16 @@ TEST_CASE("a run of Gaussian heads scores its mixture, predicts its uncertainty 
                                             "0.1,0.9,0.2,0.8,0.3,0.7,0.4,0.6,0.5,0.5\n");
   CHECK(predicted.header == "row,mean,aleatoric_std,epistemic_std,total_std");
   CHECK(predicted.rows.size() == 2);
+  // The total std is the round's calibrated one: sqrt(scale^2 (aleatoric^2 + epistemic^2) + noise^2)
+  // with the round's map (orchestrator/sigma_calibration.h).
+  const nlohmann::json map = nlohmann::json::parse(ReadText(layout.SummaryFile(1)))["ensemble"]["sigma_calibration"][0];
+  const double scale = map["scale"], noise = map["noise"];
   for (const auto& cells : predicted.rows) {
     const std::vector<double> v = Numbers(cells);
     REQUIRE(v.size() == 5);
     CHECK(v[2] > 0.0);
-    CHECK(v[4] * v[4] == Approx(v[2] * v[2] + v[3] * v[3]).epsilon(1e-4));  // total^2 = aleatoric^2 + epistemic^2
+    const double raw2 = v[2] * v[2] + v[3] * v[3];  // aleatoric^2 + epistemic^2
+    CHECK(v[4] * v[4] == Approx(scale * scale * raw2 + noise * noise).epsilon(1e-4));
   }
 
   auto exported = Run({BinaryPath("ensemblectl"), "export", "-s", state, "-o", tmp / "ensemble.pt"}, tmp.path());

@@ -250,7 +250,7 @@ class PackedMlp : public Model {
   PackedMlp(const std::vector<ModelMember>& members, int features, int outputs, torch::Device device) {
     const MemberSpec& s0 = *members[0].spec;
     for (const auto& l : s0.layers) activations_.push_back(l.activation);
-    std::vector<std::vector<torch::Tensor>> w(s0.layers.size() + 1);
+    std::vector<std::vector<torch::Tensor>> w(s0.layers.size() + 1), b(s0.layers.size() + 1);
     std::vector<int64_t> key_a, key_b;
     for (const auto& m : members) {
       at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(m.init_seed);
@@ -258,6 +258,7 @@ class PackedMlp : public Model {
       for (size_t l = 0; l <= s0.layers.size(); ++l) {
         int64_t out = l < s0.layers.size() ? m.spec->layers[l].units : outputs;
         w[l].push_back(InitKernel(m.spec->initializer, in, out, gen));
+        b[l].push_back(InitBias(m.spec->initializer, in, out, gen));  // after its weights, as torch's Linear
         in = out;
       }
       key_a.push_back(Mix32(m.dropout_seed));
@@ -271,7 +272,7 @@ class PackedMlp : public Model {
     fused_ = weights <= kFusedMaxWeights;
     for (size_t l = 0; l < w.size(); ++l) {
       weights_.push_back(torch::stack(w[l]).to(device).requires_grad_(true));
-      biases_.push_back(torch::zeros({k, 1, w[l][0].size(0)}).to(device).requires_grad_(true));
+      biases_.push_back(torch::stack(b[l]).unsqueeze(1).to(device).requires_grad_(true));
       if (l == s0.layers.size()) break;
       std::vector<int64_t> threshold;
       std::vector<float> keep;
@@ -417,12 +418,22 @@ torch::Tensor InitWeight(Initializer init, at::IntArrayRef shape, at::Generator&
     case Initializer::kLecunNormal:
       return at::randn(shape, gen, opts) * static_cast<float>(std::sqrt(1.0 / in));
     case Initializer::kHeUniform:
-    case Initializer::kGlorotUniform: {
-      double limit = init == Initializer::kHeUniform ? std::sqrt(6.0 / in) : std::sqrt(6.0 / (in + out));
+    case Initializer::kGlorotUniform:
+    case Initializer::kTorchDefault: {
+      const double limit = init == Initializer::kHeUniform      ? std::sqrt(6.0 / in)
+                           : init == Initializer::kTorchDefault ? std::sqrt(1.0 / in)  // kaiming_uniform, a = sqrt(5)
+                                                                : std::sqrt(6.0 / (in + out));
       return at::rand(shape, gen, opts) * static_cast<float>(2 * limit) - static_cast<float>(limit);
     }
   }
   return {};
+}
+
+torch::Tensor InitBias(Initializer init, int64_t in, int64_t out, at::Generator& gen) {
+  if (init != Initializer::kTorchDefault) return torch::zeros({out});
+  const double limit = std::sqrt(1.0 / static_cast<double>(in));
+  return at::rand({out}, gen, torch::TensorOptions().dtype(torch::kFloat32)) * static_cast<float>(2 * limit) -
+         static_cast<float>(limit);
 }
 
 torch::Tensor AlignedSlices(int64_t k, int64_t rows, int64_t cols, const torch::TensorOptions& opts) {

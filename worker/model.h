@@ -112,6 +112,9 @@ std::unique_ptr<Model> BuildMlp(const std::vector<ModelMember>& members, int fea
 // count the receptive field as torch does for convolutions: fan_in = in * prod(shape[2:]),
 // fan_out = out * prod(shape[2:]). REQUIRES: shape has >= 2 dimensions.
 torch::Tensor InitWeight(Initializer init, at::IntArrayRef shape, at::Generator& gen);
+// A layer's first biases [out]: 0, or for torch_default uniform in +-1/sqrt(in) drawn from `gen`
+// (after the layer's weights, as torch.nn.Linear draws them).
+torch::Tensor InitBias(Initializer init, int64_t in, int64_t out, at::Generator& gen);
 
 // A tensor [K, rows, cols] whose member slices each start on a 64-byte boundary. Batched
 // matrix products on the CPU pick their kernel by the output's alignment: with every slice

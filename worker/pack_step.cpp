@@ -32,7 +32,7 @@ void Activate(torch::Tensor out, const torch::Tensor& pre, Activation act) {
 bool PackStepFits(const std::vector<const MemberSpec*>& specs, int classes, int targets) {
   if (classes > 0 || targets != 1) return false;
   for (const MemberSpec* s : specs) {
-    if (s->warm_start || s->model.kind != ModelKind::kMlp) return false;
+    if (s->warm_start || s->model.kind != ModelKind::kMlp || s->adversarial_eps > 0) return false;
     if (s->loss != LossKind::kHuber && s->loss != LossKind::kMse && s->loss != LossKind::kMae) return false;
   }
   return true;

@@ -94,9 +94,10 @@ std::string WarmMismatch(const TrainState& state, const std::vector<torch::Tenso
 
 // Mean and std (population, floored) of every column (features, then targets) of a member's
 // training split, in double, row order.
-void Standardise(const TrainInputs& in, std::vector<float>* mean, std::vector<float>* stdv, nlohmann::json* norm) {
+void Standardise(const TrainInputs& in, std::vector<float>* mean, std::vector<float>* stdv, std::vector<float>* range,
+                 nlohmann::json* norm) {
   const int f = in.features, w = in.features + in.targets;
-  std::vector<double> sum(w, 0.0), sq(w, 0.0);
+  std::vector<double> sum(w, 0.0), sq(w, 0.0), lo(w, INFINITY), hi(w, -INFINITY);
   std::vector<int64_t> chunk(4096);
   const uint64_t total = in.split.train_size();
   for (uint64_t pos = 0; pos < total; pos += chunk.size()) {
@@ -107,12 +108,16 @@ void Standardise(const TrainInputs& in, std::vector<float>* mean, std::vector<fl
       for (int c = 0; c < w; ++c) {
         sum[c] += row[c];
         sq[c] += static_cast<double>(row[c]) * row[c];
+        lo[c] = std::min<double>(lo[c], row[c]);
+        hi[c] = std::max<double>(hi[c], row[c]);
       }
     }
   }
   const double n = static_cast<double>(total);
   mean->resize(w);
   stdv->resize(w);
+  range->assign(f, 0.0f);
+  for (int c = 0; c < f && total > 0; ++c) (*range)[c] = static_cast<float>(hi[c] - lo[c]);
   for (int c = 0; c < w; ++c) {
     (*mean)[c] = static_cast<float>(sum[c] / n);
     double var = std::max(0.0, sq[c] / n - (sum[c] / n) * (sum[c] / n));
@@ -133,6 +138,10 @@ void Standardise(const TrainInputs& in, std::vector<float>* mean, std::vector<fl
 // targets: [K,1,T]).
 struct PackNorm {
   torch::Tensor xm, xs, ym, ys;
+  // Adversarial training's step per member and feature in standardised units [K, 1, F]:
+  // adversarial_eps x the feature's range over the member's training rows / its std.
+  // Undefined when no member of the pack trains adversarially.
+  torch::Tensor adversarial_step;
   // Member k's own copy (its own storage: a view would save the whole pack's statistics).
   torch::Tensor Member(const torch::Tensor& t, int64_t k) const { return t[k].reshape({-1}).clone(); }
 };
@@ -141,10 +150,16 @@ struct PackNorm {
 PackNorm StandardiseAll(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* out, torch::Device dev) {
   const bool classify = in[0].task->classes > 0;
   const int f = in[0].features;
-  std::vector<torch::Tensor> xm, xs, ym, ys;
+  std::vector<torch::Tensor> xm, xs, ym, ys, step;
+  bool adversarial = false;
   for (size_t k = 0; k < in.size(); ++k) {
-    std::vector<float> mean, stdv;
-    Standardise(in[k], &mean, &stdv, &(*out)[k].norm);
+    std::vector<float> mean, stdv, range;
+    Standardise(in[k], &mean, &stdv, &range, &(*out)[k].norm);
+    const double eps = in[k].task->member.adversarial_eps;
+    adversarial = adversarial || eps > 0;
+    std::vector<float> s(f);
+    for (int c = 0; c < f; ++c) s[c] = static_cast<float>(eps * range[c] / stdv[c]);
+    step.push_back(torch::tensor(s));
     if (classify) {
       mean[f] = 0.0f, stdv[f] = 1.0f;
       (*out)[k].norm["y_mean"] = 0.0f, (*out)[k].norm["y_std"] = 1.0f;
@@ -155,8 +170,9 @@ PackNorm StandardiseAll(const std::vector<TrainInputs>& in, std::vector<TrainOut
     ys.push_back(torch::tensor(std::vector<float>(stdv.begin() + f, stdv.end())));
   }
   auto stack = [&](std::vector<torch::Tensor>& v) { return torch::stack(v).unsqueeze(1).to(dev); };
-  if (in[0].targets > 1) return {stack(xm), stack(xs), stack(ym), stack(ys)};
-  return {stack(xm), stack(xs), stack(ym).squeeze(-1), stack(ys).squeeze(-1)};
+  const torch::Tensor adversarial_step = adversarial ? stack(step) : torch::Tensor();
+  if (in[0].targets > 1) return {stack(xm), stack(xs), stack(ym), stack(ys), adversarial_step};
+  return {stack(xm), stack(xs), stack(ym).squeeze(-1), stack(ys).squeeze(-1), adversarial_step};
 }
 
 // The windows of whole batches of positions [0, n) of K members' row lists: calls
@@ -266,7 +282,7 @@ class PackLoop {
       const int64_t ops_before = count ? count->total() : 0;
       EpochSums sums = TrainEpoch(all, epoch, poison);
       if (count) train_ops += count->total() - ops_before;
-      EpochSums val = Evaluate(all, epoch);
+      EpochSums val = in_[0].split.val_size() > 0 ? Evaluate(all, epoch) : EpochSums{};  // validation_split 0: none
       double secs = std::chrono::duration<double>(Clock::now() - t0).count();
       if (EndEpoch(epoch, sums, val, secs)) break;
     }
@@ -401,10 +417,25 @@ class PackLoop {
     } else {
       ForEachBatch(members, n, batch, rt_, fill, [&](const torch::Tensor& ix) {
         auto [x, y] = Batch(all, ix);
+        const bool adversarial = norm_.adversarial_step.defined();
+        if (adversarial) x.requires_grad_(true);
         torch::Tensor pred = model_->Forward(x, true);
         torch::Tensor elem = objective_->ElementLoss(pred, y);
         if (poison.defined()) elem = elem * poison.unsqueeze(1);
         torch::Tensor total = elem.mean(-1).sum();
+        if (adversarial) {
+          // Fast gradient sign: the batch moved by each member's step in the direction that
+          // raises its loss; the step trains on both (each member's own slice throughout).
+          const torch::Tensor gx = torch::autograd::grad({total}, {x}, {}, /*retain_graph=*/true)[0];
+          torch::Tensor x_adv;
+          {
+            torch::NoGradGuard ng;
+            x_adv = x.detach() + norm_.adversarial_step * gx.sign();
+          }
+          torch::Tensor elem_adv = objective_->ElementLoss(model_->Forward(x_adv, true), y);
+          if (poison.defined()) elem_adv = elem_adv * poison.unsqueeze(1);
+          total = total + elem_adv.mean(-1).sum();
+        }
         optimizer_->ZeroGrad();
         total.backward();
         optimizer_->Step();
@@ -449,7 +480,11 @@ class PackLoop {
       MemberRun& r = runs_[k];
       if (r.stopped) continue;
       const auto ki = static_cast<int64_t>(k);
-      double loss = s.loss[ki].item<double>() / n, vl = v.loss[ki].item<double>();
+      // Without validation rows (validation_split 0) the epoch's training loss stands in where
+      // a value is watched (no early stopping then: the config refuses it), and the history has
+      // no val_* keys.
+      const bool validated = v.loss.defined();
+      double loss = s.loss[ki].item<double>() / n, vl = validated ? v.loss[ki].item<double>() : loss;
       if (!std::isfinite(loss) || !std::isfinite(vl)) {
         // Only this member's slice is non-finite: nothing in the loop mixes members.
         out_[k].permanent_failure = true;
@@ -460,10 +495,12 @@ class PackLoop {
         continue;
       }
       const auto& names = objective_->MetricNames();
-      nlohmann::json h = {{"epoch", epoch + 1}, {"loss", loss}, {"val_loss", vl}};
+      nlohmann::json h = {{"epoch", epoch + 1}, {"loss", loss}};
+      if (validated) h["val_loss"] = vl;
       std::vector<double> val(names.size());
-      for (size_t i = 0; i < names.size(); ++i) h[names[i]] = s.metrics[i][ki].item<double>() / n;
-      for (size_t i = 0; i < names.size(); ++i) h["val_" + names[i]] = val[i] = v.metrics[i][ki].item<double>();
+      for (size_t i = 0; i < names.size(); ++i) h[names[i]] = val[i] = s.metrics[i][ki].item<double>() / n;
+      for (size_t i = 0; validated && i < names.size(); ++i)
+        h["val_" + names[i]] = val[i] = v.metrics[i][ki].item<double>();
       h["lr"] = r.spec->lr;
       h["seconds"] = secs;
       out_[k].history.push_back(std::move(h));
@@ -554,10 +591,11 @@ void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train
   o->pool_pred = predict(in.pool, in.pool_rows);
   o->metrics = HoldoutMetrics(HeadOf(in), in.holdout, in.holdout_rows, in.features, o->holdout_pred);
   o->metrics.update({{"epochs_run", r.epochs_run},       {"best_epoch", r.best_epoch},
-                {"best_val_loss", r.best_value},    {"stop_step", r.stop_step},
+                {"stop_step", r.stop_step},
                 {"device", device},
                 {"train_seconds", train_seconds / static_cast<double>(pack_size)}});
   if (loop.ops_per_step() >= 0) o->metrics["train_ops_per_step"] = loop.ops_per_step();
+  if (in.split.val_size() > 0) o->metrics["best_val_loss"] = r.best_value;  // validation_split 0: none
   if (pack_size > 1)
     o->metrics.update({{"pack_size", pack_size}, {"pack_position", k}, {"pack_train_seconds", train_seconds}});
   if (r.spec->warm_start) {
