@@ -6,8 +6,10 @@
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <atomic>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
 
@@ -166,6 +168,54 @@ TEST_CASE("ControlSocket: past its bounds (per uid, in all) a connection is refu
   client.join();
   REQUIRE(reply.ok());
   CHECK((*reply)["ok"] == true);
+}
+
+TEST_CASE("ControlSocket: one uid at its bound does not shut out another uid", "[control][control_socket][uid]") {
+  if (::geteuid() != 0) {
+    std::printf("[control] skipped: connecting as another user needs root (to become nobody)\n");
+    std::fflush(stdout);
+    std::_Exit(77);
+  }
+  TempDir tmp;
+  ControlLimits limits;
+  limits.max_per_uid = 3;
+  ControlSocket sock(limits);
+  REQUIRE(sock.Listen(tmp / "c.sock", 0666).ok());
+  ::chmod(tmp.path().c_str(), 0711);  // nobody may reach the socket
+  std::vector<int> held;
+  for (int i = 0; i < 3; ++i) held.push_back(ConnectUnix(tmp / "c.sock"));
+  ServeLoop(sock, [&] { return sock.open_connections() == 3; }, 2);
+  REQUIRE(sock.open_connections() == 3);
+  // As nobody: one request; exit 0 when it was answered {"ok": true} (no allocation after fork).
+  const std::string path = tmp / "c.sock";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(126);
+    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) ::_exit(125);
+    const char req[] = "{\"cmd\": \"status\"}\n";
+    if (::send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(req) - 1)) ::_exit(124);
+    char buf[512] = {};
+    size_t got = 0;
+    for (;;) {
+      struct pollfd p {fd, POLLIN, 0};
+      if (::poll(&p, 1, 5000) <= 0) ::_exit(123);
+      ssize_t n = ::recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    ::_exit(std::strstr(buf, "\"ok\":true") != nullptr ? 0 : 1);
+  }
+  REQUIRE(pid > 0);
+  int status = -1;
+  ServeLoop(sock, [&] { return ::waitpid(pid, &status, WNOHANG) == pid; }, 10);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(sock.open_connections() == 3);  // root's, still open
+  for (int fd : held) ::close(fd);
 }
 
 TEST_CASE("ControlSocket: half a line is dropped at the deadline with an error reply", "[control][control_socket]") {
