@@ -105,6 +105,10 @@ void ControlSocket::Serve(const Handler& handler) {
 void ControlSocket::ServeWithPeer(const PeerHandler& handler) {
   if (fd_ < 0 || serving_) return;
   serving_ = true;
+  struct Unset {
+    bool* flag;
+    ~Unset() { *flag = false; }  // also when a handler throws through
+  } unset{&serving_};
   Accept(Clock::now());
   for (Connection& c : conns_) {
     if (c.out.empty()) Read(c, handler);
@@ -115,7 +119,6 @@ void ControlSocket::ServeWithPeer(const PeerHandler& handler) {
     if (c.done) ::close(c.fd);
   conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const Connection& c) { return c.done; }), conns_.end());
   LogTrouble(Clock::now());
-  serving_ = false;
 }
 
 void ControlSocket::Accept(Clock::time_point now) {
