@@ -111,7 +111,7 @@ void ControlSocket::ServeWithPeer(const PeerHandler& handler) {
   } unset{&serving_};
   Accept(Clock::now());
   for (Connection& c : conns_) {
-    if (c.out.empty()) Read(c, handler);
+    if (c.out.empty() && c.ticket == 0) Read(c, handler);
     if (!c.out.empty() && !c.done) Write(c);
     Expire(c, Clock::now());
   }
@@ -180,10 +180,36 @@ void ControlSocket::Read(Connection& c, const PeerHandler& handler) {
     Answer(c, {{"ok", false}, {"error", "request must be a JSON object with a string \"cmd\""}});
     return;
   }
+  nlohmann::json reply;
+  handling_ = &c;
   try {
-    Answer(c, handler(req, c.peer));
+    reply = handler(req, c.peer);
   } catch (const nlohmann::json::exception& e) {  // a field of the wrong type ({"run": 5})
-    Answer(c, {{"ok", false}, {"error", std::string("malformed request: ") + e.what()}});
+    c.ticket = 0;
+    reply = {{"ok", false}, {"error", std::string("malformed request: ") + e.what()}};
+  }
+  handling_ = nullptr;
+  if (c.ticket == 0) Answer(c, std::move(reply));
+}
+
+uint64_t ControlSocket::Defer() {
+  if (handling_ == nullptr) return 0;
+  handling_->ticket = ++last_ticket_;
+  handling_->deadline = Clock::now() + std::chrono::milliseconds(kControlDeferredMs);
+  return handling_->ticket;
+}
+
+void ControlSocket::Reply(uint64_t ticket, nlohmann::json reply) {
+  for (auto it = conns_.begin(); it != conns_.end(); ++it) {
+    if (ticket == 0 || it->ticket != ticket || it->done) continue;
+    it->ticket = 0;
+    Answer(*it, std::move(reply));
+    Write(*it);  // what does not fit now: in Serve()
+    if (it->done && !serving_) {
+      ::close(it->fd);
+      conns_.erase(it);
+    }
+    return;
   }
 }
 
@@ -217,6 +243,13 @@ void ControlSocket::Expire(Connection& c, Clock::time_point now) {
     c.done = true;
     return;
   }
+  if (c.ticket != 0) {
+    c.ticket = 0;
+    Answer(c, {{"ok", false}, {"error", "the daemon did not answer in time"}});
+    Write(c);
+    c.done = true;
+    return;
+  }
   Answer(c, {{"ok", false},
              {"error", "request not received in time (a whole line within " + std::to_string(limits_.deadline_ms) +
                            " ms of connecting)"}});
@@ -238,7 +271,7 @@ std::vector<int> ControlSocket::PollFds() const {
   std::vector<int> fds;
   if (fd_ >= 0) fds.push_back(fd_);
   for (const Connection& c : conns_)
-    if (c.out.empty()) fds.push_back(c.fd);
+    if (c.out.empty() && c.ticket == 0) fds.push_back(c.fd);
   return fds;
 }
 
@@ -273,6 +306,72 @@ StatusOr<nlohmann::json> ControlRequest(const std::string& path, const nlohmann:
   nlohmann::json reply = nlohmann::json::parse(line, nullptr, false);
   if (reply.is_discarded() || !reply.is_object()) return Status::Corruption(path + ": reply is not a JSON object");
   return reply;
+}
+
+ControlCall::ControlCall(const std::string& path, const nlohmann::json& request, int timeout_ms)
+    : path_(path), deadline_(Clock::now() + std::chrono::milliseconds(timeout_ms)), timeout_ms_(timeout_ms) {
+  sockaddr_un addr;
+  if (!FillAddress(path, &addr)) {
+    Finish(Status::InvalidArgument(path + ": too long for a Unix socket path"));
+    return;
+  }
+  fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd_ < 0) {
+    Finish(Status::FromErrno("socket", errno));
+    return;
+  }
+  if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    Finish(Status::FromErrno("connect " + path + " (is the daemon running?)", errno));
+    return;
+  }
+  // A request is far smaller than a socket buffer: one send takes it whole.
+  const std::string line = request.dump() + "\n";
+  if (::send(fd_, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(line.size()))
+    Finish(Status::IOError(path + ": the request could not be sent"));
+}
+
+ControlCall::~ControlCall() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void ControlCall::Finish(StatusOr<nlohmann::json> result) {
+  result_ = std::move(result);
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+bool ControlCall::Poll() {
+  if (fd_ < 0) return true;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd_, buf, sizeof(buf));
+    if (n > 0) {
+      in_.append(buf, static_cast<size_t>(n));
+      if (in_.size() > kControlMaxLine) break;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {
+      if (in_.find('\n') != std::string::npos) break;
+      if (Clock::now() < deadline_) return false;
+      Finish(Status::Timeout(path_ + ": no reply within " + std::to_string(timeout_ms_) + " ms"));
+      return true;
+    }
+    break;  // EOF (the reply is all there) or an error
+  }
+  if (auto nl = in_.find('\n'); nl != std::string::npos) in_.resize(nl);
+  nlohmann::json reply = nlohmann::json::parse(in_, nullptr, false);
+  if (reply.is_discarded() || !reply.is_object())
+    Finish(Status::Corruption(path_ + ": reply is not a JSON object"));
+  else
+    Finish(std::move(reply));
+  return true;
+}
+
+int ControlCall::NextWakeMs() const {
+  if (fd_ < 0) return 0;
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
+  return left <= 0 ? 0 : static_cast<int>(left) + 1;
 }
 
 std::string ControlSocketPath(const std::string& configured, const std::string& run_name,

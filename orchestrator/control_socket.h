@@ -18,6 +18,10 @@
 // counts. A daemon polls PollFds() (POLLIN) and calls Serve() when one is ready and at the
 // latest NextWakeMs() from now (deadlines, replies still going out).
 //
+// A handler that must wait for something itself (ensembled serve asking a run's supervisor)
+// takes a ticket with Defer() and answers later with Reply(ticket, reply); until then the
+// connection waits, up to kControlDeferredMs (then an error reply), and nothing else does.
+//
 // A stale socket file from a crashed daemon is replaced. Single-threaded; Serve() is not
 // re-entered (a handler that calls it again returns at once).
 #pragma once
@@ -25,6 +29,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -44,6 +49,7 @@ inline constexpr int kControlMaxPerUid = 32;
 inline constexpr size_t kControlMaxLine = size_t{1} << 20;
 inline constexpr int kControlAcceptsPerServe = 128;
 inline constexpr int kControlLogEveryMs = 10000;
+inline constexpr int kControlDeferredMs = 30000;
 
 struct ControlLimits {
   int deadline_ms = kControlDeadlineMs;           // Default: 2000
@@ -82,6 +88,11 @@ class ControlSocket {
   // written): 0 when due, -1 when no connection is open.
   int NextWakeMs() const;
   size_t open_connections() const { return conns_.size(); }
+  // Inside a handler only: the request is answered later, by Reply(ticket, ...); what the
+  // handler returns is then ignored.
+  uint64_t Defer();
+  // Answers a deferred request (a ticket whose connection is gone: nothing).
+  void Reply(uint64_t ticket, nlohmann::json reply);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -93,6 +104,7 @@ class ControlSocket {
     std::string out;             // the reply; non-empty once answered
     size_t written = 0;
     bool done = false;           // to close
+    uint64_t ticket = 0;         // non-zero: deferred, waiting for Reply()
   };
   void Accept(Clock::time_point now);
   void Read(Connection& c, const PeerHandler& handler);
@@ -106,6 +118,8 @@ class ControlSocket {
   std::string path_;
   std::vector<Connection> conns_;
   bool serving_ = false;
+  Connection* handling_ = nullptr;  // the connection whose handler runs (Defer)
+  uint64_t last_ticket_ = 0;
   // Counted since the last log line (LogTrouble).
   int refused_ = 0, dropped_ = 0;
   Clock::time_point last_log_{};
@@ -114,6 +128,32 @@ class ControlSocket {
 // Client side (ensemblectl): one request, one reply. Errors name the socket path.
 StatusOr<nlohmann::json> ControlRequest(const std::string& path, const nlohmann::json& request,
                                         int timeout_ms = 5000);
+
+// The same without blocking, for a daemon's loop (ensembled serve asking a run's supervisor):
+// the constructor connects and sends (a Unix socket connects at once, or fails); the loop
+// polls fd() for POLLIN, calls Poll() when it is ready and at the latest NextWakeMs() from now;
+// Poll() returns true once the call is over, with result() set: the reply, or an error that
+// names the socket path (no reply within timeout_ms included).
+class ControlCall {
+ public:
+  ControlCall(const std::string& path, const nlohmann::json& request, int timeout_ms);
+  ControlCall(const ControlCall&) = delete;
+  ControlCall& operator=(const ControlCall&) = delete;
+  ~ControlCall();
+  int fd() const { return fd_; }  // -1 once over
+  bool Poll();
+  int NextWakeMs() const;
+  const StatusOr<nlohmann::json>& result() const { return result_; }
+
+ private:
+  void Finish(StatusOr<nlohmann::json> result);
+  std::string path_;
+  int fd_ = -1;
+  std::chrono::steady_clock::time_point deadline_;
+  int timeout_ms_;
+  std::string in_;
+  StatusOr<nlohmann::json> result_ = Status::Timeout("not over");
+};
 
 // Where the control socket of a run lives (config service.control_socket or its default).
 std::string ControlSocketPath(const std::string& configured, const std::string& run_name,

@@ -592,12 +592,16 @@ int ServeDaemon::Run() {
     for (const auto& [name, run] : runs_)
       if (run.state == RunState::kQueued && run.not_before > Now())
         timeout = std::min(timeout, static_cast<int>((run.not_before - Now()) * 1000) + 1);
-    // Open control connections: their deadlines (ControlSocket never waits on a client).
+    // Open control connections: their deadlines (ControlSocket never waits on a client); the
+    // runs' supervisors being asked: theirs.
     if (int ctl = control_.NextWakeMs(); ctl >= 0) timeout = std::min(timeout, ctl);
+    for (const RunCall& c : run_calls_) timeout = std::min(timeout, c.call->NextWakeMs());
     std::vector<struct pollfd> fds = {{opts_.signal_fd, POLLIN, 0}, {inotify_fd_, POLLIN, 0}};
     for (int fd : control_.PollFds()) fds.push_back({fd, POLLIN, 0});
     const size_t relays_from = fds.size();
     for (const auto& [name, relay] : relays_) fds.push_back({relay->fd(), POLLIN, 0});
+    const size_t calls_from = fds.size();
+    for (const RunCall& c : run_calls_) fds.push_back({c.call->fd(), POLLIN, 0});
     int n = ::poll(fds.data(), fds.size(), timeout);
     if (n < 0 && errno != EINTR) {
       spdlog::error("poll: {}", std::strerror(errno));
@@ -605,7 +609,7 @@ int ServeDaemon::Run() {
     }
     const auto ready = [&](size_t i) { return (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0; };
     bool output = false, client = control_.open_connections() > 0;
-    for (size_t i = relays_from; i < fds.size(); ++i) output = output || ready(i);
+    for (size_t i = relays_from; i < calls_from; ++i) output = output || ready(i);
     for (size_t i = 2; i < relays_from; ++i) client = client || ready(i);
     if (output) PumpLogs("", /*at_exit=*/false);
     if (fds[0].revents & POLLIN) HandleSignals();
@@ -617,6 +621,7 @@ int ServeDaemon::Run() {
       ScanRunsDir();
       last_scan_ = Now();
     }
+    if (!run_calls_.empty()) PollRunCalls();
     if (client) control_.ServeWithPeer([this](const json& req, const ControlPeer& peer) { return Handle(req, peer); });
   }
   notifier_.Stopping();

@@ -26,6 +26,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -106,6 +107,12 @@ class ServeDaemon {
   nlohmann::json RunCommand(const nlohmann::json& req, const ControlPeer& peer);
   nlohmann::json CancelFor(ServedRun& run, const ControlPeer& peer, const std::string& verb);
   nlohmann::json ReloadRun(ServedRun& run);
+  // Sends {"cmd": cmd} to the run's supervisor and answers the ensemblectl client with
+  // finish(its reply or why none came) when it answers, within kRunReplyMs, from the loop
+  // (ControlSocket::Defer): the loop never waits for a run. Inside a handler only.
+  using RunReplyFinish = std::function<nlohmann::json(StatusOr<nlohmann::json> reply)>;
+  nlohmann::json AskRun(const ServedRun& run, const std::string& cmd, RunReplyFinish finish);
+  void PollRunCalls();  // answers the calls that are over
   // "" when `peer` may change the run (its submitter or root), else why not.
   std::string NotPermitted(const ServedRun& run, const ControlPeer& peer, const std::string& verb) const;
   nlohmann::json List() const;
@@ -124,6 +131,12 @@ class ServeDaemon {
   SystemdNotifier notifier_;
   std::unique_ptr<ServeHttpEndpoint> http_;  // service.http_port > 0
   int inotify_fd_ = -1;
+  struct RunCall {
+    std::unique_ptr<ControlCall> call;
+    uint64_t ticket = 0;  // the ensemblectl client's (ControlSocket::Defer)
+    RunReplyFinish finish;
+  };
+  std::vector<RunCall> run_calls_;  // AskRun's, not over yet
   double last_scan_ = 0;  // Now() at the loop's last re-read of runs_dir
   std::map<std::string, ServedRun> runs_;  // by name: accepted runs, ended ones included
   std::map<std::string, ServedRun> rejected_;  // by file: configs that were not accepted

@@ -218,6 +218,54 @@ TEST_CASE("ControlSocket: one uid at its bound does not shut out another uid", "
   for (int fd : held) ::close(fd);
 }
 
+TEST_CASE("ControlSocket: a deferred request is answered by Reply() later, and others are served meanwhile",
+          "[control][control_socket]") {
+  TempDir tmp;
+  ControlSocket sock;
+  REQUIRE(sock.Listen(tmp / "c.sock").ok());
+  uint64_t ticket = 0;
+  auto handler = [&](const json& req) -> json {
+    if (req["cmd"] == "later") {
+      ticket = sock.Defer();
+      return {{"ok", false}, {"error", "not sent"}};  // ignored: deferred
+    }
+    return Echo(req);
+  };
+  std::atomic<bool> later_done{false}, now_done{false};
+  StatusOr<json> later = Status::Timeout("no reply yet"), now = Status::Timeout("no reply yet");
+  std::thread a([&] {
+    later = ControlRequest(tmp / "c.sock", {{"cmd", "later"}}, 5000);
+    later_done = true;
+  });
+  auto serve_until = [&](const std::function<bool()>& done) {
+    auto t0 = SteadyClock::now();
+    while (!done() && SecondsSince(t0) < 5) {
+      std::vector<struct pollfd> fds;
+      for (int fd : sock.PollFds()) fds.push_back({fd, POLLIN, 0});
+      ::poll(fds.data(), fds.size(), 20);
+      sock.Serve(handler);
+    }
+  };
+  serve_until([&] { return ticket != 0; });
+  REQUIRE(ticket != 0);
+  std::thread b([&] {
+    now = ControlRequest(tmp / "c.sock", {{"cmd", "now"}}, 5000);
+    now_done = true;
+  });
+  serve_until([&] { return now_done.load(); });
+  b.join();
+  REQUIRE(now.ok());
+  CHECK((*now)["cmd"] == "now");
+  CHECK_FALSE(later_done);
+  sock.Reply(ticket, {{"ok", true}, {"answer", 42}});
+  serve_until([&] { return later_done.load(); });
+  a.join();
+  REQUIRE(later.ok());
+  CHECK((*later)["answer"] == 42);
+  CHECK(sock.open_connections() == 0);
+  sock.Reply(ticket, {{"ok", true}});  // its connection is gone: nothing
+}
+
 TEST_CASE("ControlSocket: half a line is dropped at the deadline with an error reply", "[control][control_socket]") {
   TempDir tmp;
   ControlSocket sock;
