@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include "orchestrator/http_server_limits.h"
+
 namespace ens {
 
 HttpEndpoint::HttpEndpoint() : server_(std::make_unique<httplib::Server>()) {}
@@ -28,13 +30,8 @@ Status HttpEndpoint::Start(const std::string& bind, int port) {
   server_->Get("/", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(RenderStatusPage(Latest()), "text/html; charset=utf-8");
   });
-  // cpp-httplib's default adds SO_REUSEPORT, which would let two daemons share a port.
-  server_->set_socket_options([](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  if (!server_->bind_to_port(bind.c_str(), port))
-    return Status::IOError("cannot listen on " + bind + ":" + std::to_string(port) + " (address in use?)");
+  // Deadlines, threads and backlog so slow clients cannot starve /metrics; SO_REUSEADDR only.
+  if (Status s = BindHttpServer(*server_, bind, port); !s.ok()) return s;
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   return Status::Ok();
 }

@@ -1,8 +1,10 @@
 // HttpEndpoint: Prometheus /metrics and the status page (/) on a loopback port.
 //
-// Off unless service.http_port is set. Runs cpp-httplib's server on its own thread; the only
-// thing it shares with the supervisor loop is the latest RunSnapshot, swapped under a mutex
-// by Publish(). Thread-safe: Publish from the loop, requests on the server thread.
+// Off unless service.http_port is set. Runs cpp-httplib's server on its own threads, under
+// BindHttpServer's deadlines and limits (http_server_limits.h: slow clients cannot starve
+// /metrics); the only thing it shares with the supervisor loop is the latest RunSnapshot,
+// swapped under a mutex by Publish(). Thread-safe: Publish from the loop, requests on the
+// server's threads.
 #pragma once
 
 #include <memory>

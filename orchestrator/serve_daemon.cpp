@@ -592,24 +592,37 @@ int ServeDaemon::Run() {
     for (const auto& [name, run] : runs_)
       if (run.state == RunState::kQueued && run.not_before > Now())
         timeout = std::min(timeout, static_cast<int>((run.not_before - Now()) * 1000) + 1);
-    std::vector<struct pollfd> fds = {{opts_.signal_fd, POLLIN, 0}, {inotify_fd_, POLLIN, 0}, {control_.fd(), POLLIN, 0}};
+    // Open control connections: their deadlines (ControlSocket never waits on a client); the
+    // runs' supervisors being asked: theirs.
+    if (int ctl = control_.NextWakeMs(); ctl >= 0) timeout = std::min(timeout, ctl);
+    for (const RunCall& c : run_calls_) timeout = std::min(timeout, c.call->NextWakeMs());
+    std::vector<struct pollfd> fds = {{opts_.signal_fd, POLLIN, 0}, {inotify_fd_, POLLIN, 0}};
+    for (int fd : control_.PollFds()) fds.push_back({fd, POLLIN, 0});
+    const size_t relays_from = fds.size();
     for (const auto& [name, relay] : relays_) fds.push_back({relay->fd(), POLLIN, 0});
+    const size_t calls_from = fds.size();
+    for (const RunCall& c : run_calls_) fds.push_back({c.call->fd(), POLLIN, 0});
     int n = ::poll(fds.data(), fds.size(), timeout);
     if (n < 0 && errno != EINTR) {
       spdlog::error("poll: {}", std::strerror(errno));
       return exit_code::kTransientFailure;
     }
-    bool output = false;
-    for (size_t i = 3; i < fds.size(); ++i) output = output || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+    const auto ready = [&](size_t i) { return (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0; };
+    bool output = false, client = control_.open_connections() > 0;
+    for (size_t i = relays_from; i < calls_from; ++i) output = output || ready(i);
+    for (size_t i = 2; i < relays_from; ++i) client = client || ready(i);
     if (output) PumpLogs("", /*at_exit=*/false);
     if (fds[0].revents & POLLIN) HandleSignals();
-    if (n == 0 || (fds[1].revents & POLLIN)) {
+    // Besides inotify, the fallback re-read (a runs_dir where inotify is silent): every
+    // kIdleWakeMs, however often clients wake the loop.
+    if ((fds[1].revents & POLLIN) || Now() - last_scan_ >= kIdleWakeMs / 1000.0) {
       char buf[4096];
       while (::read(inotify_fd_, buf, sizeof(buf)) > 0) {}
       ScanRunsDir();
+      last_scan_ = Now();
     }
-    if (fds[2].revents & POLLIN)
-      control_.ServeWithPeer([this](const json& req, const ControlPeer& peer) { return Handle(req, peer); });
+    if (!run_calls_.empty()) PollRunCalls();
+    if (client) control_.ServeWithPeer([this](const json& req, const ControlPeer& peer) { return Handle(req, peer); });
   }
   notifier_.Stopping();
   PumpLogs("", /*at_exit=*/true);

@@ -15,8 +15,10 @@
 // Events, all taken in one poll(): a signalfd (SIGTERM/SIGINT: stop the runs gracefully and
 // exit; a second: SIGKILL them; SIGCHLD: a run ended: reaped, and the runs it made room for
 // started, in the same wake-up; SIGHUP: re-read runs_dir), each run's output pipe, an inotify
-// watch on runs_dir (a file added, changed or removed), the control socket (ensemblectl submit,
-// list, cancel and the per-run commands) and a timeout of at most 5 s (a crashed run's restart time, the watchdog).
+// watch on runs_dir (a file added, changed or removed), the control socket and its open
+// connections (ensemblectl submit, list, cancel and the per-run commands; served without
+// waiting on any client, ControlSocket) and a timeout of at most 5 s (a crashed run's restart
+// time, the watchdog, a control connection's deadline).
 // Idle, it sleeps in that poll. Under systemd it says READY=1 once it listens, STATUS= with
 // its runs, and pings the watchdog from that loop (whose timeout is then at most WatchdogSec/2).
 // Single-threaded.
@@ -24,6 +26,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -104,6 +107,12 @@ class ServeDaemon {
   nlohmann::json RunCommand(const nlohmann::json& req, const ControlPeer& peer);
   nlohmann::json CancelFor(ServedRun& run, const ControlPeer& peer, const std::string& verb);
   nlohmann::json ReloadRun(ServedRun& run);
+  // Sends {"cmd": cmd} to the run's supervisor and answers the ensemblectl client with
+  // finish(its reply or why none came) when it answers, within kRunReplyMs, from the loop
+  // (ControlSocket::Defer): the loop never waits for a run. Inside a handler only.
+  using RunReplyFinish = std::function<nlohmann::json(StatusOr<nlohmann::json> reply)>;
+  nlohmann::json AskRun(const ServedRun& run, const std::string& cmd, RunReplyFinish finish);
+  void PollRunCalls();  // answers the calls that are over
   // "" when `peer` may change the run (its submitter or root), else why not.
   std::string NotPermitted(const ServedRun& run, const ControlPeer& peer, const std::string& verb) const;
   nlohmann::json List() const;
@@ -122,6 +131,13 @@ class ServeDaemon {
   SystemdNotifier notifier_;
   std::unique_ptr<ServeHttpEndpoint> http_;  // service.http_port > 0
   int inotify_fd_ = -1;
+  struct RunCall {
+    std::unique_ptr<ControlCall> call;
+    uint64_t ticket = 0;  // the ensemblectl client's (ControlSocket::Defer)
+    RunReplyFinish finish;
+  };
+  std::vector<RunCall> run_calls_;  // AskRun's, not over yet
+  double last_scan_ = 0;  // Now() at the loop's last re-read of runs_dir
   std::map<std::string, ServedRun> runs_;  // by name: accepted runs, ended ones included
   std::map<std::string, ServedRun> rejected_;  // by file: configs that were not accepted
   std::map<std::string, std::pair<int64_t, int64_t>> rejected_stamp_;  // file -> (mtime ns, size)

@@ -8,6 +8,7 @@
 
 #include "common/atomic_file.h"
 #include "common/run_layout.h"
+#include "orchestrator/http_server_limits.h"
 #include "orchestrator/run_queue.h"
 #include "orchestrator/run_snapshot.h"
 
@@ -280,13 +281,8 @@ Status ServeHttpEndpoint::Start(const std::string& bind, int port, json gpus) {
     res.status = 404;
     res.set_content("no run named '" + name + "' (see /)\n", "text/plain; charset=utf-8");
   });
-  // As HttpEndpoint: no SO_REUSEPORT, so two daemons cannot share a port.
-  server_->set_socket_options([](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  if (!server_->bind_to_port(bind.c_str(), port))
-    return Status::IOError("cannot listen on " + bind + ":" + std::to_string(port) + " (address in use?)");
+  // Deadlines, threads and backlog so slow clients cannot starve /metrics; SO_REUSEADDR only.
+  if (Status s = BindHttpServer(*server_, bind, port); !s.ok()) return s;
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   return Status::Ok();
 }

@@ -9,10 +9,12 @@
 //               a run label (state, rounds and members done, GPUs and CPU workers granted,
 //               crashes in a row), and the daemon's GPUs (which run holds each; memory and
 //               utilisation as the holding run's supervisor last sampled them)
-// cpp-httplib serves on its own thread; all it shares with the daemon's loop is the latest
+// cpp-httplib serves on its own threads, under BindHttpServer's deadlines and limits
+// (http_server_limits.h); all it shares with the daemon's loop is the latest
 // list of runs (the "runs" of `ensemblectl list --json`), swapped under a mutex by Publish(),
 // and the daemon's GPUs, set once before Start(). The run files (status.json) are read on the
-// server thread, per request. Thread-safe: Publish from the loop, requests on the server thread.
+// server's threads, per request. Thread-safe: Publish from the loop, requests on the server's
+// threads.
 #pragma once
 
 #include <memory>

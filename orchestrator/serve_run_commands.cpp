@@ -8,8 +8,10 @@
 // passed on to the run's supervisor; stop is cancel (a graceful stop; the run is `cancelled`,
 // its state kept); reload re-reads the run's file in runs_dir, writes its effective config anew
 // and asks the supervisor to reload it (its answer says what applies when), restoring the old
-// effective config when the supervisor refuses.
+// effective config when the supervisor refuses. The daemon's loop never waits for a
+// supervisor's answer (AskRun: the client's reply is deferred until it comes, or 4 s pass).
 #include <filesystem>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
@@ -21,9 +23,10 @@ namespace {
 
 using json = nlohmann::json;
 
-// How long the daemon's loop waits for a run's supervisor to answer (it answers from its own
-// loop, within a second or so).
-constexpr int kRunReplyMs = 5000;
+// How long the daemon waits for a run's supervisor to answer (it answers from its own loop,
+// within a second or so); its loop goes on meanwhile (AskRun). Under ensemblectl's own 5 s, so
+// the client is told which run did not answer rather than timing out itself.
+constexpr int kRunReplyMs = 4000;
 
 std::string Text(const json& req, const char* key) {
   return req.contains(key) && req[key].is_string() ? req[key].get<std::string>() : "";
@@ -69,11 +72,11 @@ json ServeDaemon::RunCommand(const json& req, const ControlPeer& peer) {
   if (action == "locate") return {{"ok", true}, {"run", Describe(*run)}};
   if (action == "status") {
     json reply = {{"ok", true}, {"run", Describe(*run)}, {"live", nullptr}};
-    if (run->state == RunState::kRunning || run->state == RunState::kStopping) {
-      auto live = ControlRequest(RunControlSocket(run->state_dir), {{"cmd", "status"}}, kRunReplyMs);
+    if (run->state != RunState::kRunning && run->state != RunState::kStopping) return reply;
+    return AskRun(*run, "status", [reply](StatusOr<json> live) mutable {
       if (live.ok() && live->value("ok", false) && live->contains("status")) reply["live"] = (*live)["status"];
-    }
-    return reply;
+      return reply;
+    });
   }
   if (action != "pause" && action != "resume" && action != "stop" && action != "reload")
     return Refused("unknown action '" + action + "' (locate, status, pause, resume, stop, reload)");
@@ -84,10 +87,31 @@ json ServeDaemon::RunCommand(const json& req, const ControlPeer& peer) {
   if (run->state != RunState::kRunning)
     return Refused("run '" + name + "' is " + RunStateName(run->state) + "; " + action +
                    " applies to a running run (cancel takes a queued one off the queue)");
-  auto reply = ControlRequest(RunControlSocket(run->state_dir), {{"cmd", action}}, kRunReplyMs);
-  if (!reply.ok()) return Refused("run '" + name + "' did not answer: " + reply.status().message());
-  spdlog::info("run {}: {} by uid {}: {}", name, action, peer.uid, reply->dump());
-  return *reply;
+  return AskRun(*run, action, [name, action, uid = peer.uid](StatusOr<json> reply) {
+    if (!reply.ok()) return Refused("run '" + name + "' did not answer: " + reply.status().message());
+    spdlog::info("run {}: {} by uid {}: {}", name, action, uid, reply->dump());
+    return *reply;
+  });
+}
+
+json ServeDaemon::AskRun(const ServedRun& run, const std::string& cmd, RunReplyFinish finish) {
+  auto call = std::make_unique<ControlCall>(RunControlSocket(run.state_dir), json{{"cmd", cmd}}, kRunReplyMs);
+  if (call->fd() < 0) return finish(call->result());  // over at once (no socket, say)
+  uint64_t ticket = control_.Defer();
+  if (ticket == 0) return finish(Status::Internal("AskRun outside a control handler"));
+  run_calls_.push_back({std::move(call), ticket, std::move(finish)});
+  return json();  // not sent: the client's answer is finish()'s
+}
+
+void ServeDaemon::PollRunCalls() {
+  for (auto it = run_calls_.begin(); it != run_calls_.end();) {
+    if (!it->call->Poll()) {
+      ++it;
+      continue;
+    }
+    control_.Reply(it->ticket, it->finish(it->call->result()));
+    it = run_calls_.erase(it);
+  }
 }
 
 json ServeDaemon::ReloadRun(ServedRun& run) {
@@ -123,17 +147,23 @@ json ServeDaemon::ReloadRun(ServedRun& run) {
     return {{"ok", true}, {"message", "run " + run.name + " is " + RunStateName(run.state) +
                                           ": it starts with the new config (its resume checks it as reload would)"}};
   }
-  auto reply = ControlRequest(RunControlSocket(run.state_dir), {{"cmd", "reload"}}, kRunReplyMs);
-  if (!reply.ok() || !reply->value("ok", false)) {
-    if (before.ok()) {
-      if (Status s = WriteFileAtomic(run.config_file, *before); !s.ok()) spdlog::error("run {}: {}", run.name, s.ToString());
+  return AskRun(run, "reload", [this, name = run.name, file = run.file, config_file = run.config_file,
+                                 before = before.ok() ? std::optional<std::string>(*before) : std::nullopt,
+                                 rounds = cfg.rounds.count, members = static_cast<int>(cfg.members.size())](
+                                    StatusOr<json> reply) {
+    if (!reply.ok() || !reply->value("ok", false)) {
+      if (before) {
+        if (Status s = WriteFileAtomic(config_file, *before); !s.ok()) spdlog::error("run {}: {}", name, s.ToString());
+      }
+      return reply.ok() ? *reply : Refused("run '" + name + "' did not answer: " + reply.status().message());
     }
-    return reply.ok() ? *reply : Refused("run '" + run.name + "' did not answer: " + reply.status().message());
-  }
-  run.rounds = cfg.rounds.count;
-  run.members = static_cast<int>(cfg.members.size());
-  spdlog::info("run {}: reloaded {}: {}", run.name, run.file, reply->value("message", ""));
-  return *reply;
+    if (ServedRun* r = FindRun(name)) {
+      r->rounds = rounds;
+      r->members = members;
+    }
+    spdlog::info("run {}: reloaded {}: {}", name, file, reply->value("message", ""));
+    return *reply;
+  });
 }
 
 }  // namespace ens

@@ -110,7 +110,12 @@ class Supervisor : private RoundHost {
   // ---- RoundHost: what a round needs of the run ----
   Stop StopState() const override;
   bool Paused() const override { return paused_; }
-  std::vector<int> WaitFds() const override { return {control_.fd(), opts_.signal_fd}; }
+  // The control socket's listener and open connections (ControlSocket::PollFds), the signalfd.
+  std::vector<int> WaitFds() const override {
+    std::vector<int> fds = control_.PollFds();
+    fds.push_back(opts_.signal_fd);
+    return fds;
+  }
   bool Tick(size_t failed) override;
   TaskSpec MakeTask(int round, int index, int attempt) const override;
   void MemberJournaled(const MemberDoneRecord& record, const std::string& out_dir, MemberResult result) override;

@@ -1,13 +1,20 @@
-// The control socket of a running ensembled, driven with the real ensemblectl: its mode,
-// the live status, pause/resume at member boundaries, reload (safe changes accepted at the
-// next round boundary, unsafe ones refused), stop and resume, and hostile clients.
+// ControlSocket in-process (silent, slow and oversized clients against its deadline and
+// bounds, timed), then the control socket of a running ensembled, driven with the real
+// ensemblectl: its mode, the live status, pause/resume at member boundaries, reload (safe
+// changes accepted at the next round boundary, unsafe ones refused), stop and resume, and
+// hostile clients.
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
 
 #include "common/exit_codes.h"
+#include "orchestrator/control_socket.h"
 #include "support/env_spawn_notify.h"
 
 namespace ens {
@@ -51,6 +58,271 @@ bool IsRefusal(const std::string& reply) {
   return j.is_object() && j.contains("ok") && j["ok"] == false && j.contains("error") && j["error"].is_string() &&
          !j["error"].get<std::string>().empty();
 }
+
+// ---- ControlSocket alone, served from this thread as a daemon's loop does ----------------
+
+// Reads until EOF or timeout_ms.
+std::string ReadToEnd(int fd, int timeout_ms) {
+  std::string reply;
+  auto t0 = SteadyClock::now();
+  char buf[4096];
+  for (;;) {
+    int left = timeout_ms - static_cast<int>(SecondsSince(t0) * 1000);
+    if (left <= 0) break;
+    struct pollfd p {fd, POLLIN, 0};
+    if (::poll(&p, 1, left) <= 0) break;
+    ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    reply.append(buf, static_cast<size_t>(n));
+  }
+  return reply;
+}
+
+json Echo(const json& req) { return {{"ok", true}, {"cmd", req["cmd"]}}; }
+
+// The loop of a daemon: poll the socket's fds (at most NextWakeMs), Serve(), until `done`
+// or timeout_s. Returns the longest Serve() call in ms.
+double ServeLoop(ControlSocket& sock, const std::function<bool()>& done, double timeout_s = 10) {
+  double longest = 0;
+  auto t0 = SteadyClock::now();
+  while (!done() && SecondsSince(t0) < timeout_s) {
+    std::vector<struct pollfd> fds;
+    for (int fd : sock.PollFds()) fds.push_back({fd, POLLIN, 0});
+    int wake = sock.NextWakeMs();
+    ::poll(fds.data(), fds.size(), wake < 0 ? 20 : std::min(wake, 20));
+    auto s0 = SteadyClock::now();
+    sock.Serve(Echo);
+    longest = std::max(longest, SecondsSince(s0) * 1000);
+  }
+  return longest;
+}
+
+TEST_CASE("ControlSocket: ten silent clients delay neither a request nor the loop", "[control][control_socket]") {
+  TempDir tmp;
+  ControlSocket sock;
+  REQUIRE(sock.Listen(tmp / "c.sock").ok());
+  std::vector<int> silent;
+  for (int i = 0; i < 10; ++i) silent.push_back(ConnectUnix(tmp / "c.sock"));
+  for (int fd : silent) REQUIRE(fd >= 0);
+  ServeLoop(sock, [&] { return sock.open_connections() == 10; }, 2);
+  REQUIRE(sock.open_connections() == 10);
+
+  std::atomic<bool> answered{false};
+  double latency_ms = -1;
+  StatusOr<json> reply = Status::Timeout("no reply yet");
+  std::thread client([&] {
+    auto t0 = SteadyClock::now();
+    reply = ControlRequest(tmp / "c.sock", {{"cmd", "status"}}, 2000);
+    latency_ms = SecondsSince(t0) * 1000;
+    answered = true;
+  });
+  double longest = ServeLoop(sock, [&] { return answered.load(); }, 5);
+  client.join();
+  INFO("request answered in " << latency_ms << " ms; longest Serve() " << longest << " ms");
+  REQUIRE(reply.ok());
+  CHECK((*reply)["ok"] == true);
+  CHECK((*reply)["cmd"] == "status");
+  CHECK(latency_ms < 200);
+  CHECK(longest < 50);
+  CHECK(sock.open_connections() == 10);  // still waiting for their requests
+  for (int fd : silent) ::close(fd);
+}
+
+TEST_CASE("ControlSocket: past its bounds (per uid, in all) a connection is refused at once, clearly",
+          "[control][control_socket]") {
+  TempDir tmp;
+  ControlLimits limits;
+  SECTION("per uid") { limits.max_per_uid = 3; }
+  SECTION("in all") { limits.max_connections = 3; }
+  ControlSocket sock(limits);
+  REQUIRE(sock.Listen(tmp / "c.sock").ok());
+  std::vector<int> held;
+  for (int i = 0; i < 3; ++i) held.push_back(ConnectUnix(tmp / "c.sock"));
+  ServeLoop(sock, [&] { return sock.open_connections() == 3; }, 2);
+  REQUIRE(sock.open_connections() == 3);
+
+  int extra = ConnectUnix(tmp / "c.sock");
+  REQUIRE(extra >= 0);
+  auto t0 = SteadyClock::now();
+  sock.Serve(Echo);
+  std::string refusal = ReadToEnd(extra, 1000);  // the reply, then EOF: closed by the daemon
+  double ms = SecondsSince(t0) * 1000;
+  ::close(extra);
+  INFO(refusal << " after " << ms << " ms");
+  json j = Parse(refusal);
+  REQUIRE(IsRefusal(refusal));
+  CHECK(j["error"].get<std::string>().find("too many open control connections") != std::string::npos);
+  CHECK(ms < 500);
+  CHECK(sock.open_connections() == 3);
+
+  // Once they go, requests are served again.
+  for (int fd : held) ::close(fd);
+  ServeLoop(sock, [&] { return sock.open_connections() == 0; }, 2);
+  std::atomic<bool> answered{false};
+  StatusOr<json> reply = Status::Timeout("no reply yet");
+  std::thread client([&] {
+    reply = ControlRequest(tmp / "c.sock", {{"cmd", "list"}}, 2000);
+    answered = true;
+  });
+  ServeLoop(sock, [&] { return answered.load(); }, 5);
+  client.join();
+  REQUIRE(reply.ok());
+  CHECK((*reply)["ok"] == true);
+}
+
+TEST_CASE("ControlSocket: one uid at its bound does not shut out another uid", "[control][control_socket][uid]") {
+  if (::geteuid() != 0) {
+    std::printf("[control] skipped: connecting as another user needs root (to become nobody)\n");
+    std::fflush(stdout);
+    std::_Exit(77);
+  }
+  TempDir tmp;
+  ControlLimits limits;
+  limits.max_per_uid = 3;
+  ControlSocket sock(limits);
+  REQUIRE(sock.Listen(tmp / "c.sock", 0666).ok());
+  ::chmod(tmp.path().c_str(), 0711);  // nobody may reach the socket
+  std::vector<int> held;
+  for (int i = 0; i < 3; ++i) held.push_back(ConnectUnix(tmp / "c.sock"));
+  ServeLoop(sock, [&] { return sock.open_connections() == 3; }, 2);
+  REQUIRE(sock.open_connections() == 3);
+  // As nobody: one request; exit 0 when it was answered {"ok": true} (no allocation after fork).
+  const std::string path = tmp / "c.sock";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(126);
+    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) ::_exit(125);
+    const char req[] = "{\"cmd\": \"status\"}\n";
+    if (::send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(req) - 1)) ::_exit(124);
+    char buf[512] = {};
+    size_t got = 0;
+    for (;;) {
+      struct pollfd p {fd, POLLIN, 0};
+      if (::poll(&p, 1, 5000) <= 0) ::_exit(123);
+      ssize_t n = ::recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    ::_exit(std::strstr(buf, "\"ok\":true") != nullptr ? 0 : 1);
+  }
+  REQUIRE(pid > 0);
+  int status = -1;
+  ServeLoop(sock, [&] { return ::waitpid(pid, &status, WNOHANG) == pid; }, 10);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(sock.open_connections() == 3);  // root's, still open
+  for (int fd : held) ::close(fd);
+}
+
+TEST_CASE("ControlSocket: a deferred request is answered by Reply() later, and others are served meanwhile",
+          "[control][control_socket]") {
+  TempDir tmp;
+  ControlSocket sock;
+  REQUIRE(sock.Listen(tmp / "c.sock").ok());
+  uint64_t ticket = 0;
+  auto handler = [&](const json& req) -> json {
+    if (req["cmd"] == "later") {
+      ticket = sock.Defer();
+      return {{"ok", false}, {"error", "not sent"}};  // ignored: deferred
+    }
+    return Echo(req);
+  };
+  std::atomic<bool> later_done{false}, now_done{false};
+  StatusOr<json> later = Status::Timeout("no reply yet"), now = Status::Timeout("no reply yet");
+  std::thread a([&] {
+    later = ControlRequest(tmp / "c.sock", {{"cmd", "later"}}, 5000);
+    later_done = true;
+  });
+  auto serve_until = [&](const std::function<bool()>& done) {
+    auto t0 = SteadyClock::now();
+    while (!done() && SecondsSince(t0) < 5) {
+      std::vector<struct pollfd> fds;
+      for (int fd : sock.PollFds()) fds.push_back({fd, POLLIN, 0});
+      ::poll(fds.data(), fds.size(), 20);
+      sock.Serve(handler);
+    }
+  };
+  serve_until([&] { return ticket != 0; });
+  REQUIRE(ticket != 0);
+  std::thread b([&] {
+    now = ControlRequest(tmp / "c.sock", {{"cmd", "now"}}, 5000);
+    now_done = true;
+  });
+  serve_until([&] { return now_done.load(); });
+  b.join();
+  REQUIRE(now.ok());
+  CHECK((*now)["cmd"] == "now");
+  CHECK_FALSE(later_done);
+  sock.Reply(ticket, {{"ok", true}, {"answer", 42}});
+  serve_until([&] { return later_done.load(); });
+  a.join();
+  REQUIRE(later.ok());
+  CHECK((*later)["answer"] == 42);
+  CHECK(sock.open_connections() == 0);
+  sock.Reply(ticket, {{"ok", true}});  // its connection is gone: nothing
+}
+
+TEST_CASE("ControlSocket: half a line is dropped at the deadline with an error reply", "[control][control_socket]") {
+  TempDir tmp;
+  ControlSocket sock;
+  REQUIRE(sock.Listen(tmp / "c.sock").ok());
+  int fd = ConnectUnix(tmp / "c.sock");
+  REQUIRE(fd >= 0);
+  const std::string half = "{\"cmd\": \"sta";
+  REQUIRE(::send(fd, half.data(), half.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(half.size()));
+  auto t0 = SteadyClock::now();
+  std::string reply;
+  std::atomic<bool> got{false};
+  std::thread client([&] {
+    reply = ReadToEnd(fd, 5000);
+    got = true;
+  });
+  double longest = ServeLoop(sock, [&] { return got.load(); }, 6);
+  client.join();
+  double ms = SecondsSince(t0) * 1000;
+  ::close(fd);
+  INFO(reply << " after " << ms << " ms; longest Serve() " << longest << " ms");
+  REQUIRE(IsRefusal(reply));
+  CHECK(Parse(reply)["error"].get<std::string>().find("not received in time") != std::string::npos);
+  CHECK(ms >= kControlDeadlineMs - 100);
+  CHECK(ms < kControlDeadlineMs + 500);
+  CHECK(sock.open_connections() == 0);
+  CHECK(longest < 50);
+}
+
+TEST_CASE("ControlSocket: a line over 1 MiB gets an error reply", "[control][control_socket]") {
+  TempDir tmp;
+  ControlSocket sock;
+  REQUIRE(sock.Listen(tmp / "c.sock").ok());
+  int fd = ConnectUnix(tmp / "c.sock");
+  REQUIRE(fd >= 0);
+  std::string reply;
+  std::atomic<bool> got{false};
+  std::thread client([&] {
+    std::string line = "{\"cmd\": \"" + std::string(kControlMaxLine + 10, 'x') + "\"}\n";
+    size_t off = 0;
+    while (off < line.size()) {  // until the daemon stops taking it
+      ssize_t n = ::send(fd, line.data() + off, line.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    reply = ReadToEnd(fd, 5000);
+    got = true;
+  });
+  ServeLoop(sock, [&] { return got.load(); }, 6);
+  client.join();
+  ::close(fd);
+  INFO(reply.substr(0, 300));
+  REQUIRE(IsRefusal(reply));
+  CHECK(Parse(reply)["error"].get<std::string>().find("longer than 1048576 bytes") != std::string::npos);
+  CHECK(sock.open_connections() == 0);
+}
+
+// ---- the daemon -----------------------------------------------------------------------------
 
 TEST_CASE("the control socket is private, shows the live workers, shrugs off garbage, and stop resumes",
           "[service][control]") {

@@ -269,7 +269,7 @@ TEST_CASE("GET /metrics: Prometheus text format, values that match the journal, 
 // (httplib::detail::default_socket_options), so a second ensembled of the same user binds the
 // same port happily, and the kernel then spreads connections between the two: Prometheus
 // scrapes (and the status page) alternate between two unrelated runs under one target.
-// Fix: HttpEndpoint::Start() calls server_->set_socket_options() with SO_REUSEADDR only.
+// Fix: HttpEndpoint::Start() binds through BindHttpServer (http_server_limits.h): SO_REUSEADDR only.
 TEST_CASE("a second daemon on a taken http_port fails, naming the address, instead of sharing the port",
           "[service][metrics]") {
   TempDir tmp;

@@ -1,6 +1,7 @@
 // `ensembled serve` end to end (the real ensembled, ensemblectl and ensemble-worker): runs as
 // config files, exclusive CPU worker grants, rejected configs with their pointers, priorities,
-// submit/list/cancel over the control socket, cancel by removing a file. The daemon's crash:
+// submit/list/cancel over the control socket, cancel by removing a file, silent control clients
+// that hold nothing up. The daemon's crash:
 // tests/serve_crash_test.cpp.
 #include <catch2/catch.hpp>
 
@@ -17,6 +18,7 @@
 #include "common/journal.h"
 #include "common/run_layout.h"
 #include "orchestrator/serve_daemon.h"
+#include "support/env_spawn_notify.h"
 #include "support/serve_harness.h"
 
 namespace ens {
@@ -83,6 +85,43 @@ TEST_CASE("the effective config of a served run reads back as the same config wi
     CHECK(ConfigToJson(back) == ConfigToJson(*c));
   }
   CHECK(csv.data.train_path == "/etc/runs.d/d/train.csv");
+}
+
+// The daemon's loop never waits on a control client (ControlSocket): with 20 connections that
+// say nothing, a run config dropped into runs_dir is queued at once and `list` is answered.
+TEST_CASE("twenty silent control connections delay neither a dropped run nor ensemblectl list",
+          "[serve][integration][control]") {
+  ServeDaemonHarness d(2);
+  d.Start();
+  std::vector<int> silent;
+  for (int i = 0; i < 20; ++i) silent.push_back(ConnectUnix(d.socket()));
+  for (int fd : silent) REQUIRE(fd >= 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // accepted and waited on
+
+  WriteText(d.runs_dir() + "/.a.json.tmp", TinyRunConfig("a"));
+  auto dropped = SteadyClock::now();
+  std::filesystem::rename(d.runs_dir() + "/.a.json.tmp", d.runs_dir() + "/a.json");
+  double queued_s = -1;
+  while (SecondsSince(dropped) < 5) {
+    if (!QueueEvents(d.QueueJournal(), "submitted").empty()) {
+      queued_s = SecondsSince(dropped);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  auto t0 = SteadyClock::now();
+  TimedRun list = d.Ctl({"list", "--socket", d.socket(), "--json"});
+  double list_ms = SecondsSince(t0) * 1000;
+  INFO("queued after " << queued_s << " s; list took " << list_ms << " ms: " << list.out << list.err);
+  INFO("daemon log:\n" << d.DaemonLog());
+  CHECK(queued_s >= 0);
+  CHECK(queued_s < 1);
+  CHECK(list.code == 0);
+  CHECK(list.out.find("\"a\"") != std::string::npos);
+  CHECK(list_ms < 500);
+  for (int fd : silent) ::close(fd);
+  d.WaitForState("a", "finished", 90);
+  CHECK(d.Stop() == 0);
 }
 
 TEST_CASE("three runs asking 2 CPU workers each on a daemon with 2 run one at a time and all finish",

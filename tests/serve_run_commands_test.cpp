@@ -2,8 +2,12 @@
 // ensemblectl and ensemble-worker; orchestrator/serve_run_commands.cpp): status of a queued and
 // of a running run, pause and resume passed to the run's supervisor, reload of the run's file
 // (accepted, refused by the supervisor, refused by the daemon), stop, and a state-directory
-// command (export) found by name. Who may do it: tests/serve_daemon_test.cpp's uid case.
+// command (export) found by name, and a run's supervisor that does not answer (it holds up
+// neither the daemon's loop nor other clients). Who may do it: tests/serve_daemon_test.cpp's
+// uid case.
 #include <catch2/catch.hpp>
+
+#include <signal.h>
 
 #include <filesystem>
 #include <regex>
@@ -24,6 +28,42 @@ json StatusOf(ServeDaemonHarness& d, const std::string& name) {
   TimedRun r = d.Ctl({"status", "--socket", d.socket(), name, "--json"});
   if (r.code != 0) return json(json::value_t::discarded);
   return json::parse(r.out, nullptr, false);
+}
+
+// The daemon asks a run's supervisor from its loop without waiting (ServeDaemon::AskRun): with
+// the supervisor stopped (SIGSTOP: it accepts, never answers), `pause` is answered "did not
+// answer" after the daemon's 4 s, and meanwhile `list` is answered at once.
+TEST_CASE("a run's supervisor that does not answer holds up neither the daemon nor other clients",
+          "[serve][integration][control]") {
+  ServeDaemonHarness d(2);
+  WriteText(d.runs_dir() + "/long.json", TinyRunConfig("long", 2, 25, "", 40, 5));
+  d.Start();
+  d.WaitForState("long", "running", 20);
+  d.WaitUntil([&] { return StatusOf(d, "long")["live"].is_object(); }, 60, "long's supervisor answering");
+  const pid_t sup = d.Run("long").value("pid", 0);
+  REQUIRE(sup > 0);
+  REQUIRE(::kill(sup, SIGSTOP) == 0);
+  auto t0 = SteadyClock::now();
+  pid_t pause = SpawnEnv({BinaryPath("ensemblectl"), "pause", "--socket", d.socket(), "long"},
+                         d.tmp() / "pause.out", d.tmp() / "pause.err", {});
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto l0 = SteadyClock::now();
+  TimedRun list = d.Ctl({"list", "--socket", d.socket()});
+  double list_ms = SecondsSince(l0) * 1000;
+  int pause_code = WaitAtMost(pause, 20);
+  double pause_s = SecondsSince(t0);
+  ::kill(sup, SIGCONT);
+  std::string pause_err = ReadText(d.tmp() / "pause.err");
+  INFO("list took " << list_ms << " ms; pause took " << pause_s << " s, exit " << pause_code << ": " << pause_err);
+  CHECK(list.code == 0);
+  CHECK(list_ms < 500);
+  CHECK(pause_code != 0);
+  CHECK_THAT(pause_err, Catch::Contains("run 'long' did not answer"));
+  CHECK(pause_s > 3.5);
+  CHECK(pause_s < 5);
+  // It answers again once it runs: the pause it read late (the connection was closed) applies.
+  d.WaitUntil([&] { return StatusOf(d, "long")["live"].is_object(); }, 30, "long's supervisor answering again");
+  CHECK(d.Stop() == 0);
 }
 
 TEST_CASE("per-run commands by name through the serve daemon", "[serve][integration]") {

@@ -1,12 +1,14 @@
 // sd_notify as systemd sees it: ensembled started with NOTIFY_SOCKET (a datagram socket this
 // test binds), WATCHDOG_USEC and WATCHDOG_PID=<ensembled's own pid>, like Type=notify with
 // WatchdogSec= does. READY=1 only once every worker runs, STATUS= progress lines, WATCHDOG=1
-// pings, STOPPING=1 after SIGTERM; workers never see the notify variables.
+// pings (on schedule also while control clients hold ensembled serve's socket), STOPPING=1 after
+// SIGTERM; workers never see the notify variables.
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
 
 #include "support/env_spawn_notify.h"
+#include "support/serve_harness.h"
 
 namespace ens {
 namespace {
@@ -234,6 +236,87 @@ TEST_CASE("ensembled serve speaks systemd's notify protocol: READY, STATUS with 
     CHECK(kv.rfind("NOTIFY_SOCKET=", 0) != 0);
     CHECK(kv.rfind("WATCHDOG_USEC=", 0) != 0);
   }
+}
+
+// Clients that hold ensembled serve's control socket, silent or sending a byte every 100 ms
+// and never a whole line, each dropped after its 2 s deadline and at once replaced: the loop
+// still pings the watchdog on schedule, queues a dropped run at once and answers `list`.
+TEST_CASE("ensembled serve pings the watchdog on schedule while silent and slow clients hold its control socket",
+          "[service][notify][serve][control]") {
+  TempDir tmp;
+  std::filesystem::create_directories(tmp / "runs.d");
+  WriteText(tmp / "serve.json", R"({"runs_dir": "runs.d", "state_root": "state",
+      "resources": {"gpus": "none", "cpu_workers": 2}, "service": {"control_socket": ")" + tmp / "s.sock" + "\"}}");
+  NotifyListener notify(tmp / "notify.sock");
+  REQUIRE(notify.ok());
+  EnvChanges env;
+  env.set["NOTIFY_SOCKET"] = tmp / "notify.sock";
+  env.set["WATCHDOG_USEC"] = "1000000";  // WatchdogSec=1: a ping at least every 0.5 s
+  Daemon d(SpawnNotifyEnv({BinaryPath("ensembled"), "serve", "--config", tmp / "serve.json"}, tmp / "out",
+                          tmp / "err", env, /*watchdog_pid_self=*/true));
+  double ready_at = -1;
+  while (notify.Now() < 20 && ready_at < 0 && !d.Exited())
+    for (const auto& m : notify.Poll(50))
+      if (Has(m.text, "READY=1")) ready_at = m.at_s;
+  INFO("stderr:\n" << ReadText(tmp / "err"));
+  REQUIRE(ready_at >= 0);
+
+  constexpr int kSilent = 16, kSlow = 10;  // 26: under the 32 per uid, with room for ensemblectl
+  std::vector<int> clients(kSilent + kSlow, -1);
+  int replaced = 0;
+  const double held_from = notify.Now();
+  double dropped_at = -1, queued_after = -1, list_ms = -1;
+  int list_code = -1;
+  while (notify.Now() < held_from + 6) {
+    for (size_t i = 0; i < clients.size(); ++i) {
+      int& fd = clients[i];
+      if (fd >= 0) {  // dropped by the daemon (its error reply, then EOF)? Then replaced.
+        struct pollfd p {fd, POLLIN, 0};
+        if (::poll(&p, 1, 0) > 0) {
+          char buf[4096];
+          while (::recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0) {}
+          ::close(fd);
+          fd = -1;
+          ++replaced;
+        }
+      }
+      if (fd < 0) fd = ConnectUnix(tmp / "s.sock");
+      if (fd >= 0 && i >= kSilent) (void)::send(fd, i == kSilent ? "{" : " ", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    if (dropped_at < 0 && notify.Now() > held_from + 2.5) {
+      WriteText(tmp / "runs.d/.one.tmp", TinyRunConfig("one"));
+      dropped_at = notify.Now();
+      std::filesystem::rename(tmp / "runs.d/.one.tmp", tmp / "runs.d/one.json");
+    }
+    if (dropped_at >= 0 && queued_after < 0 && !QueueEvents(tmp / "state/.serve/queue.jsonl", "submitted").empty())
+      queued_after = notify.Now() - dropped_at;
+    if (list_ms < 0 && notify.Now() > held_from + 4) {
+      auto t0 = SteadyClock::now();
+      list_code = Ctl({"list", "--socket", tmp / "s.sock"}, tmp.path()).code;
+      list_ms = SecondsSince(t0) * 1000;
+    }
+    notify.Poll(100);
+  }
+  const double held_until = notify.Now();
+  for (int fd : clients)
+    if (fd >= 0) ::close(fd);
+  std::vector<double> pings;
+  for (const auto& m : notify.all())
+    if (Has(m.text, "WATCHDOG=1") && m.at_s >= held_from - 1) pings.push_back(m.at_s);
+  double max_gap = 0;
+  for (size_t i = 1; i < pings.size(); ++i) max_gap = std::max(max_gap, pings[i] - pings[i - 1]);
+  if (!pings.empty()) max_gap = std::max(max_gap, held_until - pings.back());
+  INFO(pings.size() << " pings, longest gap " << max_gap << " s; " << replaced << " clients dropped and replaced; run queued "
+                    << queued_after << " s after its file; list exit " << list_code << " in " << list_ms << " ms");
+  CHECK(pings.size() >= 10);
+  CHECK(max_gap < 0.75);
+  CHECK(replaced >= kSilent + kSlow);  // each held its connection to the deadline, at least once
+  CHECK(queued_after >= 0);
+  CHECK(queued_after < 1);
+  CHECK(list_code == 0);
+  CHECK(list_ms < 500);
+  d.Signal(SIGTERM);
+  CHECK(d.WaitAtMost(60) == 0);
 }
 
 TEST_CASE("without WATCHDOG_PID naming it, ensembled does not ping (WATCHDOG_USEC meant for another process)",

@@ -117,6 +117,19 @@ inline bool WaitUntil(double timeout_s, const std::function<bool()>& pred, int s
   }
 }
 
+// A client connected to the Unix stream socket at `path` (blocking), or -1.
+inline int ConnectUnix(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 // Connects to a Unix stream socket, sends `request` verbatim, reads until EOF (or timeout).
 // Returns the reply text, or "<connect failed: ...>".
 inline std::string RawUnixRequest(const std::string& path, const std::string& request, int timeout_ms = 5000,
