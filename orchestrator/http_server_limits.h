@@ -10,7 +10,8 @@
 // per connection as connections need them, up to kHttpMaxThreads (threads idle for a while
 // end), and a listen backlog of kHttpBacklog (httplib 0.11 listens with 5: a burst of
 // connections overflowed it and a scrape's connect waited for SYN retransmits, 1 s and more).
-// So up to kHttpMaxThreads - 1 slow clients at once leave a thread for the scrape.
+// So up to kHttpMaxThreads - 1 slow clients at once leave a thread for the scrape (1,000 clients
+// that send half a request held /metrics 17 s with 64 threads; 1.5 ms with 1,024: BENCHMARKS.md).
 // Connections past that wait, in order, for a thread (httplib 0.11 has no bound on that queue:
 // each waits at most kHttpTimeoutS per thread ahead of it, longer for a client that trickles
 // bytes).
@@ -29,9 +30,9 @@ namespace ens {
 
 inline constexpr int kHttpTimeoutS = 2;
 inline constexpr int kHttpKeepAliveRequests = 10;
-inline constexpr size_t kHttpMaxThreads = 64;
+inline constexpr size_t kHttpMaxThreads = 1024;
 inline constexpr size_t kHttpMaxBody = 64 * 1024;  // GETs only: nothing needs a body
-inline constexpr int kHttpBacklog = 128;
+inline constexpr int kHttpBacklog = 1024;
 
 // Applies the limits above to `server` and binds it to bind:port, with SO_REUSEADDR and not
 // SO_REUSEPORT (cpp-httplib's default, which would let two daemons share a port). Fails,
