@@ -55,6 +55,7 @@ constexpr K kResources[] = {{"gpus", R::kResults, {}},
                             {"workers_per_gpu", R::kResults, {}},
                             {"cpu_workers", R::kResults, {}},
                             {"threads_per_worker", R::kResults, {}},
+                            {"cuda_graphs", R::kRestart, {}},
                             {"executor", R::kRestart, {}},
                             {"slurm", R::kRestart, kSlurm}};
 constexpr K kMutation[] = {

@@ -127,6 +127,7 @@ json TaskToJson(const TaskSpec& t) {
               {"threads", t.threads}, {"save_checkpoint", t.save_checkpoint},
               {"publish", t.publish}, {"classes", t.classes}, {"member", MemberToJson(t.member)}};
   if (!t.warm_from.empty()) j["warm_from"] = t.warm_from;
+  if (t.cuda_graphs) j["cuda_graphs"] = true;
   return j;
 }
 
@@ -161,6 +162,10 @@ Status TaskFromJson(const json& j, TaskSpec* out) {
     return Status::InvalidArgument("task: " + err);
   if (classes == 1) return Status::InvalidArgument("task: field 'classes' is 1 (0 for regression, else >= 2)");
   out->classes = static_cast<int>(classes);
+  auto graphs = j.find("cuda_graphs");
+  if (graphs != j.end() && !graphs->is_boolean())
+    return Status::InvalidArgument("task: field 'cuda_graphs' is not a boolean");
+  out->cuda_graphs = graphs != j.end() && graphs->get<bool>();
   out->warm_from.clear();
   if (j.contains("warm_from") && !GetString(j, "warm_from", 4096, &out->warm_from, &err))
     return Status::InvalidArgument("task: " + err);

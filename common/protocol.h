@@ -65,6 +65,8 @@ struct TaskSpec {
   // "" or the train_state.pt of this member's previous round that it starts from (warm_start:
   // its weights and optimizer state). Optional on the wire, default "".
   std::string warm_from;
+  // resources.cuda_graphs of the run (config.h). Optional on the wire, default false.
+  bool cuda_graphs = false;
   MemberSpec member;
 };
 

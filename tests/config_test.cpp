@@ -1,6 +1,7 @@
 // Tests of common/config: the shipped example, every class of error with its JSON pointer,
 // member resolution, path resolution and the member JSON round trip.
 #include "common/config.h"
+#include "common/protocol.h"
 
 #include <unistd.h>
 
@@ -1010,6 +1011,30 @@ TEST_CASE("the deep-ensembles paper's options: torch_default init, adversarial_e
     doc["members"]["defaults"]["validation_split"] = 1.0;
     RequireOnlyError(doc, "/members/defaults/validation_split", "[0, 1)");
   }
+}
+
+}  // namespace
+}  // namespace ens
+
+namespace ens {
+namespace {
+
+TEST_CASE("resources.cuda_graphs is off by default, read when given, and reaches each task", "[config]") {
+  CHECK_FALSE(MustParse(Minimal()).resources.cuda_graphs);
+  json doc = Minimal();
+  doc["resources"] = {{"cuda_graphs", true}};
+  CHECK(MustParse(doc).resources.cuda_graphs);
+  doc["resources"]["cuda_graphs"] = "yes";
+  RequireOnlyError(doc, "/resources/cuda_graphs", "must be true or false");
+  TaskSpec t;
+  t.task_id = "r0-m000";
+  t.cuda_graphs = true;
+  t.member.layers = {{4, Activation::kRelu, 0.0}};
+  TaskSpec back;
+  REQUIRE(TaskFromJson(TaskToJson(t), &back).ok());
+  CHECK(back.cuda_graphs);
+  t.cuda_graphs = false;
+  CHECK_FALSE(TaskToJson(t).contains("cuda_graphs"));  // older workers' wire stays as it was
 }
 
 }  // namespace

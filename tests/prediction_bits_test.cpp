@@ -81,6 +81,12 @@ lines = [",".join(repr(float(v)) for v in row) for row in X]  # repr of a float3
 open(scratch + "/all.csv", "w").write(header + "\n" + "\n".join(lines) + "\n")
 r = subprocess.run([ctl, "predict", "-s", state, "-i", scratch + "/all.csv"], capture_output=True, text=True)
 if r.returncode != 0: sys.exit("predict: " + r.stderr)
+# The members' own mean (the default is the round's calibration: a classifier's tempered
+# probabilities, a regression's mapped std), for the check against it below.
+raw = subprocess.run([ctl, "predict", "-s", state, "-i", scratch + "/all.csv", "--raw-sigma"], capture_output=True,
+                     text=True)
+if raw.returncode != 0: sys.exit("predict --raw-sigma: " + raw.stderr)
+raw_rows = [l.split(",", 1)[1] for l in raw.stdout.splitlines()[1:]]
 file_rows = [l.split(",", 1)[1] for l in r.stdout.splitlines()[1:]]
 def stream(groups):
     text = header + "\n" + "\n\n".join("\n".join(lines[a:b]) for a, b in groups) + "\n"
@@ -93,7 +99,7 @@ if stream([(i, i + 1) for i in range(20)]) != file_rows[:20]: fail.append("predi
 # float32 of the members' mean, summed in double in member order.
 col = 1 if r.stdout.startswith("row,class,") else 0
 mean = sum(p[:, 0].astype(np.float64) for p in preds) / len(preds)
-got = np.array([np.float32(l.split(",")[col]) for l in file_rows], dtype=np.float32)
+got = np.array([np.float32(l.split(",")[col]) for l in raw_rows], dtype=np.float32)
 same("predict's first column read back vs the members' mean as float32", got, mean.astype(np.float32))
 if fail: sys.exit("\n".join(fail))
 print("ok", rows)

@@ -86,6 +86,7 @@ struct TrainInputs {
   // (a worker whose environment has ENSEMBLED_COUNT_OPS sets it for every task, and one with
   // ENSEMBLED_TRAIN_PATH=autograd trains every task on TrainPath::kAutogradOps).
   bool count_ops = false;
+  bool cuda_graphs = false;  // the task's (protocol.h): PackStep captures and replays its steps
   // Heartbeats: after every batch, validation chunk and member's predictions (cheap).
   std::function<void(TaskPhase phase, int epoch)> on_progress;
   std::function<void(const std::string&)> on_note;    // notes for the log (a split pack)
