@@ -61,22 +61,6 @@ bool IsRefusal(const std::string& reply) {
 
 // ---- ControlSocket alone, served from this thread as a daemon's loop does ----------------
 
-// Reads until EOF or timeout_ms.
-std::string ReadToEnd(int fd, int timeout_ms) {
-  std::string reply;
-  auto t0 = SteadyClock::now();
-  char buf[4096];
-  for (;;) {
-    int left = timeout_ms - static_cast<int>(SecondsSince(t0) * 1000);
-    if (left <= 0) break;
-    struct pollfd p {fd, POLLIN, 0};
-    if (::poll(&p, 1, left) <= 0) break;
-    ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) break;
-    reply.append(buf, static_cast<size_t>(n));
-  }
-  return reply;
-}
 
 json Echo(const json& req) { return {{"ok", true}, {"cmd", req["cmd"]}}; }
 

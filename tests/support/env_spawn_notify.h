@@ -130,6 +130,23 @@ inline int ConnectUnix(const std::string& path) {
   return fd;
 }
 
+// What `fd` sends until EOF, or until timeout_ms have passed.
+inline std::string ReadToEnd(int fd, int timeout_ms) {
+  std::string reply;
+  auto t0 = SteadyClock::now();
+  char buf[4096];
+  for (;;) {
+    int left = timeout_ms - static_cast<int>(SecondsSince(t0) * 1000);
+    if (left <= 0) break;
+    struct pollfd p {fd, POLLIN, 0};
+    if (::poll(&p, 1, left) <= 0) break;
+    ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    reply.append(buf, static_cast<size_t>(n));
+  }
+  return reply;
+}
+
 // Connects to a Unix stream socket, sends `request` verbatim, reads until EOF (or timeout).
 // Returns the reply text, or "<connect failed: ...>".
 inline std::string RawUnixRequest(const std::string& path, const std::string& request, int timeout_ms = 5000,
@@ -145,18 +162,7 @@ inline std::string RawUnixRequest(const std::string& path, const std::string& re
   }
   if (!request.empty()) (void)::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
   if (half_close) ::shutdown(fd, SHUT_WR);
-  std::string reply;
-  auto t0 = SteadyClock::now();
-  char buf[4096];
-  for (;;) {
-    int left = timeout_ms - static_cast<int>(SecondsSince(t0) * 1000);
-    if (left <= 0) break;
-    struct pollfd p {fd, POLLIN, 0};
-    if (::poll(&p, 1, left) <= 0) break;
-    ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) break;
-    reply.append(buf, static_cast<size_t>(n));
-  }
+  std::string reply = ReadToEnd(fd, timeout_ms);
   ::close(fd);
   return reply;
 }
