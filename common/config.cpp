@@ -369,6 +369,9 @@ void ReadResources(Validator& v, const json& root, ResourcesSpec* r) {
   v.Int(*j, p, "cpu_workers", 1, INT_MAX, &r->cpu_workers);
   v.Int(*j, p, "threads_per_worker", 1, INT_MAX, &r->threads_per_worker);
   v.Bool(*j, p, "cuda_graphs", &r->cuda_graphs);
+  v.Number(*j, p, "gpu_memory_gb", kNonNegative, &r->gpu_memory_gb);
+  if (r->gpu_memory_gb > 0 && r->gpus_mode == "none")
+    v.Error(Child(p, "gpu_memory_gb"), "is a share of each GPU the run uses; this run uses none (gpus \"none\")");
   v.Enum(*j, p, "executor", &r->executor);
   const std::string sp = Child(p, "slurm");
   if (const json* sj = v.Section(*j, p, "slurm", kSlurmKeys)) {
@@ -829,6 +832,7 @@ nlohmann::json ConfigToJson(const Config& c) {
           {"pack_size", c.pack_size == 0 ? json("auto") : json(c.pack_size)},
           {"save_checkpoints", c.save_checkpoints}};
   if (c.resources.cuda_graphs) out["resources"]["cuda_graphs"] = true;  // older normalised configs stay equal
+  if (c.resources.gpu_memory_gb > 0) out["resources"]["gpu_memory_gb"] = c.resources.gpu_memory_gb;
   if (c.resources.executor == ExecutorKind::kSlurm) out["resources"]["slurm"] = SlurmToJson(c.resources.slurm);
   // Written only where they differ from what runs of earlier versions did, so their
   // normalised configs compare equal.

@@ -122,6 +122,12 @@ struct ResourcesSpec {
   // that fails falls back to the plain step with a log line. Off until a GPU figure says it
   // pays. Default: false
   bool cuda_graphs = false;
+  // > 0: the run uses this many GB (2^30 bytes) of each of its GPUs, not the whole GPU. Its
+  // workers on one GPU share it (each worker's CUDA caching allocator is capped at its part,
+  // and a worker whose reserve passes its part is recycled); under `ensembled serve`, runs with
+  // such shares are packed onto the same GPUs while their shares fit the GPU's memory
+  // (orchestrator/run_queue.h). Needs the GPUs' memory (NVML). Default: 0 (whole GPUs)
+  double gpu_memory_gb = 0;
   ExecutorKind executor = ExecutorKind::kLocal;  // local | slurm. Default: local
   SlurmSpec slurm;                               // used when executor is "slurm"
 };

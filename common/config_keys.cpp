@@ -56,6 +56,7 @@ constexpr K kResources[] = {{"gpus", R::kResults, {}},
                             {"cpu_workers", R::kResults, {}},
                             {"threads_per_worker", R::kResults, {}},
                             {"cuda_graphs", R::kRestart, {}},
+                            {"gpu_memory_gb", R::kRestart, {}},
                             {"executor", R::kRestart, {}},
                             {"slurm", R::kRestart, kSlurm}};
 constexpr K kMutation[] = {

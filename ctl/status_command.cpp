@@ -26,6 +26,7 @@ std::string ServedLine(const json& r) {
   std::string line = "served: " + r.value("state", "?");
   line += (r.value("granted", false) ? ", holds " : ", asks ") + r.value("resources", "?");
   if (r.value("priority", 0) != 0) line += ", priority " + std::to_string(r.value("priority", 0));
+  if (int n = r.value("preemptions", 0); n > 0) line += ", preempted " + std::to_string(n) + (n == 1 ? " time" : " times");
   if (!r.value("reason", "").empty()) line += "; " + r.value("reason", "");
   return line;
 }
@@ -57,7 +58,7 @@ json LiveStatus(const RunLayout& layout, const std::string& state_dir, const std
   *running = false;
   if (served != nullptr) {
     const std::string state = (*served)["run"].value("state", "");
-    *running = state == "running" || state == "stopping";
+    *running = state == "running" || state == "stopping" || state == "preempting";
     if (served->contains("live") && (*served)["live"].is_object()) live = (*served)["live"];
   } else {
     int lock = ::open(layout.LockFile().c_str(), O_RDONLY | O_CLOEXEC);

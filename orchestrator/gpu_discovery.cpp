@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -146,6 +147,43 @@ StatusOr<UsableGpus> ResolveUsable(const GpuInventory& inv, const std::optional<
   return u;
 }
 
+uint64_t DeviceMemoryBytes(const GpuInventory& inv, const UsableGpu& d) {
+  if (d.gpu_index < 0 || d.gpu_index >= static_cast<int>(inv.gpus.size()) || d.id.rfind("MIG-", 0) == 0) return 0;
+  return inv.gpus[static_cast<size_t>(d.gpu_index)].memory_total_bytes;
+}
+
+namespace {
+
+std::string Gb(double gb) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.3g", gb);
+  return b;
+}
+
+// Sets each GPU worker's memory_fraction: the run's share of each GPU over its workers there.
+Status SetMemoryFractions(const ResourcesSpec& r, const UsableGpus& usable, const GpuInventory& inv,
+                          std::vector<WorkerPlacement>* out) {
+  const double share = r.gpu_memory_gb * 1073741824.0;
+  for (WorkerPlacement& w : *out) {
+    uint64_t total = 0;
+    for (const UsableGpu& d : usable.devices)
+      if (d.id == w.gpu) total = DeviceMemoryBytes(inv, d);
+    if (total == 0)
+      return Status::InvalidArgument("/resources/gpu_memory_gb: the memory of GPU '" + w.gpu +
+                                     "' is unknown (GPUs from " + inv.source +
+                                     (w.gpu.rfind("MIG-", 0) == 0 ? "; a MIG instance" : "") +
+                                     "), so its share cannot be capped; use whole GPUs (0)");
+    if (share > static_cast<double>(total))
+      return Status::InvalidArgument("/resources/gpu_memory_gb: " + Gb(r.gpu_memory_gb) + " GB is more than GPU '" + w.gpu + "' has (" +
+                                     Gb(static_cast<double>(total) / 1073741824.0) + " GB)");
+    w.memory_fraction = share / r.workers_per_gpu / static_cast<double>(total);
+    w.memory_limit_mb = share / r.workers_per_gpu / 1048576.0;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<std::vector<WorkerPlacement>> PlanWorkers(const ResourcesSpec& r, const UsableGpus& usable,
                                                    const GpuInventory& inv) {
   std::vector<std::string> ids;
@@ -187,6 +225,9 @@ StatusOr<std::vector<WorkerPlacement>> PlanWorkers(const ResourcesSpec& r, const
   }
   for (const auto& g : ids)
     for (int k = 0; k < r.workers_per_gpu; ++k) out.push_back({static_cast<int>(out.size()), g});
+  if (r.gpu_memory_gb > 0) {
+    if (Status s = SetMemoryFractions(r, usable, inv, &out); !s.ok()) return s;
+  }
   return out;
 }
 

@@ -69,7 +69,15 @@ StatusOr<UsableGpus> ResolveUsable(const GpuInventory& inv, const std::optional<
 struct WorkerPlacement {
   int slot = 0;
   std::string gpu;  // "" = CPU worker
+  // resources.gpu_memory_gb: the worker's part of its GPU as a fraction of the device's
+  // memory (the run's share over its workers on that GPU); 0 = no cap.
+  double memory_fraction = 0;
+  double memory_limit_mb = 0;  // the same part in MiB (the recycle limit it implies)
 };
+
+// A usable device's memory in bytes: its GPU's total from the inventory; 0 when unknown (no
+// NVML, an id taken as given) or a MIG instance (whose memory NVML's GPU entry does not give).
+uint64_t DeviceMemoryBytes(const GpuInventory& inv, const UsableGpu& d);
 
 // gpus "none", or nothing usable under "auto": cpu_workers CPU slots; otherwise
 // workers_per_gpu slots per device (slot order: device-major). A count N takes the first N
@@ -77,7 +85,9 @@ struct WorkerPlacement {
 // InvalidArgument naming /resources/gpus. A "list" entry (an index, a
 // UUID or a unique UUID prefix, a MIG UUID) must be one of the usable devices: else
 // InvalidArgument naming /resources/gpus/<i>. Listed indices are physical (nvidia-smi's),
-// not positions inside an inherited CUDA_VISIBLE_DEVICES.
+// not positions inside an inherited CUDA_VISIBLE_DEVICES. With r.gpu_memory_gb > 0 each GPU
+// worker gets its memory_fraction; InvalidArgument naming /resources/gpu_memory_gb when a
+// device's memory is unknown or smaller than the share.
 StatusOr<std::vector<WorkerPlacement>> PlanWorkers(const ResourcesSpec& r, const UsableGpus& usable,
                                                    const GpuInventory& inv);
 

@@ -1,6 +1,7 @@
 #include "orchestrator/serve_config.h"
 
 #include <cerrno>
+#include <climits>
 #include <filesystem>
 
 #include "common/atomic_file.h"
@@ -14,9 +15,13 @@ using namespace config_detail;
 
 // The serve config's keys. Change rules do not apply (a serve config is read once, at start).
 const ConfigKey kResourceKeys[] = {{"gpus", ChangeRule::kRestart, {}}, {"cpu_workers", ChangeRule::kRestart, {}}};
+const ConfigKey kPreemptionKeys[] = {{"enabled", ChangeRule::kRestart, {}},
+                                     {"min_priority_gap", ChangeRule::kRestart, {}},
+                                     {"grace_s", ChangeRule::kRestart, {}}};
 const ConfigKey kTopKeys[] = {{"runs_dir", ChangeRule::kRestart, {}},
                               {"state_root", ChangeRule::kRestart, {}},
                               {"resources", ChangeRule::kRestart, kResourceKeys},
+                              {"preemption", ChangeRule::kRestart, kPreemptionKeys},
                               {"service", ChangeRule::kRestart, ConfigKeysOf("/service")}};
 
 void ReadServeResources(Validator& v, const json& root, ServeResources* r) {
@@ -35,6 +40,15 @@ void ReadServeResources(Validator& v, const json& root, ServeResources* r) {
   v.Int(*j, p, "cpu_workers", 1, 4096, &r->cpu_workers);
 }
 
+void ReadPreemption(Validator& v, const json& root, PreemptionSpec* p) {
+  const std::string ptr = "/preemption";
+  const json* j = v.Section(root, "", "preemption", kPreemptionKeys);
+  if (j == nullptr) return;
+  v.Bool(*j, ptr, "enabled", &p->enabled);
+  v.Int(*j, ptr, "min_priority_gap", 1, INT_MAX, &p->min_priority_gap);
+  v.Number(*j, ptr, "grace_s", kPositive, &p->grace_s);
+}
+
 }  // namespace
 
 std::vector<ConfigError> ValidateServeConfigText(const std::string& text, const std::string& base_dir,
@@ -51,6 +65,7 @@ std::vector<ConfigError> ValidateServeConfigText(const std::string& text, const 
     v.Path(*root, "", "runs_dir", base_dir, &c.runs_dir);
     v.Path(*root, "", "state_root", base_dir, &c.state_root);
     ReadServeResources(v, *root, &c.resources);
+    ReadPreemption(v, *root, &c.preemption);
     ReadService(v, *root, base_dir, &c.service);
   }
   if (v.ok() && out != nullptr) *out = std::move(c);

@@ -24,10 +24,22 @@ struct ServeResources {
   int cpu_workers = 2;  // CPU worker slots shared by the runs that use no GPU, >= 1. Default: 2
 };
 
+// Whether and how a waiting run stops lower-priority running runs to get its ask
+// (orchestrator/run_queue.h PreemptFor).
+struct PreemptionSpec {
+  bool enabled = false;      // Default: false (priorities only order the queue)
+  int min_priority_gap = 1;  // only runs at least this far below are preempted, >= 1. Default: 1
+  // How long a preempted run's running members may go on finishing after its SIGTERM before
+  // the run is killed (what they had not finished is trained again when it resumes), > 0.
+  // Default: 60
+  double grace_s = 60;
+};
+
 struct ServeConfig {
   std::string runs_dir;    // REQUIRED: every *.json here is a run config (relative: to the config file)
   std::string state_root;  // REQUIRED: a run without state_dir gets state_root/<run_name>
   ServeResources resources;
+  PreemptionSpec preemption;
   // control_socket "" = $RUNTIME_DIRECTORY/ensembled-serve.sock under systemd, else
   // <state_root>/.serve/control.sock; the other keys as a run's (config.h).
   ServiceSpec service;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <chrono>
 #include <cstdlib>
@@ -96,7 +97,7 @@ StatusOr<std::vector<ServeGpu>> ServeGpus(const ServeResources& r) {
   StatusOr<UsableGpus> usable = ResolveUsable(inv, inherited);
   if (!usable.ok()) return usable.status();
   std::vector<ServeGpu> all;
-  for (const UsableGpu& d : usable->devices) all.push_back({d.id, d.gpu_index});
+  for (const UsableGpu& d : usable->devices) all.push_back({d.id, d.gpu_index, DeviceMemoryBytes(inv, d)});
   spdlog::info("GPUs: {}", DescribeInventory(inv));
   if (r.gpus_mode == "auto") return all;
   if (r.gpus_mode == "count") {
@@ -117,6 +118,12 @@ StatusOr<std::vector<ServeGpu>> ServeGpus(const ServeResources& r) {
   for (const ServeGpu& g : all)
     if (std::find(picked->gpus.begin(), picked->gpus.end(), g.id) != picked->gpus.end()) out.push_back(g);
   return out;
+}
+
+std::string FormatSeconds(double s) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.3g s", s);
+  return b;
 }
 
 std::string Normal(const std::string& path) { return fs::path(path).lexically_normal().string(); }
@@ -250,6 +257,7 @@ Status ServeDaemon::ResumeFromJournal() {
     run.priority = jr.priority;
     run.seq = jr.seq;
     run.submitter = jr.uid;
+    run.preemptions = jr.preemptions;
     if (jr.ended) {
       run.state = jr.end_state == "finished" ? RunState::kFinished
                   : jr.end_state == "failed" ? RunState::kFailed
@@ -411,9 +419,62 @@ void ServeDaemon::Reject(const std::string& file, const std::string& name, std::
 
 void ServeDaemon::StartRuns() {
   if (stop_signals_ > 0) return;
+  // While runs stop for a preempting run, the grants they free are its: no run of a lower
+  // priority starts meanwhile.
+  const ServedRun* making_room_for = nullptr;
+  for (const auto& [name, run] : runs_)
+    if (run.state == RunState::kPreempting)
+      if (auto it = runs_.find(run.preempted_by); it != runs_.end() && it->second.state == RunState::kQueued)
+        making_room_for = &it->second;
   std::vector<ServedRun*> all;
-  for (auto& [name, run] : runs_) all.push_back(&run);
+  for (auto& [name, run] : runs_) {
+    if (making_room_for != nullptr && run.state == RunState::kQueued && run.priority < making_room_for->priority) {
+      run.reason = "waits while runs stop to make room for run " + making_room_for->name + " (priority " +
+                   std::to_string(making_room_for->priority) + ")";
+      continue;
+    }
+    all.push_back(&run);
+  }
   for (ServedRun* run : queue_->StartNow(all, Now())) StartRun(*run);
+  bool preempting = std::any_of(runs_.begin(), runs_.end(), [](const auto& r) { return r.second.state == RunState::kPreempting; });
+  if (cfg_.preemption.enabled && !preempting) PreemptForWaitingRun(all);
+}
+
+void ServeDaemon::PreemptForWaitingRun(const std::vector<ServedRun*>& runs) {
+  for (ServedRun* waiting : RunQueue::StartOrder(runs)) {
+    if (waiting->not_before > Now()) continue;
+    std::vector<ServedRun*> victims = queue_->PreemptFor(*waiting, runs, cfg_.preemption.min_priority_gap);
+    if (victims.empty()) continue;
+    std::string names;
+    for (ServedRun* v : victims) {
+      names += (names.empty() ? "" : ", ") + v->name + " (priority " + std::to_string(v->priority) + ")";
+      if (Status s = queue_->Move(*v, RunState::kPreempting); !s.ok()) {
+        spdlog::error("{}", s.ToString());
+        continue;
+      }
+      v->preempted_by = waiting->name;
+      v->kill_at = Now() + cfg_.preemption.grace_s;
+      v->killed = false;
+      v->reason = "preempted by run " + waiting->name + " (priority " + std::to_string(waiting->priority) +
+                  "): its running members may finish for " + FormatSeconds(cfg_.preemption.grace_s) +
+                  ", then it goes back to the queue";
+      if (auto it = children_.find(v->name); it != children_.end()) it->second.Signal(SIGTERM);
+      spdlog::info("run {}: {}", v->name, v->reason);
+    }
+    waiting->reason = "preempting " + names + " for its ask (" + DescribeGrant(waiting->ask) + ")";
+    spdlog::info("run {} (priority {}): {}", waiting->name, waiting->priority, waiting->reason);
+    return;  // one preemption at a time: the next is planned once these runs are gone
+  }
+}
+
+void ServeDaemon::KillOverduePreempted() {
+  for (auto& [name, run] : runs_) {
+    if (run.state != RunState::kPreempting || run.killed || Now() < run.kill_at) continue;
+    run.killed = true;
+    if (auto it = children_.find(name); it != children_.end()) it->second.Signal(SIGKILL);
+    spdlog::warn("run {}: still running {} after its preemption; killed (members in flight are trained again "
+                 "when it resumes)", name, FormatSeconds(cfg_.preemption.grace_s));
+  }
 }
 
 void ServeDaemon::StartRun(ServedRun& run) {
@@ -491,6 +552,10 @@ void ServeDaemon::RunEnded(ServedRun& run, const ExitInfo& exit) {
     return;
   }
   if (stop_signals_ > 0) return;  // the daemon is stopping: the run resumes when it starts again
+  if (run.state == RunState::kPreempting) {
+    PreemptedRunEnded(run, exit);
+    return;
+  }
   if (exit.ok()) {
     auto records = ReadJournal(RunLayout(run.state_dir).JournalFile());
     RunProgress p = ReplayJournal(records.ok() ? *records : std::vector<json>{});
@@ -521,6 +586,30 @@ void ServeDaemon::RunEnded(ServedRun& run, const ExitInfo& exit) {
   spdlog::warn("run {}: {}", run.name, run.reason);
 }
 
+void ServeDaemon::PreemptedRunEnded(ServedRun& run, const ExitInfo& exit) {
+  auto records = ReadJournal(RunLayout(run.state_dir).JournalFile());
+  RunProgress p = ReplayJournal(records.ok() ? *records : std::vector<json>{});
+  if (exit.ok() && p.finished) {
+    End(run, RunState::kFinished, p.finish_reason);
+    return;
+  }
+  if (!exit.signaled && exit.code == exit_code::kPermanentFailure) {
+    End(run, RunState::kFailed, exit.Describe() + ": " + LastLogLine(RunLayout(run.state_dir).ServeLog()));
+    return;
+  }
+  if (Status s = queue_->Move(run, RunState::kQueued); !s.ok()) {
+    spdlog::error("{}", s.ToString());
+    return;
+  }
+  run.preemptions += 1;
+  run.resume_first = false;
+  run.reason = "preempted by run " + run.preempted_by + (run.killed ? " (killed after its grace)" : "") +
+               "; resumes from its journal when its turn comes (" + std::to_string(p.committed.size()) +
+               " rounds committed)";
+  Append(PreemptedRecord(run.name, run.preempted_by, run.reason));
+  spdlog::info("run {}: {}", run.name, run.reason);
+}
+
 void ServeDaemon::End(ServedRun& run, RunState to, const std::string& reason) {
   if (Status s = queue_->Move(run, to); !s.ok()) {
     spdlog::error("{}", s.ToString());
@@ -535,7 +624,7 @@ void ServeDaemon::End(ServedRun& run, RunState to, const std::string& reason) {
 void ServeDaemon::Cancel(ServedRun& run, const std::string& why) {
   if (run.state == RunState::kQueued) {
     End(run, RunState::kCancelled, why);
-  } else if (run.state == RunState::kRunning) {
+  } else if (run.state == RunState::kRunning || run.state == RunState::kPreempting) {
     if (Status s = queue_->Move(run, RunState::kStopping); !s.ok()) {
       spdlog::error("{}", s.ToString());
       return;
@@ -549,7 +638,7 @@ void ServeDaemon::Cancel(ServedRun& run, const std::string& why) {
 std::string ServeDaemon::QueueStatus() const {
   std::map<RunState, int> n;
   for (const auto& [name, run] : runs_) ++n[run.state];
-  std::string s = std::to_string(n[RunState::kRunning] + n[RunState::kStopping]) + " running, " +
+  std::string s = std::to_string(n[RunState::kRunning] + n[RunState::kStopping] + n[RunState::kPreempting]) + " running, " +
                   std::to_string(n[RunState::kQueued]) + " queued";
   if (int ended = n[RunState::kFinished] + n[RunState::kFailed] + n[RunState::kCancelled]; ended > 0)
     s += "; " + std::to_string(n[RunState::kFinished]) + " finished, " + std::to_string(n[RunState::kFailed]) +
@@ -583,15 +672,19 @@ int ServeDaemon::Run() {
   for (;;) {
     ReapChildren();
     if (stop_signals_ > 0 && children_.empty()) break;
+    KillOverduePreempted();
     StartRuns();
     notifier_.MaybePingWatchdog();
     notifier_.Status(QueueStatus());
     if (http_) http_->Publish(List()["runs"]);
     int timeout = kIdleWakeMs;
     if (int ping = notifier_.watchdog_ping_ms(); ping > 0) timeout = std::min(timeout, ping);
-    for (const auto& [name, run] : runs_)
+    for (const auto& [name, run] : runs_) {
       if (run.state == RunState::kQueued && run.not_before > Now())
         timeout = std::min(timeout, static_cast<int>((run.not_before - Now()) * 1000) + 1);
+      if (run.state == RunState::kPreempting && !run.killed)
+        timeout = std::min(timeout, std::max(0, static_cast<int>((run.kill_at - Now()) * 1000) + 1));
+    }
     // Open control connections: their deadlines (ControlSocket never waits on a client); the
     // runs' supervisors being asked: theirs.
     if (int ctl = control_.NextWakeMs(); ctl >= 0) timeout = std::min(timeout, ctl);
@@ -681,12 +774,15 @@ json ServeDaemon::Submit(const json& req, const ControlPeer& peer) {
 json ServeDaemon::Describe(const ServedRun& run) const {
   json j = {{"name", run.name}, {"state", RunStateName(run.state)}, {"file", run.file}, {"state_dir", run.state_dir},
             {"priority", run.priority}, {"uid", run.submitter}, {"reason", run.reason}};
-  const Grant& g = run.state == RunState::kRunning || run.state == RunState::kStopping ? run.grant : run.ask;
+  const Grant& g = HoldsGrant(run.state) ? run.grant : run.ask;
   j["gpus"] = g.gpus;
   j["gpu_count"] = g.gpu_count;  // > 0: a count's ask, not granted yet (its gpus are [])
   j["cpu_workers"] = g.cpu_workers;
   j["resources"] = DescribeGrant(g);
-  j["granted"] = run.state == RunState::kRunning || run.state == RunState::kStopping;
+  j["granted"] = HoldsGrant(run.state);
+  j["gpu_share_bytes"] = g.gpu_share_bytes;  // > 0: a share of each of its GPUs, not the GPUs whole
+  j["preemptions"] = run.preemptions;
+  if (!run.preempted_by.empty()) j["preempted_by"] = run.preempted_by;
   if (run.pid > 0) j["pid"] = run.pid;
   if (run.crashes > 0) j["crashes"] = run.crashes;
   if (!run.errors.empty()) {

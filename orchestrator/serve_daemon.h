@@ -89,6 +89,12 @@ class ServeDaemon {
   void Reject(const std::string& file, const std::string& name, std::vector<ConfigError> errors);
   void StartRuns();
   void StartRun(ServedRun& run);
+  // Preemption (cfg_.preemption): the first queued run in start order that PreemptFor finds
+  // victims for has them stopped (preempting: SIGTERM, killed after grace_s).
+  void PreemptForWaitingRun(const std::vector<ServedRun*>& runs);
+  void KillOverduePreempted();
+  // A preempting run's child is gone: back to the queue (journaled), or ended if it ended.
+  void PreemptedRunEnded(ServedRun& run, const ExitInfo& exit);
   void ReapChildren();
   // Reads what the runs' pipes hold (`name`: that run's only; "" every run's). `at_exit`: the
   // child has exited: read all of it and hand over a last line without its newline.

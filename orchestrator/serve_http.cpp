@@ -101,8 +101,9 @@ namespace {
 
 // ensembled_runs: how many runs are in each state (every state named, 0 included).
 std::string RunsByState(const json& runs) {
-  constexpr RunState kStates[] = {RunState::kQueued,   RunState::kRunning,   RunState::kStopping, RunState::kFinished,
-                                  RunState::kFailed,   RunState::kCancelled, RunState::kRejected};
+  constexpr RunState kStates[] = {RunState::kQueued, RunState::kRunning,  RunState::kStopping,
+                                  RunState::kPreempting, RunState::kFinished, RunState::kFailed,
+                                  RunState::kCancelled, RunState::kRejected};
   std::map<std::string, int> by_state;
   for (RunState s : kStates) by_state[RunStateName(s)] = 0;
   for (const json& r : runs) ++by_state[r.value("state", "")];
@@ -151,28 +152,42 @@ std::string PerRunSeries(const json& runs) {
       }
     }
   }
+  out += "# HELP ensembled_run_preemptions_total Times the run was preempted by a run of a higher priority.\n"
+         "# TYPE ensembled_run_preemptions_total counter\n";
+  for (const json& r : runs)
+    out += "ensembled_run_preemptions_total{run=\"" + Label(r.value("name", "")) + "\"} " +
+           std::to_string(r.value("preemptions", 0)) + "\n";
   return out;
 }
 
-// The daemon's GPUs: which run holds each, and what that run's supervisor last read of it.
+// The daemon's GPUs: which runs hold each (one given whole, or several with shares), and what
+// the first holder's supervisor last read of it.
 std::string GpuHolding(const json& runs, const json& gpus) {
-  std::map<std::string, const json*> holder;  // GPU id -> the run holding it
+  std::map<std::string, std::vector<const json*>> holders;  // GPU id -> the runs holding it
   for (const json& r : runs)
     if (r.value("granted", false) && r.contains("gpus"))
       for (const json& g : r["gpus"])
-        if (g.is_string()) holder[g.get<std::string>()] = &r;
+        if (g.is_string()) holders[g.get<std::string>()].push_back(&r);
   int held = 0;
-  std::string granted, memory, utilization;
+  std::string granted, shared, memory, utilization;
   for (const json& g : gpus) {
     const std::string id = g.value("id", "");
-    auto it = holder.find(id);
-    const std::string run = it == holder.end() ? "" : it->second->value("name", "");
-    held += it != holder.end();
-    std::string labels = "gpu=\"" + Label(id) + "\",index=\"" + std::to_string(g.value("index", 0)) + "\",run=\"" +
-                         Label(run) + "\"";
-    granted += "ensembled_gpu_granted{" + labels + "} " + (it == holder.end() ? "0" : "1") + "\n";
-    if (it == holder.end() || !it->second->contains("gpu_readings")) continue;
-    for (const json& reading : (*it->second)["gpu_readings"]) {
+    const std::vector<const json*>& on = holders[id];
+    held += !on.empty();
+    auto labels_of = [&](const json* r) {
+      return "gpu=\"" + Label(id) + "\",index=\"" + std::to_string(g.value("index", 0)) + "\",run=\"" +
+             Label(r == nullptr ? "" : r->value("name", "")) + "\"";
+    };
+    if (on.empty()) granted += "ensembled_gpu_granted{" + labels_of(nullptr) + "} 0\n";
+    uint64_t share_sum = 0;
+    for (const json* r : on) {
+      granted += "ensembled_gpu_granted{" + labels_of(r) + "} 1\n";
+      share_sum += r->value("gpu_share_bytes", uint64_t{0});
+    }
+    shared += "ensembled_gpu_shared_bytes{gpu=\"" + Label(id) + "\"} " + std::to_string(share_sum) + "\n";
+    if (on.empty() || !on[0]->contains("gpu_readings")) continue;
+    const std::string labels = labels_of(on[0]);
+    for (const json& reading : (*on[0])["gpu_readings"]) {
       const std::string uuid = reading.value("uuid", "");
       if (uuid.empty() || (uuid != id && id.rfind(uuid, 0) != 0 && uuid.rfind(id, 0) != 0)) continue;
       if (reading.value("memory_used_mb", -1.0) >= 0)
@@ -184,8 +199,10 @@ std::string GpuHolding(const json& runs, const json& gpus) {
   std::string out = "# HELP ensembled_gpus The daemon's GPUs, held by a run or free.\n# TYPE ensembled_gpus gauge\n";
   out += "ensembled_gpus{state=\"granted\"} " + std::to_string(held) + "\n";
   out += "ensembled_gpus{state=\"free\"} " + std::to_string(static_cast<int>(gpus.size()) - held) + "\n";
-  out += "# HELP ensembled_gpu_granted 1 when a run holds the GPU (its run label), else 0.\n"
-         "# TYPE ensembled_gpu_granted gauge\n" + granted;
+  out += "# HELP ensembled_gpu_granted 1 for each run holding the GPU (its run label; several with shares), "
+         "0 for a free GPU.\n# TYPE ensembled_gpu_granted gauge\n" + granted;
+  out += "# HELP ensembled_gpu_shared_bytes Bytes of the GPU granted as shares (resources.gpu_memory_gb).\n"
+         "# TYPE ensembled_gpu_shared_bytes gauge\n" + shared;
   out += "# HELP ensembled_gpu_memory_used_mb GPU memory used, as the holding run's supervisor last sampled it.\n"
          "# TYPE ensembled_gpu_memory_used_mb gauge\n" + memory;
   out += "# HELP ensembled_gpu_utilization_pct GPU utilisation, as the holding run's supervisor last sampled it.\n"

@@ -23,6 +23,9 @@ ServeJournalState ReplayServeJournal(const std::vector<json>& records) {
     } else if (auto it = st.runs.find(name); it != st.runs.end()) {
       if (event == "started") {
         it->second.started = true;
+      } else if (event == "preempted") {  // back in the queue: not among those that resume first
+        it->second.started = false;
+        it->second.preemptions += 1;
       } else if (event == "ended") {
         it->second.ended = true;
         it->second.end_state = r.value("state", "");
@@ -39,6 +42,10 @@ json SubmittedRecord(const std::string& run, const std::string& file, int priori
 
 json StartedRecord(const std::string& run, const std::vector<std::string>& gpus, int cpu_workers, pid_t pid) {
   return {{"event", "started"}, {"run", run}, {"gpus", gpus}, {"cpu_workers", cpu_workers}, {"pid", pid}};
+}
+
+json PreemptedRecord(const std::string& run, const std::string& by, const std::string& reason) {
+  return {{"event", "preempted"}, {"run", run}, {"by", by}, {"reason", reason}};
 }
 
 json EndedRecord(const std::string& run, const std::string& state, const std::string& reason) {

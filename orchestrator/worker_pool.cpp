@@ -7,10 +7,12 @@
 
 #include <spdlog/spdlog.h>
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 
 #include "common/atomic_file.h"
 #include "common/cublas_workspace.h"
+#include "orchestrator/gpu_share.h"
 #include "orchestrator/process_limits.h"
 
 namespace ens {
@@ -116,7 +118,8 @@ void WorkerPool::Spawn(WorkerSlot& s) {
             "--recycle-after-tasks", std::to_string(opts_.recycle.after_tasks),
             "--recycle-rss-mb", std::to_string(opts_.recycle.rss_mb),
             "--recycle-rss-growth-pct", std::to_string(opts_.recycle.rss_growth_pct),
-            "--recycle-gpu-reserved-mb", std::to_string(opts_.recycle.gpu_reserved_mb)};
+            "--recycle-gpu-reserved-mb",
+            std::to_string(WorkerReserveLimitMb(opts_.recycle.gpu_reserved_mb, s.placement.memory_limit_mb))};
   std::string threads = std::to_string(opts_.threads_per_worker);
   l.set_env = {{"CUDA_VISIBLE_DEVICES", s.placement.gpu},
                {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
@@ -124,6 +127,11 @@ void WorkerPool::Spawn(WorkerSlot& s) {
                {"OMP_NUM_THREADS", threads},
                {"MKL_NUM_THREADS", threads},
                {"ENSEMBLED_SLOT", std::to_string(s.placement.slot)}};
+  if (s.placement.memory_fraction > 0) {
+    const char* inherited = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
+    l.set_env.push_back({"PYTORCH_CUDA_ALLOC_CONF",
+                         AllocatorConfWithFraction(inherited ? inherited : "", s.placement.memory_fraction)});
+  }
   l.unset_env = {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID"};
   // A new link per process: nothing a predecessor sent or left unread can reach this one.
   Disconnect(s);

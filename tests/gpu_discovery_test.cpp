@@ -122,6 +122,38 @@ TEST_CASE("DiscoverGpus honours ENSEMBLED_GPU_COUNT", "[gpu]") {
   CHECK((*plan)[11].gpu == "2");
 }
 
+TEST_CASE("gpu_memory_gb: each GPU worker's part of its GPU; unknown memory or a share past it is refused",
+          "[gpu][share]") {
+  GpuInventory inv{"nvml", "", {{0, "GPU-a", "H200", "0000:10:00.0", uint64_t{16} << 30, {}},
+                                {1, "GPU-b", "H200", "0000:20:00.0", uint64_t{16} << 30, {}}}};
+  ResourcesSpec r = Resources("count", 2);
+  r.gpu_count = 1;
+  r.gpu_memory_gb = 4;
+  auto plan = PlanWorkers(r, *ResolveUsable(inv, std::nullopt), inv);
+  REQUIRE(plan.ok());
+  REQUIRE(plan->size() == 2);
+  for (const WorkerPlacement& w : *plan) {
+    CHECK(w.gpu == "GPU-a");
+    CHECK(w.memory_fraction == Approx(4.0 / 2 / 16));  // 4 GB over its 2 workers, of 16 GB
+    CHECK(w.memory_limit_mb == Approx(2048));
+  }
+  r.gpu_memory_gb = 0;  // whole GPUs: no cap
+  plan = PlanWorkers(r, *ResolveUsable(inv, std::nullopt), inv);
+  REQUIRE(plan.ok());
+  CHECK((*plan)[0].memory_fraction == 0);
+
+  r.gpu_memory_gb = 17;
+  plan = PlanWorkers(r, *ResolveUsable(inv, std::nullopt), inv);
+  REQUIRE_FALSE(plan.ok());
+  CHECK(plan.status().message() == "/resources/gpu_memory_gb: 17 GB is more than GPU 'GPU-a' has (16 GB)");
+
+  GpuInventory counted{"ENSEMBLED_GPU_COUNT", "", {{0, "", "", "", 0, {}}}};
+  r.gpu_memory_gb = 1;
+  plan = PlanWorkers(r, *ResolveUsable(counted, std::nullopt), counted);
+  REQUIRE_FALSE(plan.ok());
+  CHECK_THAT(plan.status().message(), Catch::StartsWith("/resources/gpu_memory_gb: the memory of GPU '0' is unknown"));
+}
+
 TEST_CASE("8 GPUs through NVML: UUIDs, names, PCI order, 4 workers each pinned by UUID", "[gpu][nvml]") {
   CHECK(InChild([] {
           ScopedEnv n("FAKE_NVML_GPUS", "8"), rev("FAKE_NVML_REVERSED", "1");

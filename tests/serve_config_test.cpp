@@ -44,6 +44,7 @@ TEST_CASE("the shipped configs/serve.json is valid", "[serve][config]") {
   CHECK(cfg->state_root == "/var/lib/ensembled/runs");
   CHECK(cfg->resources.gpus_mode == "auto");
   CHECK(cfg->resources.cpu_workers == 8);
+  CHECK_FALSE(cfg->preemption.enabled);
 }
 
 TEST_CASE("a minimal serve config takes the documented defaults and resolves paths", "[serve][config]") {
@@ -56,6 +57,9 @@ TEST_CASE("a minimal serve config takes the documented defaults and resolves pat
   CHECK(c.resources.gpus_mode == "auto");
   CHECK(c.resources.cpu_workers == 2);
   CHECK(c.service.http_bind == "127.0.0.1");
+  CHECK_FALSE(c.preemption.enabled);
+  CHECK(c.preemption.min_priority_gap == 1);
+  CHECK(c.preemption.grace_s == 60);
   CHECK(ServeStateDir(c) == "/var/lib/ens/.serve");
   ::unsetenv("RUNTIME_DIRECTORY");
   CHECK(ServeControlSocket(c) == "/var/lib/ens/.serve/control.sock");
@@ -102,6 +106,24 @@ TEST_CASE("serve config errors carry their JSON pointer, every one at once", "[s
   CHECK(has("/service/http_port", "[0, 65535]"));
   CHECK(has("/service/control_sokcet", "did you mean 'control_socket'"));
   CHECK(has("/runs_dri", "did you mean 'runs_dir'"));
+}
+
+TEST_CASE("preemption: on with a priority gap and a grace - bad values named", "[serve][config][preemption]") {
+  json doc = Minimal();
+  doc["preemption"] = {{"enabled", true}, {"min_priority_gap", 3}, {"grace_s", 12.5}};
+  ServeConfig c;
+  auto errors = Validate(doc, &c);
+  INFO(Describe(errors));
+  REQUIRE(errors.empty());
+  CHECK(c.preemption.enabled);
+  CHECK(c.preemption.min_priority_gap == 3);
+  CHECK(c.preemption.grace_s == 12.5);
+  doc["preemption"] = {{"min_priority_gap", 0}};
+  RequireOnlyError(doc, "/preemption/min_priority_gap", "must be an integer >= 1");
+  doc["preemption"] = {{"grace_s", 0}};
+  RequireOnlyError(doc, "/preemption/grace_s", "> 0");
+  doc["preemption"] = {{"grace", 5}};
+  RequireOnlyError(doc, "/preemption/grace", "unknown key 'grace'");
 }
 
 TEST_CASE("runs_dir and state_root are required - a syntax error says where", "[serve][config]") {

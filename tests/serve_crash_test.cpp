@@ -55,20 +55,8 @@ TEST_CASE("the daemon SIGKILLed mid-run leaves no process - restarted, everythin
   std::vector<std::string> order;
   for (const auto& r : QueueEvents(d.QueueJournal(), "started")) order.push_back(r["run"].get<std::string>());
   CHECK(order == std::vector<std::string>{"first", "first", "second"});
-  // Members done before the crash were not trained again.
-  for (const auto& [key, n] : DoneCounts(JournalOf(d.StateDir("first")))) {
-    INFO("round " << key.first << " member " << key.second);
-    CHECK(n == 1);
-  }
-  CHECK(DoneCounts(JournalOf(d.StateDir("first"))).size() == static_cast<size_t>(kRounds * kMembers));
-  // Same bits as the run undisturbed.
-  WriteText(d.tmp() / "alone.json",
-            TinyRunConfig("first", 2, kRounds, "\"state_dir\": \"" + d.tmp() / "alone" + "\",", kMembers, kEpochs));
-  auto alone = RunEnsembled(d.tmp() / "alone.json", d.tmp().path(), {}, 90);
-  REQUIRE(alone.code == 0);
-  auto diffs = CompareRuns(d.tmp() / "alone", d.StateDir("first"), kRounds, kMembers, d.tmp().path(), CompareMode::kBytes);
-  INFO(Joined(diffs));
-  CHECK(diffs.empty());
+  // Members done before the crash were not trained again; the bits of the run undisturbed.
+  CheckSameAsRunAlone(d, "first", 2, kRounds, kMembers, kEpochs);
   CHECK(d.Stop() == 0);
 }
 

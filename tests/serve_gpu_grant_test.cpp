@@ -3,11 +3,17 @@
 // of 4 GPUs get 2 UUIDs each in their workers' CUDA_VISIBLE_DEVICES, never one another run holds.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
 #include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "common/run_layout.h"
+#include "support/env_spawn_notify.h"
 #include "support/serve_harness.h"
 
 namespace ens {
@@ -137,6 +143,89 @@ TEST_CASE("runs asking a count of 2 of 4 fake GPUs get 2 UUIDs each, lowest free
   CHECK(started[1]["gpus"] == json{FakeUuid(2), FakeUuid(3)});
   CHECK(seen.size() == 4);
   CHECK(MostAtOnceNoneShared(d.QueueJournal()) == 2);
+  CHECK(d.Stop() == 0);
+}
+
+// A worker of the daemon's runs pinned to `gpu`, as (cmdline, environment); empty when none runs.
+std::pair<std::string, std::vector<std::string>> WorkerOn(const std::string& gpu) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    pid_t pid = static_cast<pid_t>(std::stol(name));
+    std::string cmd = CmdlineOf(pid);
+    if (cmd.find("ensemble-worker serve") == std::string::npos) continue;
+    std::vector<std::string> env = EnvironOf(pid);
+    if (std::find(env.begin(), env.end(), "CUDA_VISIBLE_DEVICES=" + gpu) != env.end()) return {cmd, env};
+  }
+  return {};
+}
+
+TEST_CASE("runs asking 60 GB shares of 144 GB fake GPUs: two share GPU 0, the third takes GPU 1, a whole-GPU run "
+          "waits for an empty GPU; each worker is capped at its share",
+          "[serve][integration][gpu][share]") {
+  ServeDaemonHarness d(2, "\"auto\"");
+  EnvChanges env = FourFakeGpus();
+  env.set["FAKE_NVML_GPUS"] = "2";
+  const std::string share = "1, \"gpu_memory_gb\": 60";
+  for (const char* n : {"s1", "s2", "s3"}) {
+    WriteText(d.runs_dir() + "/" + n + ".json", TinyRunConfig(n, 1, 1, "", 2, 3000, share));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // submission order = file age
+  }
+  WriteText(d.runs_dir() + "/whole.json", TinyRunConfig("whole", 1, 1, "", 2, 20, "1"));
+  d.Start(env);
+  // s1's worker: PyTorch's caching allocator held to 60 of 144 GB, recycled past 60 GB.
+  std::pair<std::string, std::vector<std::string>> worker;
+  d.WaitUntil(
+      [&] {
+        worker = WorkerOn(FakeUuid(0));
+        return !worker.first.empty();
+      },
+      30, "a worker on GPU 0");
+  {
+    INFO(worker.first);
+    CHECK(std::find(worker.second.begin(), worker.second.end(),
+                    "PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction:0.416666667") != worker.second.end());
+    CHECK_THAT(worker.first, Catch::Contains("--recycle-gpu-reserved-mb 61440.000000"));
+  }
+  json whole = d.Run("whole");
+  if (whole["state"] == "queued" && d.StateOf("s3") == "running") CHECK(whole["reason"] == "needs 1 GPU, 0 free");
+  d.WaitUntil(
+      [&] {
+        for (const char* n : {"s1", "s2", "s3", "whole"})
+          if (d.StateOf(n) != "finished") return false;
+        return true;
+      },
+      180, "every run finished");
+  auto started = QueueEvents(d.QueueJournal(), "started");
+  REQUIRE(started.size() == 4);
+  std::map<std::string, json> gpus_of;
+  for (const auto& r : started) gpus_of[r["run"].get<std::string>()] = r["gpus"];
+  CHECK(gpus_of["s1"] == json{FakeUuid(0)});
+  CHECK(gpus_of["s2"] == json{FakeUuid(0)});
+  CHECK(gpus_of["s3"] == json{FakeUuid(1)});
+  // From the queue journal: shares overlapped on GPU 0; the whole GPU was never shared.
+  std::map<std::string, std::string> holding;  // run -> its GPU, while it runs
+  size_t most_on_gpu0 = 0;
+  auto recs = ReadJournal(d.QueueJournal());
+  REQUIRE(recs.ok());
+  for (const auto& r : *recs) {
+    std::string run = r.value("run", "");
+    if (r["event"] == "started") {
+      std::string gpu = r["gpus"][0].get<std::string>();
+      for (const auto& [other, g] : holding) {
+        INFO(run << " started on " << gpu << " while " << other << " held " << g);
+        if (run == "whole" || other == "whole") CHECK(g != gpu);
+      }
+      holding[run] = gpu;
+      most_on_gpu0 = std::max<size_t>(most_on_gpu0, std::count_if(holding.begin(), holding.end(), [&](const auto& h) {
+                                        return h.second == FakeUuid(0);
+                                      }));
+    } else if (r["event"] == "ended") {
+      holding.erase(run);
+    }
+  }
+  CHECK(most_on_gpu0 == 2);
   CHECK(d.Stop() == 0);
 }
 

@@ -22,7 +22,7 @@ json SomeRuns() {
      "rounds_done": 1, "rounds": 3, "members_done": 4, "members": 8, "reason": ""},
     {"name": "b", "state": "queued", "priority": 5, "granted": false, "gpus": [], "cpu_workers": 2,
      "resources": "2 CPU workers",
-     "rounds": 1, "reason": "needs 2 CPU workers, 0 free", "crashes": 2},
+     "rounds": 1, "reason": "needs 2 CPU workers, 0 free", "crashes": 2, "preemptions": 3},
     {"name": "we\"ird<x>", "state": "rejected", "priority": 0, "granted": false, "gpus": [], "cpu_workers": 0,
      "reason": "/rounds/count: must be an integer >= 1", "errors": [{"pointer": "/rounds/count", "message": "must be <1"}]}
   ])json");
@@ -40,6 +40,10 @@ TEST_CASE("serve metrics count runs by state and label each run's series", "[ser
   CHECK_THAT(m, Catch::Contains("ensembled_run_gpus_granted{run=\"a\"} 2\n"));
   CHECK_THAT(m, Catch::Contains("ensembled_run_cpu_workers_granted{run=\"b\"} 0\n"));  // asked, not granted
   CHECK_THAT(m, Catch::Contains("ensembled_run_crashes{run=\"b\"} 2\n"));
+  CHECK_THAT(m, Catch::Contains("# TYPE ensembled_run_preemptions_total counter\n"));
+  CHECK_THAT(m, Catch::Contains("ensembled_run_preemptions_total{run=\"b\"} 3\n"));
+  CHECK_THAT(m, Catch::Contains("ensembled_run_preemptions_total{run=\"a\"} 0\n"));
+  CHECK_THAT(m, Catch::Contains("ensembled_runs{state=\"preempting\"} 0\n"));
   CHECK_THAT(m, Catch::Contains("ensembled_run_state{run=\"we\\\"ird<x>\",state=\"rejected\"} 1\n"));
   CHECK(m.find("ensembled_run_rounds_done{run=\"b\"}") == std::string::npos);  // b has committed nothing to show
 }
@@ -83,6 +87,24 @@ TEST_CASE("serve metrics say which run holds each GPU and what it last read of i
   CHECK_THAT(m, Catch::Contains("ensembled_gpu_utilization_pct{gpu=\"GPU-1\",index=\"0\",run=\"a\"} 40\n"));
   CHECK(m.find("ensembled_gpu_memory_used_mb{gpu=\"GPU-2\"") == std::string::npos);  // no reading: no sample
   CHECK(RenderServeMetrics(runs).find("ensembled_gpus") == std::string::npos);        // a daemon without GPUs
+}
+
+TEST_CASE("serve metrics list every run holding a shared GPU and the bytes shared", "[serve][http][share]") {
+  json runs = json::parse(R"json([
+    {"name": "s1", "state": "running", "granted": true, "gpus": ["GPU-1"], "gpu_share_bytes": 4294967296},
+    {"name": "s2", "state": "preempting", "granted": true, "gpus": ["GPU-1"], "gpu_share_bytes": 2147483648},
+    {"name": "w", "state": "queued", "granted": false, "gpus": ["GPU-2"], "gpu_share_bytes": 0}
+  ])json");
+  json gpus = {{{"id", "GPU-1"}, {"index", 0}}, {{"id", "GPU-2"}, {"index", 1}}};
+  std::string m = RenderServeMetrics(runs, gpus);
+  INFO(m);
+  CHECK_THAT(m, Catch::Contains("ensembled_gpus{state=\"granted\"} 1\n"));
+  CHECK_THAT(m, Catch::Contains("ensembled_gpu_granted{gpu=\"GPU-1\",index=\"0\",run=\"s1\"} 1\n"));
+  CHECK_THAT(m, Catch::Contains("ensembled_gpu_granted{gpu=\"GPU-1\",index=\"0\",run=\"s2\"} 1\n"));
+  CHECK_THAT(m, Catch::Contains("ensembled_gpu_granted{gpu=\"GPU-2\",index=\"1\",run=\"\"} 0\n"));
+  CHECK_THAT(m, Catch::Contains("ensembled_gpu_shared_bytes{gpu=\"GPU-1\"} 6442450944\n"));
+  CHECK_THAT(m, Catch::Contains("ensembled_gpu_shared_bytes{gpu=\"GPU-2\"} 0\n"));
+  CHECK_THAT(m, Catch::Contains("ensembled_runs{state=\"preempting\"} 1\n"));
 }
 
 TEST_CASE("a served run's page is its status page under the queue's view, or the queue's view alone",

@@ -52,5 +52,21 @@ TEST_CASE("a run submitted again after it ended is a new run", "[serve][journal]
   CHECK(st.next_seq == 8);
 }
 
+TEST_CASE("a preempted run is queued again - not among the runs that resume first - and its preemptions counted",
+          "[serve][journal][preemption]") {
+  std::vector<nlohmann::json> recs = {SubmittedRecord("low", "/r/low.json", 0, 1, 0), StartedRecord("low", {}, 2, 9),
+                                      PreemptedRecord("low", "high", "preempted by run high"),
+                                      StartedRecord("low", {}, 2, 11),
+                                      PreemptedRecord("low", "higher", "preempted by run higher")};
+  ServeJournalState st = ReplayServeJournal(recs);
+  CHECK_FALSE(st.runs["low"].started);
+  CHECK(st.runs["low"].preemptions == 2);
+  recs.push_back(StartedRecord("low", {}, 2, 12));  // a daemon that dies now resumes it first
+  st = ReplayServeJournal(recs);
+  CHECK(st.runs["low"].started);
+  CHECK(st.runs["low"].preemptions == 2);
+  CHECK(recs[2]["by"] == "high");
+}
+
 }  // namespace
 }  // namespace ens

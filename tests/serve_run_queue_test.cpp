@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "orchestrator/gpu_share.h"
+
 namespace ens {
 namespace {
 
@@ -223,6 +225,144 @@ TEST_CASE("the state table refuses every other move and changes nothing", "[serv
     CHECK_FALSE(q.Move(r, to).ok());
   CHECK(IsEnded(r.state));
   CHECK(std::string(RunStateName(r.state)) == "cancelled");
+}
+
+std::vector<ServeGpu> TwoGpusOf16Gb() {
+  return {{"GPU-aaaa", 0, uint64_t{16} << 30}, {"GPU-bbbb", 1, uint64_t{16} << 30}};
+}
+
+ResourcesSpec Share(int gpus, double gb, int workers_per_gpu = 1) {
+  ResourcesSpec r;
+  r.gpus_mode = "count";
+  r.gpu_count = gpus;
+  r.gpu_memory_gb = gb;
+  r.workers_per_gpu = workers_per_gpu;
+  return r;
+}
+
+ResourcesSpec Whole(int gpus) { return Share(gpus, 0); }
+
+TEST_CASE("shares of GPU memory pack onto one GPU while they fit - a whole-GPU ask takes only an empty GPU",
+          "[serve][queue][share]") {
+  RunQueue q(GrantPool(TwoGpusOf16Gb(), 2));
+  auto ask = q.pool().AskOf(Share(1, 3.5));
+  REQUIRE(ask.ok());
+  CHECK(ask->gpu_share_bytes == (uint64_t{7} << 29) + kGpuContextReserveBytes);  // 3.5 GB + 0.5 GB: 4 GB
+  std::vector<ServedRun> runs;
+  for (int i = 0; i < 5; ++i) runs.push_back(Queued("s" + std::to_string(i), static_cast<uint64_t>(i + 1), *ask));
+  ServedRun whole = Queued("whole", 9, *q.pool().AskOf(Whole(1)));
+  std::vector<ServedRun*> all;
+  for (ServedRun& r : runs) all.push_back(&r);
+  all.push_back(&whole);
+  // Four 4 GB shares fill GPU-aaaa (16 GB); the fifth goes to GPU-bbbb; "whole" then has none.
+  CHECK(Names(q.StartNow(all, 0)) == std::vector<std::string>{"s0", "s1", "s2", "s3", "s4"});
+  for (int i = 0; i < 4; ++i) CHECK(runs[static_cast<size_t>(i)].grant.gpus == std::vector<std::string>{"GPU-aaaa"});
+  CHECK(runs[4].grant.gpus == std::vector<std::string>{"GPU-bbbb"});
+  CHECK(q.pool().shared_bytes("GPU-aaaa") == uint64_t{16} << 30);
+  CHECK(whole.state == RunState::kQueued);
+  CHECK(whole.reason == "needs 1 GPU, 0 free");
+  CHECK(DescribeGrant(runs[0].grant) == "1 GPU (GPU-aaaa) with 4 GB each");
+  // The share on GPU-bbbb ends: the whole ask gets it, and a new share cannot go there.
+  REQUIRE(q.Move(runs[4], RunState::kFinished).ok());
+  CHECK(Names(q.StartNow(all, 0)) == std::vector<std::string>{"whole"});
+  CHECK(whole.grant.gpus == std::vector<std::string>{"GPU-bbbb"});
+  ServedRun late = Queued("late", 10, *ask);
+  all.push_back(&late);
+  CHECK(q.StartNow(all, 0).empty());
+  CHECK(late.reason == "needs 1 GPU with 4 GB free, 0 have it");
+  // One share on GPU-aaaa ends: the late share fits there.
+  REQUIRE(q.Move(runs[1], RunState::kFinished).ok());
+  CHECK(Names(q.StartNow(all, 0)) == std::vector<std::string>{"late"});
+  CHECK(late.grant.gpus == std::vector<std::string>{"GPU-aaaa"});
+}
+
+TEST_CASE("a share goes to the fullest GPU it fits on; a share no GPU can hold is refused", "[serve][queue][share]") {
+  RunQueue q(GrantPool(TwoGpusOf16Gb(), 2));
+  ServedRun big = Queued("big", 1, *q.pool().AskOf(Share(1, 11.5)));   // 12 GB
+  ServedRun mid = Queued("mid", 2, *q.pool().AskOf(Share(1, 7.5)));    // 8 GB: not beside big
+  ServedRun small = Queued("small", 3, *q.pool().AskOf(Share(1, 3.5)));  // 4 GB: beside big (fuller)
+  CHECK(Names(q.StartNow({&big, &mid, &small}, 0)) == std::vector<std::string>{"big", "mid", "small"});
+  CHECK(big.grant.gpus == std::vector<std::string>{"GPU-aaaa"});
+  CHECK(mid.grant.gpus == std::vector<std::string>{"GPU-bbbb"});
+  CHECK(small.grant.gpus == std::vector<std::string>{"GPU-aaaa"});
+
+  auto too_big = q.pool().AskOf(Share(1, 15.75));  // 16.25 GB with its context
+  REQUIRE_FALSE(too_big.ok());
+  CHECK_THAT(too_big.status().message(), Catch::StartsWith("/resources/gpu_memory_gb: 16.2 GB"));
+  GrantPool unknown({{"GPU-aaaa", 0}}, 2);  // no NVML: memory unknown
+  auto ask = unknown.AskOf(Share(1, 1));
+  REQUIRE_FALSE(ask.ok());
+  CHECK_THAT(ask.status().message(), Catch::Contains("or their memory is unknown"));
+  CHECK(unknown.AskOf(Whole(1)).ok());
+}
+
+ServedRun Running(RunQueue& q, const std::string& name, uint64_t seq, const ResourcesSpec& r, int priority) {
+  ServedRun run = Queued(name, seq, *q.pool().AskOf(r), priority);
+  REQUIRE(q.Move(run, RunState::kRunning).ok());
+  return run;
+}
+
+TEST_CASE("preemption takes the lowest priority, then the newest, no more runs than needed, never an equal one",
+          "[serve][queue][preemption]") {
+  RunQueue q(GrantPool(FourGpus(), 2));
+  ServedRun a = Running(q, "a", 1, Whole(1), 0);
+  ServedRun b = Running(q, "b", 2, Whole(1), 0);
+  ServedRun c = Running(q, "c", 3, Whole(1), 3);
+  ServedRun d = Running(q, "d", 4, Whole(1), 5);
+  std::vector<ServedRun*> all = {&a, &b, &c, &d};
+  ServedRun high = Queued("high", 5, *q.pool().AskOf(Whole(2)), 5);
+  all.push_back(&high);
+  // Two GPUs: the two of priority 0, the newer first (b, then a); c (3) is not needed.
+  CHECK(Names(q.PreemptFor(high, all, 1)) == std::vector<std::string>{"b", "a"});
+  ServedRun three = Queued("three", 6, *q.pool().AskOf(Whole(3)), 5);
+  CHECK(Names(q.PreemptFor(three, all, 1)) == std::vector<std::string>{"b", "a", "c"});
+  // A gap of 3: c (priority 3, 2 below) is not preemptible, and a, b are not enough for 3 GPUs.
+  CHECK(q.PreemptFor(three, all, 3).empty());
+  // d has the same priority: never preempted; four GPUs cannot be had.
+  ServedRun four = Queued("four", 7, *q.pool().AskOf(Whole(4)), 5);
+  CHECK(q.PreemptFor(four, all, 1).empty());
+  // A run that fits needs nobody preempted.
+  REQUIRE(q.Move(b, RunState::kFinished).ok());
+  ServedRun one = Queued("one", 8, *q.pool().AskOf(Whole(1)), 9);
+  CHECK(q.PreemptFor(one, all, 1).empty());
+}
+
+TEST_CASE("preemption of shares: only the runs on the GPU that frees enough", "[serve][queue][preemption][share]") {
+  RunQueue q(GrantPool(TwoGpusOf16Gb(), 2));
+  ServedRun big = Running(q, "big", 1, Share(1, 11.5), 0);    // GPU-aaaa
+  ServedRun small = Running(q, "small", 2, Share(1, 3.5), 0);  // GPU-aaaa (fullest)
+  ServedRun other = Running(q, "other", 3, Share(1, 7.5), 1);  // GPU-bbbb
+  REQUIRE(small.grant.gpus == std::vector<std::string>{"GPU-aaaa"});
+  std::vector<ServedRun*> all = {&big, &small, &other};
+  // A whole GPU at priority 2: emptying GPU-aaaa takes two runs, GPU-bbbb one: the search
+  // goes by priority (big, small at 0 first) and keeps only what is needed.
+  ServedRun whole = Queued("whole", 4, *q.pool().AskOf(Whole(1)), 2);
+  CHECK(Names(q.PreemptFor(whole, all, 1)) == std::vector<std::string>{"small", "big"});
+  // An 8 GB share fits beside "other" now: nobody is preempted.
+  ServedRun eight = Queued("eight", 5, *q.pool().AskOf(Share(1, 7.5)), 2);
+  CHECK(q.PreemptFor(eight, all, 1).empty());
+  // A 12 GB share fits on neither; tried newest first, "small" alone is not enough, "big" alone
+  // is (4 + 12 GB): only "big" is preempted.
+  ServedRun twelve = Queued("twelve", 6, *q.pool().AskOf(Share(1, 11.5)), 2);
+  CHECK(Names(q.PreemptFor(twelve, all, 1)) == std::vector<std::string>{"big"});
+}
+
+TEST_CASE("a preempting run holds its grant until its child is gone, then queues again", "[serve][queue][preemption]") {
+  RunQueue q(GrantPool({}, 2));
+  ServedRun r = Queued("r", 1, {{}, 2});
+  REQUIRE(q.Move(r, RunState::kRunning).ok());
+  REQUIRE(q.Move(r, RunState::kPreempting).ok());
+  CHECK(std::string(RunStateName(r.state)) == "preempting");
+  CHECK(q.pool().free_cpu_workers() == 0);
+  CHECK_FALSE(q.Move(r, RunState::kRunning).ok());
+  REQUIRE(q.Move(r, RunState::kQueued).ok());
+  CHECK(q.pool().free_cpu_workers() == 2);
+  REQUIRE(q.Move(r, RunState::kRunning).ok());
+  REQUIRE(q.Move(r, RunState::kPreempting).ok());
+  REQUIRE(q.Move(r, RunState::kStopping).ok());  // cancelled while it stopped
+  CHECK(q.pool().free_cpu_workers() == 0);
+  REQUIRE(q.Move(r, RunState::kCancelled).ok());
+  CHECK(q.pool().free_cpu_workers() == 2);
 }
 
 }  // namespace

@@ -37,10 +37,11 @@ inline std::string TinyRunConfig(const std::string& name, int cpu_workers = 2, i
 class ServeDaemonHarness {
  public:
   // `service_extra`: more of the serve config's "service" (", \"http_port\": 9000").
+  // `top_extra`: more top-level keys, each followed by a comma ("\"preemption\": {...},").
   explicit ServeDaemonHarness(int cpu_workers = 2, const std::string& gpus = "\"none\"",
-                              const std::string& service_extra = "") {
+                              const std::string& service_extra = "", const std::string& top_extra = "") {
     serve_config_ = tmp_ / "serve.json";
-    WriteText(serve_config_, R"({"runs_dir": "runs.d", "state_root": "state",
+    WriteText(serve_config_, R"({"runs_dir": "runs.d", "state_root": "state", )" + top_extra + R"(
       "resources": {"gpus": )" + gpus + R"(, "cpu_workers": )" + std::to_string(cpu_workers) + R"(},
       "service": {"control_socket": ")" + socket() + "\"" + service_extra + "}}");
     std::filesystem::create_directories(runs_dir());
@@ -137,6 +138,26 @@ inline std::vector<nlohmann::json> QueueEvents(const std::string& journal, const
   for (const auto& r : *recs)
     if (r.value("event", "") == event) out.push_back(r);
   return out;
+}
+
+// A tiny run served by `d` (TinyRunConfig(name, cpu_workers, rounds, "", members, epochs)),
+// finished: each of its members is in its journal once, and its bits are those of the same
+// config run alone with `ensembled run` (into <tmp>/alone).
+inline void CheckSameAsRunAlone(const ServeDaemonHarness& d, const std::string& name, int cpu_workers, int rounds,
+                                int members, int epochs) {
+  const auto done = DoneCounts(JournalOf(d.StateDir(name)));
+  for (const auto& [key, n] : done) {
+    INFO("round " << key.first << " member " << key.second);
+    CHECK(n == 1);
+  }
+  CHECK(done.size() == static_cast<size_t>(rounds * members));
+  WriteText(d.tmp() / "alone.json",
+            TinyRunConfig(name, cpu_workers, rounds, "\"state_dir\": \"" + d.tmp() / "alone" + "\",", members, epochs));
+  auto alone = RunEnsembled(d.tmp() / "alone.json", d.tmp().path(), {}, 240);
+  REQUIRE(alone.code == 0);
+  auto diffs = CompareRuns(d.tmp() / "alone", d.StateDir(name), rounds, members, d.tmp().path(), CompareMode::kBytes);
+  INFO(Joined(diffs));
+  CHECK(diffs.empty());
 }
 
 }  // namespace ens::testing
