@@ -837,7 +837,10 @@ nlohmann::json ConfigToJson(const Config& c) {
   // Written only where they differ from what runs of earlier versions did, so their
   // normalised configs compare equal.
   if (c.task != TaskKind::kRegression) out["task"] = Name(c.task);
-  if (c.mutation.score != CommitteeScore::kStd) out["mutation"]["score"] = Name(c.mutation.score);
+  // The score is left out only where reading it back gives it again: "std" on a head whose
+  // default is "std" (a classification run's "std" is written: its default is "bald").
+  if (c.mutation.score != CommitteeScore::kStd || RunHead::For(c, 0, 1).DefaultScore() != CommitteeScore::kStd)
+    out["mutation"]["score"] = Name(c.mutation.score);
   if (c.mutation.batch != BatchMode::kTop) out["mutation"]["batch"] = Name(c.mutation.batch);
   if (!c.retention.KeepsEverything() || !c.retention.pin.empty())
     out["retention"] = {{"keep_rounds", c.retention.keep_rounds}, {"pin", c.retention.pin}};

@@ -11,11 +11,18 @@ RunHead RunHead::For(LossKind loss, int classes, int targets) {
 }
 
 std::string RunHead::ScoreProblem(CommitteeScore score) const {
-  if (!classification() && (score == CommitteeScore::kEntropy || score == CommitteeScore::kBald))
-    return "\"" + std::string(Name(score)) + "\" scores class probabilities; it needs task \"classification\"";
-  if (!gaussian() && score == CommitteeScore::kEpistemic)
-    return "\"epistemic\" scores Gaussian heads; it needs members with loss \"gaussian_nll\"";
-  return "";
+  switch (score) {  // every score named: a new one states which heads it applies to here
+    case CommitteeScore::kStd:
+      return "";  // every head: the spread of the members' outputs
+    case CommitteeScore::kEntropy:
+    case CommitteeScore::kBald:
+      if (classification()) return "";
+      return "\"" + std::string(Name(score)) + "\" scores class probabilities; it needs task \"classification\"";
+    case CommitteeScore::kEpistemic:
+      if (gaussian()) return "";
+      return "\"epistemic\" scores Gaussian heads; it needs members with loss \"gaussian_nll\"";
+  }
+  return "unknown score";  // not reached: the switch names every score
 }
 
 RunHead RunHead::For(const Config& cfg, int classes, int targets) {

@@ -20,43 +20,57 @@ double Entropy(const double* p, int width) {
   return h;
 }
 
-std::vector<double> CommitteeScores(CommitteeScore score, const std::vector<const std::vector<float>*>& preds,
-                                    int width) {
-  const size_t w = static_cast<size_t>(width), rows = preds[0]->size() / w;
-  const double k = static_cast<double>(preds.size());
-  std::vector<double> mean = MeanPrediction(preds), out(rows, 0.0);
-  if (score == CommitteeScore::kEpistemic) {
-    for (size_t r = 0; r < rows; ++r) {
-      double sq = 0;
-      for (const auto* p : preds) sq += static_cast<double>((*p)[r * w]) * (*p)[r * w];
-      out[r] = std::sqrt(std::max(0.0, sq / k - mean[r * w] * mean[r * w]));
-    }
-    return out;
-  }
-  if (score == CommitteeScore::kStd) {
-    for (size_t r = 0; r < rows; ++r) {
-      double total = 0;
-      for (size_t c = 0; c < w; ++c) {
-        double sq = 0;
-        for (const auto* p : preds) sq += static_cast<double>((*p)[r * w + c]) * (*p)[r * w + c];
-        total += std::sqrt(std::max(0.0, sq / k - mean[r * w + c] * mean[r * w + c]));
-      }
-      out[r] = total / static_cast<double>(w);
-    }
-    return out;
-  }
-  std::vector<double> member(w);
+namespace {
+
+// sqrt(E[p^2] - E[p]^2) of output column c of row r over the committee (>= 0 up to rounding).
+double Spread(const std::vector<const std::vector<float>*>& preds, const std::vector<double>& mean, size_t at) {
+  double sq = 0;
+  for (const auto* p : preds) sq += static_cast<double>((*p)[at]) * (*p)[at];
+  return std::sqrt(std::max(0.0, sq / static_cast<double>(preds.size()) - mean[at] * mean[at]));
+}
+
+// Each row's entropy of the mean; with `bald`, less the members' mean entropy (>= 0 up to
+// rounding, Jensen).
+std::vector<double> Entropies(const std::vector<const std::vector<float>*>& preds, const std::vector<double>& mean,
+                              int width, bool bald) {
+  const size_t w = static_cast<size_t>(width), rows = mean.size() / w;
+  std::vector<double> out(rows, 0.0), member(w);
   for (size_t r = 0; r < rows; ++r) {
     out[r] = Entropy(&mean[r * w], width);
-    if (score != CommitteeScore::kBald) continue;  // kEntropy: the entropy of the mean alone
+    if (!bald) continue;
     double mean_entropy = 0;
     for (const auto* p : preds) {
       for (size_t c = 0; c < w; ++c) member[c] = (*p)[r * w + c];
       mean_entropy += Entropy(member.data(), width);
     }
-    out[r] = std::max(0.0, out[r] - mean_entropy / k);  // >= 0 up to rounding (Jensen)
+    out[r] = std::max(0.0, out[r] - mean_entropy / static_cast<double>(preds.size()));
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<double> CommitteeScores(CommitteeScore score, const std::vector<const std::vector<float>*>& preds,
+                                    int width) {
+  const size_t w = static_cast<size_t>(width), rows = preds[0]->size() / w;
+  std::vector<double> mean = MeanPrediction(preds), out(rows, 0.0);
+  switch (score) {  // every score named: a new one does not compile until it is computed here
+    case CommitteeScore::kEpistemic:  // the spread of a Gaussian head's means (column 0)
+      for (size_t r = 0; r < rows; ++r) out[r] = Spread(preds, mean, r * w);
+      return out;
+    case CommitteeScore::kStd:  // the mean over output columns of each column's spread
+      for (size_t r = 0; r < rows; ++r) {
+        double total = 0;
+        for (size_t c = 0; c < w; ++c) total += Spread(preds, mean, r * w + c);
+        out[r] = total / static_cast<double>(w);
+      }
+      return out;
+    case CommitteeScore::kEntropy:
+      return Entropies(preds, mean, width, /*bald=*/false);
+    case CommitteeScore::kBald:
+      return Entropies(preds, mean, width, /*bald=*/true);
+  }
+  return out;  // not reached: the switch names every score
 }
 
 }  // namespace ens

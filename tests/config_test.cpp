@@ -1,6 +1,7 @@
 // Tests of common/config: the shipped example, every class of error with its JSON pointer,
 // member resolution, path resolution and the member JSON round trip.
 #include "common/config.h"
+#include "orchestrator/serve_daemon.h"
 #include "common/protocol.h"
 
 #include <unistd.h>
@@ -790,6 +791,34 @@ TEST_CASE("task and loss, score and data that do not fit are errors at their poi
   json task = Minimal();
   task["task"] = "clasification";
   RequireOnlyError(task, "/task", "classification");
+}
+
+TEST_CASE("every score reads back from the normalised config as itself, on every head", "[config][classification]") {
+  // "std" on a classifier (whose default is "bald") or a Gaussian head ("epistemic") is written
+  // out; on plain regression, where "std" is the default, it is left out as before.
+  json gaussian = Minimal();
+  gaussian["members"]["defaults"]["loss"] = "gaussian_nll";
+  struct Case {
+    json doc;
+    std::vector<std::string> scores;
+  };
+  const Case cases[] = {{Minimal(), {"std"}},
+                        {Classifying(), {"std", "entropy", "bald"}},
+                        {gaussian, {"std", "epistemic"}}};
+  for (const Case& c : cases) {
+    for (const std::string& score : c.scores) {
+      json doc = c.doc;
+      doc["mutation"] = {{"policy", "query_by_committee"}, {"k", 5}, {"score", score}};
+      // The effective config a served run reads (unset values dropped), read back.
+      StatusOr<std::string> text = EffectiveConfigText(MustParse(doc));
+      INFO(score << ": " << (text.ok() ? *text : text.status().message()));
+      REQUIRE(text.ok());
+      Config back;
+      REQUIRE(ValidateConfigText(*text, "/", &back).empty());
+      CHECK(Name(back.mutation.score) == score);
+    }
+  }
+  CHECK_FALSE(ConfigToJson(MustParse(Minimal()))["mutation"].contains("score"));
 }
 
 TEST_CASE("gaussian_nll: every member or none, regression only, scored by epistemic", "[config][gaussian]") {
