@@ -690,7 +690,14 @@ json ServeDaemon::Submit(const json& req, const ControlPeer& peer) {
   if (!effective.ok()) return {{"ok", false}, {"error", effective.status().ToString()}};
   std::string text = "// submitted with `ensemblectl submit` by uid " + std::to_string(peer.uid) + " from " +
                      req["base_dir"].get<std::string>() + "\n" + *effective;
-  if (Status s = WriteFileAtomic(file, text, 0644); !s.ok()) return {{"ok", false}, {"error", s.ToString()}};
+  // run_as "submitter": the file is the daemon's, readable by the submitter's group only.
+  if (Status s = WriteFileAtomic(file, text, run_as_.submitter ? 0600 : 0644); !s.ok())
+    return {{"ok", false}, {"error", s.ToString()}};
+  if (run_as_.submitter) {
+    StatusOr<Submitter> who = MapSubmitter(peer.uid, run_as_, SystemUsers());  // (refused above otherwise)
+    if (Status s = who.ok() ? ShareWithSubmitter(file, who->credentials.gid) : who.status(); !s.ok())
+      spdlog::warn("{}", s.ToString());
+  }
   ServedRun* run = AdmitFile(file, peer.uid, priority);
   if (run == nullptr) {
     const ServedRun& r = rejected_[file];

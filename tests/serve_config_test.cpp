@@ -84,7 +84,7 @@ TEST_CASE("serve gpus: auto, none, a count or a list", "[serve][config]") {
   RequireOnlyError(doc, "/resources/gpus/1", "duplicate GPU '1'");
 }
 
-TEST_CASE("run_as: daemon by default; submitter with its allow_root, submitters_group and state_dir_mode", "[serve][config]") {
+TEST_CASE("run_as: daemon by default - submitter with its allow_root, submitters_group and state_dir_mode", "[serve][config]") {
   ServeConfig c;
   REQUIRE(Validate(Minimal(), &c).empty());
   CHECK(c.run_as == "daemon");

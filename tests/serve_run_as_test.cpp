@@ -185,7 +185,7 @@ TEST_CASE("runs run as their submitters, and one submitter cannot read, stop or 
   const uid_t alice = TestUsers::Uid(users.alice()), bob = TestUsers::Uid(users.bob());
 
   // Alice's run: long enough to be seen running.
-  WriteText(d.scratch() / "alice.json", TinyRunConfig("alice-run", 1, 4, "", 2, 20));
+  WriteText(d.scratch() / "alice.json", TinyRunConfig("alice-run", 1, 6, "", 2, 40));
   REQUIRE(::chmod(d.scratch().path().c_str(), 0755) == 0);
   TimedRun sub = d.Ctl(users.alice(), {"submit", "--socket", d.socket(), d.scratch() / "alice.json"});
   INFO(sub.out << sub.err << d.Log());
@@ -218,7 +218,7 @@ TEST_CASE("runs run as their submitters, and one submitter cannot read, stop or 
   while (!answered() && SecondsSince(t0) < 20) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   INFO(own.out << own.err);
   CHECK(answered());
-  for (const char* verb : {"pause", "resume"}) {
+  for (const char* verb : {"pause", "resume", "reload"}) {
     TimedRun r = d.Ctl(users.alice(), {verb, "--socket", d.socket(), "alice-run"});
     INFO(verb << ": " << r.out << r.err);
     CHECK(r.code == 0);
@@ -242,18 +242,46 @@ TEST_CASE("runs run as their submitters, and one submitter cannot read, stop or 
   INFO(sub.out << sub.err);
   REQUIRE(sub.code == 0);
 
+  // Data is read as the submitter: alice's run cannot read bob's 0600 file (the daemon could).
+  const std::string bob_data = d.scratch() / "bobdata";
+  std::filesystem::create_directories(bob_data);
+  std::string csv = "x,y\n";
+  for (int i = 0; i < 40; ++i) csv += std::to_string(i) + "," + std::to_string(2 * i) + "\n";
+  WriteText(bob_data + "/train.csv", csv);
+  REQUIRE(::chmod((bob_data + "/train.csv").c_str(), 0600) == 0);
+  REQUIRE(::chown((bob_data + "/train.csv").c_str(), bob, TestUsers::Gid(users.bob())) == 0);
+  WriteText(d.scratch() / "peek.json", R"({"run_name": "peek-run", "resources": {"gpus": "none", "cpu_workers": 1},
+      "data": {"source": "csv", "train_path": ")" + bob_data + R"(/train.csv", "target_column": "y"},
+      "members": {"defaults": {"layers": [{"units": 4}]}, "count": 1}})");
+  sub = d.Ctl(users.alice(), {"submit", "--socket", d.socket(), d.scratch() / "peek.json"});
+  INFO(sub.out << sub.err);
+  REQUIRE(sub.code == 0);
+
   // A file dropped by a user outside the daemon's group, and one by root: rejected, saying why.
-  WriteText(d.runs_dir() + "/carol.json", TinyRunConfig("carol-run"));
-  REQUIRE(::chown((d.runs_dir() + "/carol.json").c_str(), TestUsers::Uid(users.carol()), TestUsers::Gid(users.carol())) == 0);
+  // (Owned by carol before it is in runs_dir: moved in, as a user's own file would be.)
+  WriteText(d.runs_dir() + "/.carol.tmp", TinyRunConfig("carol-run"));
+  REQUIRE(::chown((d.runs_dir() + "/.carol.tmp").c_str(), TestUsers::Uid(users.carol()), TestUsers::Gid(users.carol())) == 0);
+  REQUIRE(::rename((d.runs_dir() + "/.carol.tmp").c_str(), (d.runs_dir() + "/carol.json").c_str()) == 0);
   WriteText(d.runs_dir() + "/rooted.json", TinyRunConfig("rooted-run"));
   TimedRun carol = d.Ctl(users.carol(), {"submit", "--socket", d.socket(), d.scratch() / "alice.json"});
-  CHECK(carol.code != 0);  // (the daemon's socket is 0660: carol cannot even connect)
+  CHECK(carol.code != 0);  // the daemon's socket is 0660: carol cannot even connect
+  REQUIRE(::chmod(d.socket().c_str(), 0666) == 0);  // and when she can, the daemon refuses her
+  carol = d.Ctl(users.carol(), {"submit", "--socket", d.socket(), d.scratch() / "alice.json"});
+  CHECK(carol.code != 0);
+  CHECK_THAT(carol.out + carol.err, Catch::Contains("is not in group " + users.daemon()));
   TimedRun rooted = d.Ctl("root", {"submit", "--socket", d.socket(), d.scratch() / "bob.json"});
   CHECK(rooted.code != 0);
   CHECK_THAT(rooted.out + rooted.err, Catch::Contains("(root) may not submit"));
 
   d.WaitFor("alice-run", [](const json& r) { return r.value("state", "") == "finished"; }, "finished");
   d.WaitFor("bob-run", [](const json& r) { return r.value("state", "") == "finished"; }, "finished");
+  // (An I/O error is a crash to the run, retried with backoff: its first one is enough here.)
+  d.WaitFor("peek-run", [&](const json& r) {
+    return r.value("reason", "").find(bob_data + "/train.csv: Permission denied") != std::string::npos;
+  }, "refused bob's data");
+  TimedRun cancel = d.Ctl(users.alice(), {"cancel", "--socket", d.socket(), "peek-run"});
+  INFO(cancel.out << cancel.err);
+  CHECK(cancel.code == 0);
   d.WaitFor("carol-run", [](const json& r) { return r.value("state", "") == "rejected"; }, "rejected");
   CHECK_THAT(d.Run("carol-run").value("reason", ""), Catch::Contains("is not in group " + users.daemon()));
   d.WaitFor("rooted-run", [](const json& r) { return r.value("state", "") == "rejected"; }, "rejected");
@@ -270,7 +298,9 @@ TEST_CASE("runs run as their submitters, and one submitter cannot read, stop or 
   struct stat log = StatOf(d.ServeDir() + "/logs/alice-run.log");
   CHECK(log.st_gid == TestUsers::Gid(users.alice()));
   CHECK((log.st_mode & 0777) == 0640);
-  CHECK(StatOf(d.ServeDir() + "/configs/alice-run.json").st_gid == TestUsers::Gid(users.alice()));
+  struct stat config = StatOf(d.ServeDir() + "/configs/alice-run.json");  // rewritten by the reload
+  CHECK(config.st_gid == TestUsers::Gid(users.alice()));
+  CHECK((config.st_mode & 0777) == 0640);
 
   // Bob cannot read alice's state directory (EACCES), nor her log; alice can.
   TimedRun peek = RunWithEnv(TestUsers::As(users.bob(), {"cat", alice_dir + "/journal.jsonl"}), d.scratch().path());
@@ -280,6 +310,8 @@ TEST_CASE("runs run as their submitters, and one submitter cannot read, stop or 
   CHECK_THAT(list_dir.err, Catch::Contains("Permission denied"));
   TimedRun peek_log = RunWithEnv(TestUsers::As(users.bob(), {"cat", d.ServeDir() + "/logs/alice-run.log"}), d.scratch().path());
   CHECK_THAT(peek_log.err, Catch::Contains("Permission denied"));
+  TimedRun peek_cfg = RunWithEnv(TestUsers::As(users.bob(), {"cat", d.runs_dir() + "/alice-run.json"}), d.scratch().path());
+  CHECK_THAT(peek_cfg.err, Catch::Contains("Permission denied"));
   CHECK(RunWithEnv(TestUsers::As(users.alice(), {"cat", alice_dir + "/journal.jsonl"}), d.scratch().path()).code == 0);
   CHECK(RunWithEnv(TestUsers::As(users.alice(), {"cat", d.ServeDir() + "/logs/alice-run.log"}), d.scratch().path()).code == 0);
 
