@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <grp.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +22,8 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+
+#include "common/capabilities.h"
 
 extern char** environ;
 
@@ -54,7 +57,8 @@ boost::asio::io_context& ProcessContext() {
 }
 
 // What the child does between fork and exec (async-signal-safe calls only), as a Boost.Process
-// initializer: its own group, death with the parent, the passed descriptor, an empty mask.
+// initializer: its own group, its credentials, death with the parent, the passed descriptor,
+// an empty mask.
 struct ChildSetup {
   const SubprocessSpec* spec;
   pid_t parent;
@@ -66,6 +70,15 @@ struct ChildSetup {
   bp::error_code on_exec_setup(bp::posix::default_launcher&, const bp::filesystem::path&, const char* const*) {
     if (spec->new_session) ::setsid();
     else if (spec->own_process_group) ::setpgid(0, 0);
+    // Before PR_SET_PDEATHSIG: a change of uid or gid clears it.
+    if (spec->credentials) {
+      const ProcessCredentials& c = *spec->credentials;
+      if (::setgroups(c.groups.size(), c.groups.data()) != 0 || ::setgid(c.gid) != 0 || ::setuid(c.uid) != 0)
+        return bp::error_code(errno, bp::system_category());
+    }
+    if (spec->drop_capabilities) {
+      if (int err = DropAllCapabilitiesRaw(); err != 0) return bp::error_code(err, bp::system_category());
+    }
     if (spec->die_with_parent) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(127);  // the parent died between fork and prctl

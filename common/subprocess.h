@@ -12,6 +12,8 @@
 //  - The child gets exactly stdin/stdout/stderr and, when asked, one passed descriptor; every
 //    other descriptor of the parent is closed in the child.
 //  - The signal mask is cleared in the child (the supervisor blocks signals it reads by signalfd).
+//  - Credentials, when given, are set in the child before exec (setgroups, setgid, setuid, then
+//    the capabilities dropped when asked); a failure is Start()'s error, as an exec failure is.
 //  - A Subprocess that is destroyed while its child still runs kills it (its whole group when
 //    it has one) and reaps it: nothing started here outlives its owner unreaped.
 //  - Exited() polls (waitpid WNOHANG on this child only: other children are never reaped here).
@@ -22,6 +24,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +32,13 @@
 #include "common/status.h"
 
 namespace ens {
+
+// Who a child runs as: set between fork and exec (the parent needs CAP_SETUID and CAP_SETGID).
+struct ProcessCredentials {
+  uid_t uid = 0;
+  gid_t gid = 0;              // its primary group
+  std::vector<gid_t> groups;  // its supplementary groups (setgroups), the primary one included
+};
 
 struct SubprocessSpec {
   std::vector<std::string> argv;  // argv[0]: a path, or a bare name looked up in PATH
@@ -47,6 +57,10 @@ struct SubprocessSpec {
   std::string stdout_file;              // stdout (and stderr when stderr_to_stdout) to this file
   bool stdout_append = false;           // stdout_file is appended to, not truncated (a log kept across restarts)
   bool stderr_to_stdout = false;
+  std::optional<ProcessCredentials> credentials;  // unset: the parent's uid, gid and groups
+  // Empty the child's capability sets (ambient and inheritable included) before exec, after
+  // the credentials: what it runs inherits none of the parent's (common/capabilities.h).
+  bool drop_capabilities = false;
 };
 
 // How a child ended.

@@ -7,6 +7,7 @@
 #include "common/atomic_file.h"
 #include "common/config_validator.h"
 #include "orchestrator/control_socket.h"
+#include "orchestrator/run_as.h"
 
 namespace ens {
 namespace {
@@ -22,7 +23,13 @@ const ConfigKey kTopKeys[] = {{"runs_dir", ChangeRule::kRestart, {}},
                               {"state_root", ChangeRule::kRestart, {}},
                               {"resources", ChangeRule::kRestart, kResourceKeys},
                               {"preemption", ChangeRule::kRestart, kPreemptionKeys},
+                              {"run_as", ChangeRule::kRestart, {}},
+                              {"allow_root", ChangeRule::kRestart, {}},
+                              {"submitters_group", ChangeRule::kRestart, {}},
+                              {"state_dir_mode", ChangeRule::kRestart, {}},
                               {"service", ChangeRule::kRestart, ConfigKeysOf("/service")}};
+
+constexpr std::string_view kRunAsWords[] = {"daemon", "submitter"};
 
 void ReadServeResources(Validator& v, const json& root, ServeResources* r) {
   const std::string p = "/resources";
@@ -66,6 +73,13 @@ std::vector<ConfigError> ValidateServeConfigText(const std::string& text, const 
     v.Path(*root, "", "state_root", base_dir, &c.state_root);
     ReadServeResources(v, *root, &c.resources);
     ReadPreemption(v, *root, &c.preemption);
+    v.Enum(*root, "", "run_as", kRunAsWords, &c.run_as);
+    v.Bool(*root, "", "allow_root", &c.allow_root);
+    v.String(*root, "", "submitters_group", &c.submitters_group, "must be a group name, or \"\" for the daemon's own",
+             [](const std::string&) { return true; });
+    v.String(*root, "", "state_dir_mode", &c.state_dir_mode,
+             "must be an octal mode that gives its owner rwx and no one else write (\"0750\", \"0700\")",
+             [](const std::string& m) { return ParseStateDirMode(m).has_value(); });
     ReadService(v, *root, base_dir, &c.service);
   }
   if (v.ok() && out != nullptr) *out = std::move(c);

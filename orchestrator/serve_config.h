@@ -40,6 +40,12 @@ struct ServeConfig {
   std::string state_root;  // REQUIRED: a run without state_dir gets state_root/<run_name>
   ServeResources resources;
   PreemptionSpec preemption;
+  // Who each run's processes run as (orchestrator/run_as.h, docs/run-as.md): "daemon" (the
+  // daemon's user) | "submitter" (the uid that submitted it, with its groups). Default: "daemon"
+  std::string run_as = "daemon";
+  bool allow_root = false;       // run_as "submitter": uid 0 may submit. Default: false
+  std::string submitters_group;  // run_as "submitter": who may submit. Default: "" (the daemon's group)
+  std::string state_dir_mode = "0750";  // run_as "submitter": of each run's state directory. Default: "0750"
   // control_socket "" = $RUNTIME_DIRECTORY/ensembled-serve.sock under systemd, else
   // <state_root>/.serve/control.sock; the other keys as a run's (config.h).
   ServiceSpec service;

@@ -207,6 +207,7 @@ Status ServeDaemon::Start() {
   for (const std::string& dir : {cfg_.state_root, ServeStateDir(cfg_) + "/configs"}) {
     if (Status s = MakeDirs(dir); !s.ok()) return s;
   }
+  if (Status s = PrepareRunAs(); !s.ok()) return s;
   if (!PathExists(cfg_.runs_dir)) {
     if (Status s = MakeDirs(cfg_.runs_dir, 0755); !s.ok()) return s;
   }
@@ -364,6 +365,8 @@ ServedRun* ServeDaemon::AdmitFile(const std::string& file, uid_t owner, int prio
     name = cfg.run_name;
     errors = Admissible(cfg);
   }
+  if (std::string why = RefuseSubmitter(owner); errors.empty() && !why.empty())
+    errors.push_back({"", "its submitter: " + why});
   if (!errors.empty()) {
     Reject(file, name, std::move(errors));
     return nullptr;
@@ -478,7 +481,15 @@ void ServeDaemon::KillOverduePreempted() {
 }
 
 void ServeDaemon::StartRun(ServedRun& run) {
-  if (Status s = MakeDirs(run.state_dir); !s.ok()) {
+  std::optional<Submitter> as;  // run_as "submitter": who it runs as
+  if (run_as_.submitter) {
+    StatusOr<Submitter> who = PrepareSubmitterRun(run);
+    if (!who.ok()) {
+      End(run, RunState::kFailed, who.status().message());
+      return;
+    }
+    as = std::move(*who);
+  } else if (Status s = MakeDirs(run.state_dir); !s.ok()) {
     End(run, RunState::kFailed, "cannot make its state directory: " + s.message());
     return;
   }
@@ -494,17 +505,28 @@ void ServeDaemon::StartRun(ServedRun& run) {
   spec.stdin_mode = SubprocessSpec::Stdio::kNull;
   spec.stdout_mode = SubprocessSpec::Stdio::kPipe;  // read by its RunLogRelay
   spec.stderr_to_stdout = true;
+  if (as) {
+    // Its supervisor, and all it starts, run as the submitter with no capability. Its control
+    // socket is <state_dir>/control.sock (no RUNTIME_DIRECTORY: the daemon's), 0666 in its
+    // state directory, so that the daemon may connect; its home is its state directory.
+    spec.credentials = as->credentials;
+    spec.drop_capabilities = true;
+    spec.unset_env.push_back("RUNTIME_DIRECTORY");
+    spec.set_env.insert(spec.set_env.end(), {{"HOME", run.state_dir}, {"USER", as->user.name},
+                                             {"LOGNAME", as->user.name}, {"ENSEMBLED_CONTROL_SOCKET_MODE", "0666"}});
+  }
   StatusOr<Subprocess> child = Subprocess::Start(spec);
   if (!child.ok()) {
     End(run, RunState::kFailed, "cannot start `ensembled run`: " + child.status().message());
     return;
   }
-  const std::string log = RunLayout(run.state_dir).ServeLog();
+  const std::string log = LogOf(run);
   auto relay = RunLogRelay::Open(child->TakeStdout(), log, [name = run.name](std::string_view line) {
     if (!line.empty()) spdlog::log(LevelOfRunLine(line), "[run {}] {}", name, line);
   });
-  if (!relay.ok()) {  // (the child, without its output, is killed with its Subprocess)
-    End(run, RunState::kFailed, "cannot open its log: " + relay.status().message());
+  Status shared = relay.ok() && as ? ShareWithSubmitter(log, as->credentials.gid) : Status::Ok();
+  if (!relay.ok() || !shared.ok()) {  // (the child, without its output, is killed with its Subprocess)
+    End(run, RunState::kFailed, "cannot open its log: " + (relay.ok() ? shared : relay.status()).message());
     return;
   }
   relays_.emplace_back(run.name, std::move(*relay));
@@ -567,7 +589,7 @@ void ServeDaemon::RunEnded(ServedRun& run, const ExitInfo& exit) {
     return;
   }
   std::string why = exit.Describe();
-  if (std::string line = LastLogLine(RunLayout(run.state_dir).ServeLog()); !line.empty()) why += ": " + line;
+  if (std::string line = LastLogLine(LogOf(run)); !line.empty()) why += ": " + line;
   if (!exit.signaled && exit.code == exit_code::kPermanentFailure) {
     End(run, RunState::kFailed, why);
     return;
@@ -744,6 +766,7 @@ json ServeDaemon::Submit(const json& req, const ControlPeer& peer) {
   if (!req.contains("config") || !req["config"].is_string() || !req.contains("base_dir") || !req["base_dir"].is_string())
     return {{"ok", false}, {"error", "submit needs \"config\" (the file's text) and \"base_dir\" (its folder)"}};
   int priority = req.contains("priority") && req["priority"].is_number_integer() ? req["priority"].get<int>() : 0;
+  if (std::string why = RefuseSubmitter(peer.uid); !why.empty()) return {{"ok", false}, {"error", "refused: " + why}};
   Config cfg;
   std::vector<ConfigError> errors =
       ValidateServedRunConfig(req["config"].get<std::string>(), req["base_dir"].get<std::string>(), cfg_.state_root, &cfg);
@@ -760,7 +783,14 @@ json ServeDaemon::Submit(const json& req, const ControlPeer& peer) {
   if (!effective.ok()) return {{"ok", false}, {"error", effective.status().ToString()}};
   std::string text = "// submitted with `ensemblectl submit` by uid " + std::to_string(peer.uid) + " from " +
                      req["base_dir"].get<std::string>() + "\n" + *effective;
-  if (Status s = WriteFileAtomic(file, text, 0644); !s.ok()) return {{"ok", false}, {"error", s.ToString()}};
+  // run_as "submitter": the file is the daemon's, readable by the submitter's group only.
+  if (Status s = WriteFileAtomic(file, text, run_as_.submitter ? 0600 : 0644); !s.ok())
+    return {{"ok", false}, {"error", s.ToString()}};
+  if (run_as_.submitter) {
+    StatusOr<Submitter> who = MapSubmitter(peer.uid, run_as_, SystemUsers());  // (refused above otherwise)
+    if (Status s = who.ok() ? ShareWithSubmitter(file, who->credentials.gid) : who.status(); !s.ok())
+      spdlog::warn("{}", s.ToString());
+  }
   ServedRun* run = AdmitFile(file, peer.uid, priority);
   if (run == nullptr) {
     const ServedRun& r = rejected_[file];

@@ -21,6 +21,8 @@
 // time, the watchdog, a control connection's deadline).
 // Idle, it sleeps in that poll. Under systemd it says READY=1 once it listens, STATUS= with
 // its runs, and pings the watchdog from that loop (whose timeout is then at most WatchdogSec/2).
+// With run_as "submitter" (orchestrator/run_as.h, serve_run_as.cpp) each run runs as the uid
+// that submitted it, in a state directory that uid owns; see docs/run-as.md.
 // Single-threaded.
 #pragma once
 
@@ -41,6 +43,7 @@
 #include "common/status.h"
 #include "common/subprocess.h"
 #include "orchestrator/control_socket.h"
+#include "orchestrator/run_as.h"
 #include "orchestrator/run_log_relay.h"
 #include "orchestrator/run_queue.h"
 #include "orchestrator/serve_config.h"
@@ -121,6 +124,20 @@ class ServeDaemon {
   void PollRunCalls();  // answers the calls that are over
   // "" when `peer` may change the run (its submitter or root), else why not.
   std::string NotPermitted(const ServedRun& run, const ControlPeer& peer, const std::string& verb) const;
+  // run_as (orchestrator/serve_run_as.cpp). At start: "submitter" checks the capabilities and
+  // the group and opens state_root and .serve to the submitters (search only); "daemon" drops
+  // every capability of a daemon that is not root.
+  Status PrepareRunAs();
+  // "" when `uid` may submit, else why not (always "" with run_as "daemon").
+  std::string RefuseSubmitter(uid_t uid) const;
+  // Before a run starts as its submitter: its credentials, its state directory made and given
+  // to it (mode state_dir_mode), its effective config readable by it.
+  StatusOr<Submitter> PrepareSubmitterRun(const ServedRun& run);
+  // The file a run's output is relayed into: <state_dir>/serve.log, or with run_as
+  // "submitter" <state_root>/.serve/logs/<name>.log (the daemon's file, the submitter's group).
+  std::string LogOf(const ServedRun& run) const;
+  // run_as "submitter": `path` (the daemon's) readable by the submitter's primary group, 0640.
+  Status ShareWithSubmitter(const std::string& path, gid_t gid) const;
   nlohmann::json List() const;
   nlohmann::json Describe(const ServedRun& run) const;
   ServedRun* FindRun(const std::string& name);
@@ -131,6 +148,7 @@ class ServeDaemon {
 
   ServeConfig cfg_;
   ServeOptions opts_;
+  RunAsPolicy run_as_;  // from cfg_ by PrepareRunAs
   std::unique_ptr<RunQueue> queue_;
   std::unique_ptr<Journal> journal_;
   ControlSocket control_;

@@ -2,14 +2,19 @@
 // status|pause|resume|stop|reload|predict|verify|export --socket S NAME` sends as
 // {"cmd": "run", "run": NAME, "action": ...}.
 //
-// locate and status: anyone who may connect. pause, resume, stop, reload: the run's submitter or
-// root, checked here with the socket's SO_PEERCRED uid; a run's own control socket is 0600 (the
-// daemon's user), so this is the only way in for the rest of the group. pause and resume are
+// locate and status: anyone who may connect (run_as "submitter": the run's submitter or root).
+// pause, resume, stop, reload: the run's submitter or root, checked here with the socket's
+// SO_PEERCRED uid; a run's own control socket is 0600 (the daemon's user; run_as "submitter":
+// in the submitter's state directory), so this is the only way in for the rest of the group.
+// pause and resume are
 // passed on to the run's supervisor; stop is cancel (a graceful stop; the run is `cancelled`,
 // its state kept); reload re-reads the run's file in runs_dir, writes its effective config anew
 // and asks the supervisor to reload it (its answer says what applies when), restoring the old
 // effective config when the supervisor refuses. The daemon's loop never waits for a
 // supervisor's answer (AskRun: the client's reply is deferred until it comes, or 4 s pass).
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <optional>
 
@@ -68,6 +73,10 @@ json ServeDaemon::RunCommand(const json& req, const ControlPeer& peer) {
     for (auto& [file, r] : rejected_)
       if (r.name == name) return Refused("run '" + name + "' was rejected: " + r.reason);
     return Refused("no run named '" + name + "' (ensemblectl list shows every run)");
+  }
+  // run_as "submitter": a run's state is its submitter's to read (list still names every run).
+  if (run_as_.submitter && (action == "locate" || action == "status")) {
+    if (std::string why = NotPermitted(*run, peer, action); !why.empty()) return Refused(why);
   }
   if (action == "locate") return {{"ok", true}, {"run", Describe(*run)}};
   if (action == "status") {
@@ -140,20 +149,25 @@ json ServeDaemon::ReloadRun(ServedRun& run) {
   StatusOr<std::string> effective = EffectiveConfigText(cfg);
   if (!effective.ok()) return Refused(effective.status().ToString());
   auto before = ReadFile(run.config_file);
+  struct stat was;  // run_as "submitter": shared with the submitter's group, as the file it replaces
+  const gid_t gid = ::stat(run.config_file.c_str(), &was) == 0 ? was.st_gid : ::getegid();
   if (Status s = WriteFileAtomic(run.config_file, *effective); !s.ok()) return Refused(s.ToString());
+  if (Status s = ShareWithSubmitter(run.config_file, gid); !s.ok()) return Refused(s.ToString());
   if (run.state != RunState::kRunning) {
     run.rounds = cfg.rounds.count;
     run.members = static_cast<int>(cfg.members.size());
     return {{"ok", true}, {"message", "run " + run.name + " is " + RunStateName(run.state) +
                                           ": it starts with the new config (its resume checks it as reload would)"}};
   }
-  return AskRun(run, "reload", [this, name = run.name, file = run.file, config_file = run.config_file,
+  return AskRun(run, "reload", [this, name = run.name, file = run.file, config_file = run.config_file, gid,
                                  before = before.ok() ? std::optional<std::string>(*before) : std::nullopt,
                                  rounds = cfg.rounds.count, members = static_cast<int>(cfg.members.size())](
                                     StatusOr<json> reply) {
     if (!reply.ok() || !reply->value("ok", false)) {
       if (before) {
-        if (Status s = WriteFileAtomic(config_file, *before); !s.ok()) spdlog::error("run {}: {}", name, s.ToString());
+        Status s = WriteFileAtomic(config_file, *before);
+        if (s.ok()) s = ShareWithSubmitter(config_file, gid);
+        if (!s.ok()) spdlog::error("run {}: {}", name, s.ToString());
       }
       return reply.ok() ? *reply : Refused("run '" + name + "' did not answer: " + reply.status().message());
     }

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 
 #include "common/atomic_file.h"
@@ -18,7 +19,12 @@ using Clock = std::chrono::steady_clock;
 
 Status Supervisor::StartService() {
   std::string path = ControlSocketPath(cfg_.service.control_socket, cfg_.run_name, layout_.root());
-  Status s = control_.Listen(path);
+  // 0600, but for a run that `ensembled serve` started as its submitter (run_as "submitter"):
+  // the daemon, another user, must connect too. It sets ENSEMBLED_CONTROL_SOCKET_MODE=0666 and
+  // the socket is in the run's state directory, which only its submitter (and the daemon, by
+  // CAP_DAC_READ_SEARCH) may enter.
+  const char* mode = std::getenv("ENSEMBLED_CONTROL_SOCKET_MODE");
+  Status s = control_.Listen(path, mode != nullptr && std::string(mode) == "0666" ? 0666 : 0600);
   if (!s.ok()) return s;
   if (cfg_.service.http_port > 0) {
     http_ = std::make_unique<HttpEndpoint>();

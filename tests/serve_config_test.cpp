@@ -88,6 +88,34 @@ TEST_CASE("serve gpus: auto, none, a count or a list", "[serve][config]") {
   RequireOnlyError(doc, "/resources/gpus/1", "duplicate GPU '1'");
 }
 
+TEST_CASE("run_as: daemon by default - submitter with its allow_root, submitters_group and state_dir_mode", "[serve][config]") {
+  ServeConfig c;
+  REQUIRE(Validate(Minimal(), &c).empty());
+  CHECK(c.run_as == "daemon");
+  CHECK_FALSE(c.allow_root);
+  CHECK(c.submitters_group.empty());
+  CHECK(c.state_dir_mode == "0750");
+  json doc = Minimal();
+  doc["run_as"] = "submitter";
+  doc["allow_root"] = true;
+  doc["submitters_group"] = "ml";
+  doc["state_dir_mode"] = "0700";
+  REQUIRE(Validate(doc, &c).empty());
+  CHECK(c.run_as == "submitter");
+  CHECK(c.allow_root);
+  CHECK(c.submitters_group == "ml");
+  CHECK(c.state_dir_mode == "0700");
+  json bad = Minimal();
+  bad["run_as"] = "submiter";
+  RequireOnlyError(bad, "/run_as", "must be one of daemon, submitter");
+  bad = Minimal();
+  bad["state_dir_mode"] = "0770";
+  RequireOnlyError(bad, "/state_dir_mode", "no one else write");
+  bad = Minimal();
+  bad["allow_root"] = "yes";
+  RequireOnlyError(bad, "/allow_root", "true or false");
+}
+
 TEST_CASE("serve config errors carry their JSON pointer, every one at once", "[serve][config]") {
   json doc = Minimal();
   doc["resources"] = {{"cpu_workers", 0}, {"workers_per_gpu", 2}};

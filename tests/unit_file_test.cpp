@@ -99,6 +99,17 @@ TEST_CASE("the configured unit file says what the daemon needs", "[service][unit
   CHECK(UnitValue(unit, "ReadWritePaths") == m[2].str() + "/ensembled/runs.d");
 }
 
+TEST_CASE("the unit grants the daemon only the capabilities run_as submitter needs, never DAC_OVERRIDE", "[service][unit]") {
+  std::string unit = ReadText(ConfiguredUnit());
+  REQUIRE_FALSE(unit.empty());
+  const std::string caps = "CAP_SETUID CAP_SETGID CAP_CHOWN CAP_DAC_READ_SEARCH CAP_KILL";  // orchestrator/run_as.h
+  CHECK(UnitValue(unit, "CapabilityBoundingSet") == caps);
+  CHECK(UnitValue(unit, "AmbientCapabilities") == caps);
+  CHECK(UnitValue(unit, "User") == "ensembled");  // not root: the capabilities are all it has
+  CHECK(unit.find("CAP_DAC_OVERRIDE ") == std::string::npos);
+  CHECK(UnitValue(unit, "NoNewPrivileges") == "yes");
+}
+
 // (bindir, sysconfdir) as the configured unit names them.
 std::pair<std::string, std::string> UnitDirs() {
   std::string exec = UnitValue(ReadText(ConfiguredUnit()), "ExecStart");
