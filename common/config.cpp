@@ -321,17 +321,16 @@ void ReadRetention(Validator& v, const json& root, RetentionSpec* r) {
 
 namespace config_detail {
 
-void ReadGpus(Validator& v, const json& obj, const std::string& ptr, ResourcesSpec* r) {
+void ReadGpus(Validator& v, const json& obj, const std::string& ptr, GpuSelection* out) {
   const json* j = Find(obj, "gpus");
   if (j == nullptr) return;
   const std::string p = Child(ptr, "gpus");
   if (j->is_string() && (*j == "auto" || *j == "none")) {
-    r->gpus_mode = j->get<std::string>();
+    *out = *j == "auto" ? GpuSelection::Auto() : GpuSelection::None();
     return;
   }
   if (j->is_number_integer() && j->get<int64_t>() >= 1 && j->get<int64_t>() <= 4096) {
-    r->gpus_mode = "count";
-    r->gpu_count = j->get<int>();
+    *out = GpuSelection::Count(j->get<int>());
     return;
   }
   if (!j->is_array() || j->empty()) {
@@ -352,8 +351,7 @@ void ReadGpus(Validator& v, const json& obj, const std::string& ptr, ResourcesSp
       list.push_back(id);
     }
   }
-  r->gpus_mode = "list";
-  r->gpu_list = std::move(list);
+  *out = GpuSelection::List(std::move(list));
 }
 
 }  // namespace config_detail
@@ -364,13 +362,13 @@ void ReadResources(Validator& v, const json& root, ResourcesSpec* r) {
   const std::string p = "/resources";
   const json* j = v.Section(root, "", "resources", kResourceKeys);
   if (j == nullptr) return;
-  ReadGpus(v, *j, p, r);
+  ReadGpus(v, *j, p, &r->gpus);
   v.Int(*j, p, "workers_per_gpu", 1, INT_MAX, &r->workers_per_gpu);
   v.Int(*j, p, "cpu_workers", 1, INT_MAX, &r->cpu_workers);
   v.Int(*j, p, "threads_per_worker", 1, INT_MAX, &r->threads_per_worker);
   v.Bool(*j, p, "cuda_graphs", &r->cuda_graphs);
   v.Number(*j, p, "gpu_memory_gb", kNonNegative, &r->gpu_memory_gb);
-  if (r->gpu_memory_gb > 0 && r->gpus_mode == "none")
+  if (r->gpu_memory_gb > 0 && r->gpus.none())
     v.Error(Child(p, "gpu_memory_gb"), "is a share of each GPU the run uses; this run uses none (gpus \"none\")");
   v.Enum(*j, p, "executor", &r->executor);
   const std::string sp = Child(p, "slurm");
@@ -798,13 +796,10 @@ nlohmann::json ConfigToJson(const Config& c) {
   json members = json::array();
   for (const MemberSpec& m : c.members) members.push_back(MemberToJson(m));
   const DataSpec& d = c.data;
-  json gpus = c.resources.gpus_mode == "list"    ? json(c.resources.gpu_list)
-             : c.resources.gpus_mode == "count" ? json(c.resources.gpu_count)
-                                                : json(c.resources.gpus_mode);
   json out = {{"run_name", c.run_name},
           {"state_dir", c.state_dir},
           {"run_seed", c.run_seed},
-          {"resources", {{"gpus", gpus}, {"workers_per_gpu", c.resources.workers_per_gpu},
+          {"resources", {{"gpus", c.resources.gpus.ToJson()}, {"workers_per_gpu", c.resources.workers_per_gpu},
                          {"cpu_workers", c.resources.cpu_workers}, {"threads_per_worker", c.resources.threads_per_worker},
                          {"executor", Name(c.resources.executor)}}},
           {"data", {{"source", Name(d.source)},

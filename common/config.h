@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/gpu_selection.h"
 #include "common/member_options.h"
 #include "common/retention.h"
 #include "common/run_options.h"
@@ -108,12 +109,9 @@ struct SlurmSpec {
 };
 
 struct ResourcesSpec {
-  // "auto" | "none" | "count" (gpu_count GPUs: the first usable ones; under `ensembled serve`
-  // any free ones of the daemon's) | "list" (gpu_list: GPU indices or UUIDs, as strings).
-  // Default: "auto"
-  std::string gpus_mode = "auto";
-  int gpu_count = 0;                  // gpus_mode "count": >= 1
-  std::vector<std::string> gpu_list;  // gpus_mode "list"
+  // "auto" | "none" | a count (the first usable ones; under `ensembled serve` any free ones of
+  // the daemon's) | a list of GPU indices or UUIDs (common/gpu_selection.h). Default: "auto"
+  GpuSelection gpus;
   int workers_per_gpu = 1;       // >= 1. Default: 1
   int cpu_workers = 2;           // workers when no GPU is used, >= 1. Default: 2
   int threads_per_worker = 1;    // intra-op threads of every task, >= 1. Default: 1

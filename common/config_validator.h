@@ -269,7 +269,7 @@ class Validator {
 };
 
 // resources.gpus of `obj` (at `ptr`): "auto", "none", a count in [1, 4096] or a list of indices/UUIDs.
-void ReadGpus(Validator& v, const json& obj, const std::string& ptr, ResourcesSpec* r);
+void ReadGpus(Validator& v, const json& obj, const std::string& ptr, GpuSelection* out);
 // The "service" section of `root` (control_socket, http_port, http_bind, log_file).
 void ReadService(Validator& v, const json& root, const std::string& base_dir, ServiceSpec* sv);
 // JSON with comments; duplicate keys are reported to `v`. nullopt on a syntax error, which is

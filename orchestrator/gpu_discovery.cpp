@@ -184,39 +184,40 @@ Status SetMemoryFractions(const ResourcesSpec& r, const UsableGpus& usable, cons
 
 }  // namespace
 
+std::vector<GpuCandidate> Candidates(const UsableGpus& usable) {
+  std::vector<GpuCandidate> out;
+  for (const UsableGpu& d : usable.devices) out.push_back({d.id, d.gpu_index});
+  return out;
+}
+
+std::string UsableWhat(const GpuInventory& inv, const UsableGpus& usable) {
+  const size_t n = usable.devices.size();
+  std::string given = usable.inherited ? "CUDA_VISIBLE_DEVICES=" + *usable.inherited + " of this process"
+                                       : std::to_string(inv.gpus.size()) + " GPU(s) found (" + inv.source + ")";
+  return "the " + std::to_string(n) + (n == 1 ? " GPU" : " GPUs") + " this process may use (" + given + ")";
+}
+
+GpuDiscovery DiscoverThisProcess() {
+  GpuDiscovery d;
+  std::string nvml_note;
+  d.nvml = Nvml::Open(&nvml_note);
+  d.inventory = DiscoverGpus(d.nvml.get());
+  if (!d.nvml && d.inventory.source != "ENSEMBLED_GPU_COUNT") d.inventory.note = nvml_note;
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) d.inherited = v;
+  d.usable = ResolveUsable(d.inventory, d.inherited);
+  return d;
+}
+
 StatusOr<std::vector<WorkerPlacement>> PlanWorkers(const ResourcesSpec& r, const UsableGpus& usable,
                                                    const GpuInventory& inv) {
   std::vector<std::string> ids;
-  if (r.gpus_mode == "auto") {
-    for (const auto& d : usable.devices) ids.push_back(d.id);
-  } else if (r.gpus_mode == "count") {
-    if (static_cast<int>(usable.devices.size()) < r.gpu_count) {
-      std::string given = usable.inherited ? "CUDA_VISIBLE_DEVICES=" + *usable.inherited + " of this process"
-                                           : std::to_string(inv.gpus.size()) + " GPU(s) found (" + inv.source + ")";
-      return Status::InvalidArgument("/resources/gpus: " + std::to_string(r.gpu_count) + " GPUs asked; this process may use " +
-                                     std::to_string(usable.devices.size()) + " (" + given + ")");
-    }
-    for (int i = 0; i < r.gpu_count; ++i) ids.push_back(usable.devices[static_cast<size_t>(i)].id);
-  } else if (r.gpus_mode == "list") {
-    for (size_t i = 0; i < r.gpu_list.size(); ++i) {
-      const std::string& want = r.gpu_list[i];
-      if (inv.gpus.empty() && !usable.inherited) {  // nothing to check against: as configured
-        ids.push_back(want);
-        continue;
-      }
-      size_t before = ids.size();
-      for (const auto& d : usable.devices) {
-        bool named = d.id == want || (AllDigits(want) && d.gpu_index >= 0 && std::to_string(d.gpu_index) == want) ||
-                     (!AllDigits(want) && d.id.rfind(want, 0) == 0);
-        if (named && std::find(ids.begin(), ids.end(), d.id) == ids.end()) ids.push_back(d.id);
-      }
-      if (ids.size() == before) {
-        std::string given = usable.inherited ? "CUDA_VISIBLE_DEVICES=" + *usable.inherited + " of this process"
-                                             : std::to_string(inv.gpus.size()) + " GPU(s) found (" + inv.source + ")";
-        return Status::InvalidArgument("/resources/gpus/" + std::to_string(i) + ": GPU '" + want +
-                                       "' is not one this process may use (" + given + ")");
-      }
-    }
+  if (r.gpus.kind == GpuSelection::Kind::kList && inv.gpus.empty() && !usable.inherited) {
+    ids = r.gpus.list;  // nothing to check against: as configured (the worker checks what CUDA sees)
+  } else {
+    StatusOr<std::vector<std::string>> picked =
+        ResolveGpuSelection(r.gpus, Candidates(usable), "/resources/gpus", UsableWhat(inv, usable));
+    if (!picked.ok()) return picked.status();
+    ids = std::move(*picked);
   }
   std::vector<WorkerPlacement> out;
   if (ids.empty()) {

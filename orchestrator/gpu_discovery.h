@@ -20,16 +20,19 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/config.h"
+#include "common/gpu_selection.h"
 #include "common/status.h"
+#include "orchestrator/nvml.h"
 
 namespace ens {
 
-class Nvml;
+
 
 struct DiscoveredGpu {
   int index = 0;           // PCI bus order
@@ -64,6 +67,23 @@ struct UsableGpus {
 // The devices this process may use. InvalidArgument when the inherited value names a device
 // the inventory does not have (naming the token).
 StatusOr<UsableGpus> ResolveUsable(const GpuInventory& inv, const std::optional<std::string>& cuda_visible_devices);
+
+// The GPUs a selection may pick from (GpuSelection's resolver, common/gpu_selection.h).
+std::vector<GpuCandidate> Candidates(const UsableGpus& usable);
+// "the 2 GPUs this process may use (CUDA_VISIBLE_DEVICES=... of this process)": for errors.
+std::string UsableWhat(const GpuInventory& inv, const UsableGpus& usable);
+
+// What this process finds and may use: NVML (null when it cannot be opened: the inventory's
+// note says why), the inventory, an inherited CUDA_VISIBLE_DEVICES, and the usable devices (an
+// error when the inherited value names a device the inventory does not have). The one
+// discovery `ensembled run` and `ensembled serve` both make.
+struct GpuDiscovery {
+  std::unique_ptr<Nvml> nvml;
+  GpuInventory inventory;
+  std::optional<std::string> inherited;
+  StatusOr<UsableGpus> usable = UsableGpus{};
+};
+GpuDiscovery DiscoverThisProcess();
 
 // Where one worker slot runs: a GPU id/UUID for CUDA_VISIBLE_DEVICES, or "" for CPU.
 struct WorkerPlacement {

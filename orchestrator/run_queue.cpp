@@ -24,9 +24,6 @@ constexpr Transition kTransitions[] = {
     {RunState::kPreempting, RunState::kFailed},   {RunState::kPreempting, RunState::kStopping},
 };
 
-bool AllDigits(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
-}
 
 std::string Gb(uint64_t bytes) {
   char b[32];
@@ -87,7 +84,7 @@ StatusOr<RunAsk> GrantPool::AskOf(const ResourcesSpec& r) const {
     return Status::InvalidArgument("/resources/executor: a served run's workers run on this machine (\"local\"); "
                                    "a Slurm run is started with `ensembled run`");
   RunAsk ask;
-  if (r.gpus_mode == "none" || (r.gpus_mode == "auto" && gpus_.empty())) {
+  if (r.gpus.none() || (r.gpus.kind == GpuSelection::Kind::kAuto && gpus_.empty())) {
     if (r.cpu_workers > cpu_workers_)
       return Status::InvalidArgument("/resources/cpu_workers: asks " + std::to_string(r.cpu_workers) + " CPU worker" +
                                      (r.cpu_workers == 1 ? "" : "s") + "; this daemon has " + std::to_string(cpu_workers_));
@@ -102,38 +99,24 @@ StatusOr<RunAsk> GrantPool::AskOf(const ResourcesSpec& r) const {
   const std::string too_big = "/resources/gpu_memory_gb: " + Gb(ask.gpu_share_bytes) + " (" +
                               Gb(static_cast<uint64_t>(r.gpu_memory_gb * 1073741824.0)) + " and " + Gb(kGpuContextReserveBytes) +
                               " a worker for its CUDA context) does not fit ";
-  if (r.gpus_mode == "auto") {
-    for (const ServeGpu& g : gpus_) {
-      if (!can_hold(g)) return Status::InvalidArgument(too_big + "GPU " + g.id + " (" + Gb(g.memory_bytes) + ")");
-      ask.gpus.push_back(g.id);
-    }
-    return ask;
-  }
-  if (r.gpus_mode == "count") {
+  std::vector<GpuCandidate> candidates;
+  for (const ServeGpu& g : gpus_) candidates.push_back({g.id, g.index});
+  const std::string what = "this daemon's " + Plural(gpus_.size(), "GPU");
+  // A count is granted from whichever GPUs are free when the run starts: only its size is
+  // checked here (the resolver's rule for a count), its GPUs picked by Take.
+  StatusOr<std::vector<std::string>> picked = ResolveGpuSelection(r.gpus, candidates, "/resources/gpus", what);
+  if (!picked.ok()) return picked.status();
+  if (r.gpus.kind == GpuSelection::Kind::kCount) {
     int holders = static_cast<int>(std::count_if(gpus_.begin(), gpus_.end(), can_hold));
-    if (r.gpu_count > static_cast<int>(gpus_.size()))
-      return Status::InvalidArgument("/resources/gpus: asks " + std::to_string(r.gpu_count) + " GPU" +
-                                     (r.gpu_count == 1 ? "" : "s") + "; this daemon has " + std::to_string(gpus_.size()));
-    if (r.gpu_count > holders)
-      return Status::InvalidArgument(too_big + "on " + std::to_string(r.gpu_count) + " of this daemon's GPUs (" +
+    if (r.gpus.count > holders)
+      return Status::InvalidArgument(too_big + "on " + std::to_string(r.gpus.count) + " of this daemon's GPUs (" +
                                      std::to_string(holders) + " have that much memory, or their memory is unknown)");
-    ask.gpu_count = r.gpu_count;
+    ask.gpu_count = r.gpus.count;
     return ask;
   }
-  for (size_t i = 0; i < r.gpu_list.size(); ++i) {
-    const std::string& want = r.gpu_list[i];
-    std::vector<std::string> hits;
-    for (const ServeGpu& g : gpus_) {
-      bool hit = AllDigits(want) ? std::to_string(g.index) == want : g.id.rfind(want, 0) == 0;
-      if (hit) hits.push_back(g.id);
-    }
-    if (hits.size() != 1)
-      return Status::InvalidArgument("/resources/gpus/" + std::to_string(i) + ": '" + want + "' is " +
-                                     (hits.empty() ? "none" : "more than one") + " of this daemon's " +
-                                     std::to_string(gpus_.size()) + " GPUs");
-    if (!can_hold(*Find(hits[0])))
-      return Status::InvalidArgument(too_big + "GPU " + hits[0] + " (" + Gb(Find(hits[0])->memory_bytes) + ")");
-    ask.gpus.push_back(hits[0]);
+  for (const std::string& id : *picked) {
+    if (!can_hold(*Find(id))) return Status::InvalidArgument(too_big + "GPU " + id + " (" + Gb(Find(id)->memory_bytes) + ")");
+    ask.gpus.push_back(id);
   }
   return ask;
 }

@@ -36,13 +36,10 @@ void ReadServeResources(Validator& v, const json& root, ServeResources* r) {
   const json* j = v.Section(root, "", "resources", kResourceKeys);
   if (j == nullptr) return;
   if (const json* g = Find(*j, "gpus"); g != nullptr && g->is_number()) {
-    if (v.Int(*j, p, "gpus", 1, 4096, &r->gpu_count)) r->gpus_mode = "count";
+    int count = 0;
+    if (v.Int(*j, p, "gpus", 1, 4096, &count)) r->gpus = GpuSelection::Count(count);
   } else {
-    // The run config's rules for "auto", "none" and a list.
-    ResourcesSpec spec;
-    ReadGpus(v, *j, p, &spec);
-    r->gpus_mode = spec.gpus_mode;
-    r->gpu_list = spec.gpu_list;
+    ReadGpus(v, *j, p, &r->gpus);  // the run config's rules for "auto", "none" and a list
   }
   v.Int(*j, p, "cpu_workers", 1, 4096, &r->cpu_workers);
 }

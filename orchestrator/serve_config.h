@@ -16,11 +16,9 @@ namespace ens {
 
 // What the daemon hands out to its runs.
 struct ServeResources {
-  // "auto" (every GPU this process may use) | "none" | "count" (the first gpu_count usable
-  // GPUs) | "list" (gpu_list: physical indices or UUIDs). Default: "auto"
-  std::string gpus_mode = "auto";
-  int gpu_count = 0;                  // gpus_mode "count": >= 1
-  std::vector<std::string> gpu_list;  // gpus_mode "list"
+  // "auto" (every GPU this process may use) | "none" | a count (the first N usable GPUs) | a
+  // list of physical indices or UUIDs (common/gpu_selection.h). Default: "auto"
+  GpuSelection gpus;
   int cpu_workers = 2;  // CPU worker slots shared by the runs that use no GPU, >= 1. Default: 2
 };
 

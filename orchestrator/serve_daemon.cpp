@@ -88,35 +88,17 @@ std::string LastLogLine(const std::string& log) {
 // The GPUs the daemon hands out: resources.gpus over what this process may use (an inherited
 // CUDA_VISIBLE_DEVICES narrows it, as for a run).
 StatusOr<std::vector<ServeGpu>> ServeGpus(const ServeResources& r) {
-  if (r.gpus_mode == "none") return std::vector<ServeGpu>{};
-  std::string note;
-  std::unique_ptr<Nvml> nvml = Nvml::Open(&note);
-  GpuInventory inv = DiscoverGpus(nvml.get());
-  std::optional<std::string> inherited;
-  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) inherited = v;
-  StatusOr<UsableGpus> usable = ResolveUsable(inv, inherited);
-  if (!usable.ok()) return usable.status();
-  std::vector<ServeGpu> all;
-  for (const UsableGpu& d : usable->devices) all.push_back({d.id, d.gpu_index, DeviceMemoryBytes(inv, d)});
-  spdlog::info("GPUs: {}", DescribeInventory(inv));
-  if (r.gpus_mode == "auto") return all;
-  if (r.gpus_mode == "count") {
-    if (r.gpu_count > static_cast<int>(all.size()))
-      return Status::InvalidArgument("/resources/gpus: " + std::to_string(r.gpu_count) + " GPUs asked; this process may use " +
-                                     std::to_string(all.size()));
-    all.resize(static_cast<size_t>(r.gpu_count));
-    return all;
-  }
-  // A list: checked as a run's list would be, against every usable GPU.
-  GrantPool everything(all, 1);
-  ResourcesSpec spec;
-  spec.gpus_mode = "list";
-  spec.gpu_list = r.gpu_list;
-  StatusOr<RunAsk> picked = everything.AskOf(spec);
+  if (r.gpus.none()) return std::vector<ServeGpu>{};
+  GpuDiscovery found = DiscoverThisProcess();
+  if (!found.usable.ok()) return found.usable.status();
+  spdlog::info("GPUs: {}", DescribeInventory(found.inventory));
+  StatusOr<std::vector<std::string>> picked = ResolveGpuSelection(
+      r.gpus, Candidates(*found.usable), "/resources/gpus", UsableWhat(found.inventory, *found.usable));
   if (!picked.ok()) return picked.status();
   std::vector<ServeGpu> out;
-  for (const ServeGpu& g : all)
-    if (std::find(picked->gpus.begin(), picked->gpus.end(), g.id) != picked->gpus.end()) out.push_back(g);
+  for (const std::string& id : *picked)
+    for (const UsableGpu& d : found.usable->devices)
+      if (d.id == id) out.push_back({d.id, d.gpu_index, DeviceMemoryBytes(found.inventory, d)});
   return out;
 }
 

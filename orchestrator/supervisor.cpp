@@ -495,23 +495,17 @@ std::optional<int> Supervisor::FinishedOrExtended() {
 }
 
 StatusOr<std::vector<WorkerPlacement>> Supervisor::PlanLocalWorkers() {
-  std::string nvml_note;
-  std::unique_ptr<Nvml> nvml = Nvml::Open(&nvml_note);
-  GpuInventory inventory = DiscoverGpus(nvml.get());
-  if (!nvml && inventory.source != "ENSEMBLED_GPU_COUNT") inventory.note = nvml_note;
-  std::optional<std::string> inherited;
-  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) inherited = v;
+  GpuDiscovery found = DiscoverThisProcess();
   StatusOr<std::vector<WorkerPlacement>> planned = std::vector<WorkerPlacement>{};
-  if (cfg_.resources.gpus_mode == "none") {
-    planned = PlanWorkers(cfg_.resources, UsableGpus{}, inventory);
+  if (cfg_.resources.gpus.none()) {
+    planned = PlanWorkers(cfg_.resources, UsableGpus{}, found.inventory);
   } else {
-    StatusOr<UsableGpus> usable = ResolveUsable(inventory, inherited);
-    planned = usable.ok() ? PlanWorkers(cfg_.resources, *usable, inventory)
-                          : StatusOr<std::vector<WorkerPlacement>>(usable.status());
+    planned = found.usable.ok() ? PlanWorkers(cfg_.resources, *found.usable, found.inventory)
+                                : StatusOr<std::vector<WorkerPlacement>>(found.usable.status());
   }
-  spdlog::info("GPUs: {}{}", DescribeInventory(inventory),
-               inherited ? "; inherited CUDA_VISIBLE_DEVICES=" + *inherited : std::string());
-  if (planned.ok()) gpus_ = std::make_unique<GpuMonitor>(std::move(nvml), std::move(inventory));
+  spdlog::info("GPUs: {}{}", DescribeInventory(found.inventory),
+               found.inherited ? "; inherited CUDA_VISIBLE_DEVICES=" + *found.inherited : std::string());
+  if (planned.ok()) gpus_ = std::make_unique<GpuMonitor>(std::move(found.nvml), std::move(found.inventory));
   return planned;
 }
 

@@ -75,7 +75,7 @@ TEST_CASE("example.json parses into the documented demo", "[config]") {
   namespace fs = std::filesystem;
   CHECK(c.state_dir == (fs::absolute(ENS_SOURCE_DIR) / "run/demo").lexically_normal().string());
   CHECK(c.run_seed == 42);
-  CHECK(c.resources.gpus_mode == "auto");
+  CHECK(c.resources.gpus == GpuSelection::Auto());
   CHECK(c.resources.workers_per_gpu == 1);
   CHECK(c.resources.cpu_workers == 2);
   CHECK(c.resources.threads_per_worker == 1);
@@ -130,7 +130,7 @@ TEST_CASE("a minimal config gets the documented defaults", "[config]") {
   Config c = MustParse(Minimal());
   CHECK(c.run_name == "ensembled");
   CHECK(c.run_seed == 0);
-  CHECK(c.resources.gpus_mode == "auto");
+  CHECK(c.resources.gpus == GpuSelection::Auto());
   CHECK(c.data.source == DataSource::kSynthetic);
   CHECK(c.data.pool_rows == 2000);
   CHECK(c.mutation.policy == MutationPolicyKind::kNone);
@@ -515,8 +515,7 @@ TEST_CASE("gpu lists accept indices and UUIDs", "[config]") {
   json doc = Minimal();
   doc["resources"] = {{"gpus", {0, "GPU-1234"}}, {"workers_per_gpu", 4}};
   Config c = MustParse(doc);
-  CHECK(c.resources.gpus_mode == "list");
-  CHECK(c.resources.gpu_list == std::vector<std::string>{"0", "GPU-1234"});
+  CHECK(c.resources.gpus == GpuSelection::List({"0", "GPU-1234"}));
   CHECK(c.resources.workers_per_gpu == 4);
 
   doc["resources"]["gpus"] = {1, -1, 1};
@@ -528,7 +527,7 @@ TEST_CASE("gpu lists accept indices and UUIDs", "[config]") {
 
   json none = Minimal();
   none["resources"] = {{"gpus", "none"}};
-  CHECK(MustParse(none).resources.gpus_mode == "none");
+  CHECK(MustParse(none).resources.gpus.none());
 
   json stop = Minimal();
   stop["rounds"] = {{"stop_below_error", 0.25}};
@@ -539,8 +538,7 @@ TEST_CASE("gpus may be a count - 0, a fraction or more than 4096 is an error at 
   json doc = Minimal();
   doc["resources"] = {{"gpus", 2}};
   Config c = MustParse(doc);
-  CHECK(c.resources.gpus_mode == "count");
-  CHECK(c.resources.gpu_count == 2);
+  CHECK(c.resources.gpus == GpuSelection::Count(2));
   CHECK(ConfigToJson(c)["resources"]["gpus"] == 2);  // and back
   for (const json& bad : {json(0), json(-1), json(1.5), json(5000)}) {
     INFO(bad.dump());

@@ -79,7 +79,8 @@ GpuInventory FakeInventory(std::unique_ptr<Nvml>* keep = nullptr) {
 
 ResourcesSpec Resources(const std::string& mode, int workers_per_gpu = 1, int cpu_workers = 2) {
   ResourcesSpec r;
-  r.gpus_mode = mode;
+  r.gpus = mode == "none" ? GpuSelection::None() : mode == "count" ? GpuSelection::Count(1)
+           : mode == "list" ? GpuSelection::List({}) : GpuSelection::Auto();
   r.workers_per_gpu = workers_per_gpu;
   r.cpu_workers = cpu_workers;
   return r;
@@ -127,7 +128,7 @@ TEST_CASE("gpu_memory_gb: each GPU worker's part of its GPU; unknown memory or a
   GpuInventory inv{"nvml", "", {{0, "GPU-a", "H200", "0000:10:00.0", uint64_t{16} << 30, {}},
                                 {1, "GPU-b", "H200", "0000:20:00.0", uint64_t{16} << 30, {}}}};
   ResourcesSpec r = Resources("count", 2);
-  r.gpu_count = 1;
+  r.gpus.count = 1;
   r.gpu_memory_gb = 4;
   auto plan = PlanWorkers(r, *ResolveUsable(inv, std::nullopt), inv);
   REQUIRE(plan.ok());
@@ -204,12 +205,12 @@ TEST_CASE("a gpus list outside the inherited set is an error at its JSON pointer
           auto usable = ResolveUsable(inv, std::string("1,3"));
           if (!usable.ok()) return 1;
           ResourcesSpec r = Resources("list", 1, 1);
-          r.gpu_list = {"3", "0"};
+          r.gpus.list = {"3", "0"};
           auto plan = PlanWorkers(r, *usable, inv);
           if (plan.ok() || plan.status().message().find("/resources/gpus/1") == std::string::npos ||
               plan.status().message().find("CUDA_VISIBLE_DEVICES=1,3") == std::string::npos)
             return 2;
-          r.gpu_list = {"3", FakeUuid(1)};  // an index and a UUID, both inside: pinned by UUID
+          r.gpus.list = {"3", FakeUuid(1)};  // an index and a UUID, both inside: pinned by UUID
           plan = PlanWorkers(r, *usable, inv);
           if (!plan.ok() || plan->size() != 2 || (*plan)[0].gpu != FakeUuid(3) || (*plan)[1].gpu != FakeUuid(1)) return 3;
           return 0;
@@ -222,7 +223,7 @@ TEST_CASE("a gpus count takes the first usable GPUs - more than there are is an 
           ScopedEnv n("FAKE_NVML_GPUS", "4");
           GpuInventory inv = FakeInventory();
           ResourcesSpec r = Resources("count", 2, 1);
-          r.gpu_count = 2;
+          r.gpus.count = 2;
           auto plan = PlanWorkers(r, *ResolveUsable(inv, std::nullopt), inv);  // GPUs 0 and 1, 2 workers each
           if (!plan.ok() || plan->size() != 4 || (*plan)[0].gpu != FakeUuid(0) || (*plan)[1].gpu != FakeUuid(0) ||
               (*plan)[3].gpu != FakeUuid(1))
@@ -232,13 +233,13 @@ TEST_CASE("a gpus count takes the first usable GPUs - more than there are is an 
           r.workers_per_gpu = 1;
           plan = PlanWorkers(r, *granted, inv);
           if (!plan.ok() || plan->size() != 2 || (*plan)[0].gpu != FakeUuid(3) || (*plan)[1].gpu != FakeUuid(2)) return 2;
-          r.gpu_count = 3;
+          r.gpus.count = 3;
           plan = PlanWorkers(r, *granted, inv);
-          if (plan.ok() || plan.status().message().rfind("/resources/gpus: 3 GPUs asked; this process may use 2 (", 0) != 0)
+          if (plan.ok() || plan.status().message().rfind("/resources/gpus: asks 3 GPUs, more than the 2 GPUs this process may use (", 0) != 0)
             return 3;
           GpuInventory none{"none", "", {}};  // a count needs GPUs: never CPU workers in their place
           plan = PlanWorkers(r, *ResolveUsable(none, std::nullopt), none);
-          if (plan.ok() || plan.status().message().find("may use 0") == std::string::npos) return 4;
+          if (plan.ok() || plan.status().message().find("the 0 GPUs this process may use") == std::string::npos) return 4;
           return 0;
         }) == 0);
 }

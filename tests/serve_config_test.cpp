@@ -42,7 +42,7 @@ TEST_CASE("the shipped configs/serve.json is valid", "[serve][config]") {
   REQUIRE(cfg.ok());
   CHECK(cfg->runs_dir == "/etc/ensembled/runs.d");
   CHECK(cfg->state_root == "/var/lib/ensembled/runs");
-  CHECK(cfg->resources.gpus_mode == "auto");
+  CHECK(cfg->resources.gpus == GpuSelection::Auto());
   CHECK(cfg->resources.cpu_workers == 8);
   CHECK_FALSE(cfg->preemption.enabled);
 }
@@ -54,7 +54,7 @@ TEST_CASE("a minimal serve config takes the documented defaults and resolves pat
   REQUIRE(errors.empty());
   CHECK(c.runs_dir == "/cfg/runs.d");
   CHECK(c.state_root == "/var/lib/ens");
-  CHECK(c.resources.gpus_mode == "auto");
+  CHECK(c.resources.gpus == GpuSelection::Auto());
   CHECK(c.resources.cpu_workers == 2);
   CHECK(c.service.http_bind == "127.0.0.1");
   CHECK_FALSE(c.preemption.enabled);
@@ -70,16 +70,14 @@ TEST_CASE("serve gpus: auto, none, a count or a list", "[serve][config]") {
   json doc = Minimal();
   doc["resources"] = {{"gpus", 3}, {"cpu_workers", 4}};
   REQUIRE(Validate(doc, &c).empty());
-  CHECK(c.resources.gpus_mode == "count");
-  CHECK(c.resources.gpu_count == 3);
+  CHECK(c.resources.gpus == GpuSelection::Count(3));
   CHECK(c.resources.cpu_workers == 4);
   doc["resources"] = {{"gpus", {0, "GPU-abc"}}};
   REQUIRE(Validate(doc, &c).empty());
-  CHECK(c.resources.gpus_mode == "list");
-  CHECK(c.resources.gpu_list == std::vector<std::string>{"0", "GPU-abc"});
+  CHECK(c.resources.gpus == GpuSelection::List({"0", "GPU-abc"}));
   doc["resources"] = {{"gpus", "none"}};
   REQUIRE(Validate(doc, &c).empty());
-  CHECK(c.resources.gpus_mode == "none");
+  CHECK(c.resources.gpus.none());
   doc["resources"] = {{"gpus", 0}};
   RequireOnlyError(doc, "/resources/gpus", "integer in [1, 4096]");
   doc["resources"] = {{"gpus", "all"}};

@@ -109,7 +109,7 @@ TEST_CASE("runs asking a count of 2 of 4 fake GPUs get 2 UUIDs each, lowest free
   json five = d.Run("five");
   CHECK(five["state"] == "rejected");
   CHECK(five["errors"][0]["pointer"] == "/resources/gpus");
-  CHECK(five["errors"][0]["message"] == "asks 5 GPUs; this daemon has 4");
+  CHECK(five["errors"][0]["message"] == "asks 5 GPUs, more than this daemon's 4 GPUs");
   d.WaitUntil([&] { return d.RunChildren().size() == 2 || d.StateOf("three") == "finished"; }, 30, "two runs started");
   json three = d.Run("three");
   if (three["state"] == "queued" && d.RunChildren().size() == 2) {

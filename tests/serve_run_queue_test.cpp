@@ -19,15 +19,14 @@ std::vector<ServeGpu> FourGpus() {
 
 ResourcesSpec Cpu(int workers) {
   ResourcesSpec r;
-  r.gpus_mode = "none";
+  r.gpus = GpuSelection::None();
   r.cpu_workers = workers;
   return r;
 }
 
 ResourcesSpec GpuList(std::vector<std::string> ids) {
   ResourcesSpec r;
-  r.gpus_mode = "list";
-  r.gpu_list = std::move(ids);
+  r.gpus = GpuSelection::List(std::move(ids));
   return r;
 }
 
@@ -111,8 +110,7 @@ TEST_CASE("GPUs are granted whole and exclusively - a run that does not fit says
 
 ResourcesSpec GpuCount(int n) {
   ResourcesSpec r;
-  r.gpus_mode = "count";
-  r.gpu_count = n;
+  r.gpus = GpuSelection::Count(n);
   return r;
 }
 
@@ -126,11 +124,11 @@ TEST_CASE("a GPU count takes any free GPUs, the lowest indices first - more than
   CHECK(DescribeGrant(*two) == "2 GPUs (any free)");
   auto five = q.pool().AskOf(GpuCount(5));
   REQUIRE_FALSE(five.ok());
-  CHECK(five.status().message() == "/resources/gpus: asks 5 GPUs; this daemon has 4");
+  CHECK(five.status().message() == "/resources/gpus: asks 5 GPUs, more than this daemon's 4 GPUs");
   GrantPool cpu_only({}, 2);
   auto none = cpu_only.AskOf(GpuCount(1));
   REQUIRE_FALSE(none.ok());
-  CHECK(none.status().message() == "/resources/gpus: asks 1 GPU; this daemon has 0");
+  CHECK(none.status().message() == "/resources/gpus: asks 1 GPU, more than this daemon's 0 GPUs");
 
   ServedRun listed = Queued("listed", 1, *q.pool().AskOf(GpuList({"1"})));
   ServedRun a = Queued("a", 2, *two), b = Queued("b", 3, *two);
@@ -233,8 +231,7 @@ std::vector<ServeGpu> TwoGpusOf16Gb() {
 
 ResourcesSpec Share(int gpus, double gb, int workers_per_gpu = 1) {
   ResourcesSpec r;
-  r.gpus_mode = "count";
-  r.gpu_count = gpus;
+  r.gpus = GpuSelection::Count(gpus);
   r.gpu_memory_gb = gb;
   r.workers_per_gpu = workers_per_gpu;
   return r;
