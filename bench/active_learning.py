@@ -5,7 +5,7 @@ The same ensemble, the same data and seeds, three ways of choosing each round's 
   random   mutation.policy "append_from_pool" (k unused pool rows drawn at random)
   top      "query_by_committee", batch "top" (the k highest scores; mutation.score is the
            task's default: "std" for regression, "bald" for classification)
-  diverse  "query_by_committee", batch "diverse" (orchestrator/diverse_batch.h)
+  diverse  "query_by_committee", batch "diverse" (orchestrator/run/diverse_batch.h)
 on one of three data sets (--dataset):
   friedman  Friedman #1, the built-in synthetic data (10 features, 5 of them used, noise std 1)
   diamonds  ggplot2's diamonds as pydataset ships it (53,940 rows): log(price) regressed on

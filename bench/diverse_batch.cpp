@@ -17,7 +17,7 @@
 
 #include "common/seed.h"
 #include "common/table.h"
-#include "orchestrator/diverse_batch.h"
+#include "orchestrator/run/diverse_batch.h"
 
 namespace {
 

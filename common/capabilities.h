@@ -2,7 +2,7 @@
 // speaks capget/capset.
 //
 // Users: `ensembled serve` with run_as "submitter" checks at start that it holds what it needs
-// to start runs as their submitters (orchestrator/run_as.h), and drops everything at start
+// to start runs as their submitters (orchestrator/serve/run_as.h), and drops everything at start
 // when it does not (run_as "daemon"); Subprocess drops them in a child between fork and exec
 // (SubprocessSpec::drop_capabilities), so nothing it starts inherits them.
 // Stateless; thread-safe (each call is one or two syscalls).

@@ -94,7 +94,7 @@ struct MemberSpec {
   int warm_start_epochs = 0;                // >= 1. Default: epochs
 };
 
-// resources.slurm: workers as Slurm pilot jobs (orchestrator/slurm_executor.h).
+// resources.slurm: workers as Slurm pilot jobs (orchestrator/workers/slurm_executor.h).
 struct SlurmSpec {
   std::string partition;           // "" = the cluster's default partition
   int workers = 2;                 // pilot jobs, one worker each, >= 1. Default: 2
@@ -124,7 +124,7 @@ struct ResourcesSpec {
   // workers on one GPU share it (each worker's CUDA caching allocator is capped at its part,
   // and a worker whose reserve passes its part is recycled); under `ensembled serve`, runs with
   // such shares are packed onto the same GPUs while their shares fit the GPU's memory
-  // (orchestrator/run_queue.h). Needs the GPUs' memory (NVML). Default: 0 (whole GPUs)
+  // (orchestrator/serve/run_queue.h). Needs the GPUs' memory (NVML). Default: 0 (whole GPUs)
   double gpu_memory_gb = 0;
   ExecutorKind executor = ExecutorKind::kLocal;  // local | slurm. Default: local
   SlurmSpec slurm;                               // used when executor is "slurm"
@@ -158,14 +158,14 @@ struct MutationSpec {
   int k = 0;                     // rows per round, >= 1 for pool policies. Default: 0
   std::vector<std::string> argv; // command: program and arguments, no shell
   double timeout_s = 60.0;       // command: > 0. Default: 60
-  // query_by_committee: how a pool row's disagreement is scored (orchestrator/committee_score.h):
+  // query_by_committee: how a pool row's disagreement is scored (orchestrator/run/committee_score.h):
   // std (regression, and classification: mean over classes of the probabilities' std) |
   // entropy | bald (classification) | epistemic (gaussian_nll members: the std of their means).
   // Default (set by the config reader, from the task): std for regression, bald for
   // classification, epistemic for gaussian_nll
   CommitteeScore score = CommitteeScore::kStd;
   // query_by_committee: the k rows with the highest score (top), or k rows both uncertain and
-  // spread out in the standardised input features (diverse; orchestrator/diverse_batch.h).
+  // spread out in the standardised input features (diverse; orchestrator/run/diverse_batch.h).
   // Default: top
   BatchMode batch = BatchMode::kTop;
 };
@@ -215,7 +215,7 @@ struct Config {
   int max_task_attempts = 3;             // >= 1. Default: 3
   int min_members = 0;                   // members that must succeed for a round to commit; 0 = all. Default: 0
   double stop_timeout_s = 300.0;         // SIGTERM: how long running tasks may finish, > 0. Default: 300
-  // Members per fused pack (orchestrator/pack_plan.h): 0 = "auto" (compatible members
+  // Members per fused pack (orchestrator/run/pack_plan.h): 0 = "auto" (compatible members
   // together, at most kAutoPackMaxMembers = 512), 1 = no packing. Default: "auto"
   int pack_size = 0;
   bool save_checkpoints = true;          // false: no checkpoint.pt (predict/verify then unavailable). Default: true
@@ -251,7 +251,7 @@ Status MemberFromJson(const nlohmann::json& j, MemberSpec* out);
 
 // The normalised config: every key of the file format with its value after defaults, member
 // expansion (members as an explicit "list") and path resolution. Valid config text itself;
-// equal configs give equal JSON. Recorded at run start (orchestrator/config_change.h).
+// equal configs give equal JSON. Recorded at run start (orchestrator/run/config_change.h).
 nlohmann::json ConfigToJson(const Config& c);
 
 }  // namespace ens

@@ -2,7 +2,7 @@
 //
 // One table, used by the config reader (a key not in it is "unknown") and by every comparison
 // of two configs: a live `ensemblectl reload`, and `ensembled run` resuming a state directory
-// whose recorded config differs (orchestrator/config_change.h). A key cannot be added to the
+// whose recorded config differs (orchestrator/run/config_change.h). A key cannot be added to the
 // reader without a rule, and tests/config_change_test.cpp fails when the normalised config
 // (ConfigToJson) holds a key the table does not classify.
 //

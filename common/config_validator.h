@@ -1,5 +1,5 @@
 // The reader every ensembled config file is checked with: the run config (common/config.cpp)
-// and the serve config (orchestrator/serve_config.h). A Validator records each problem as
+// and the serve config (orchestrator/serve/serve_config.h). A Validator records each problem as
 // "<JSON pointer>: <message>" and carries on, so a user fixes every mistake in one edit;
 // unknown keys are errors (with a suggestion when one is close). The section readers shared
 // by both files (ReadGpus, ReadService) and the parse step (syntax errors, duplicate keys)

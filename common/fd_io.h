@@ -1,5 +1,6 @@
 // FdIo: whole reads and writes on blocking descriptors (pipes, files), retried across EINTR
-// and short transfers: the one place ensembled loops over write/read/pwrite/pread. Errors name
+// and short transfers. New code loops over write/read/pwrite/pread only through these; some
+// older code keeps loops of its own (sockets with deadlines, the log relay). Errors name
 // `what` (a path, "predict stream") and the errno text.
 // Thread-safe (no state).
 #pragma once

@@ -6,7 +6,10 @@
 // line number, never guessed around.
 //
 // Records: one struct each below, with its "event" name (kEvent) and its fields; ToRecord and
-// the From* readers in journal.cpp are the only code that spells a record's keys.
+// the From* readers in journal.cpp write and read them. RunProgress (below) still hands the
+// member_done, member_failed and round_committed records on as their JSON objects, which its
+// readers (status, the run's view, serve, prune) read by key: a record's keys are spelled there
+// too.
 // A Journal is move-only and single-threaded (the supervisor's loop).
 #pragma once
 

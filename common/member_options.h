@@ -59,7 +59,7 @@ constexpr std::span<const std::string_view> NamesOf(TaskKind) { return kTaskKind
 struct ModelKindTraits {
   bool program;   // the user's program trains it (worker/command_member.h): no layers or optimizer of ours
   bool layers;    // built from the member's "layers" (at least one required); else they do not apply
-  bool packable;  // members with the same PackKey train as one pack (orchestrator/pack_plan.h)
+  bool packable;  // members with the same PackKey train as one pack (orchestrator/run/pack_plan.h)
 };
 inline constexpr std::array<ModelKindTraits, 3> kModelKindTraits{{
     {.program = false, .layers = true, .packable = true},     // mlp

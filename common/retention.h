@@ -17,7 +17,7 @@
 // from it and a deferred mutation reads its pool predictions. A round's level only ever goes
 // down (kAll -> kTrainState -> kRecords): pinning a round whose files are gone keeps nothing.
 //
-// Applied at commit (orchestrator/supervisor.cpp): each change of level is journaled
+// Applied at commit (orchestrator/run/supervisor.cpp): each change of level is journaled
 // (round_pruned, common/journal.h) before its files are removed, so a crash in between is
 // finished on resume. WantedFiles and PrunesDue are pure; RemoveRoundFiles and DirectoryBytes
 // touch the file system. Thread-compatible.

@@ -27,9 +27,11 @@
 //        and model/ of rounds outside its window; the rest stays)
 //     slurm/worker-<token>.sh      executor "slurm": one job script per worker launch
 //     slurm/slot<N>-<job>.log      ... and its job's output
-//     serve.log                    a run of `ensembled serve`: its output (orchestrator/serve_daemon.h)
-// A member directory's files are named by MemberFiles, every other file by RunLayout: no other
-// code spells a file name of the run. Pure path arithmetic; thread-safe.
+//     serve.log                    a run of `ensembled serve`: its output (orchestrator/serve/serve_daemon.h)
+// A member directory's files are named by MemberFiles, every other file by RunLayout; new code
+// names files through them. Older code still spells some names itself (the tests, a few
+// readers in ctl/ and orchestrator/): a renamed file must be searched for. Pure path
+// arithmetic; thread-safe.
 #pragma once
 
 #include <cstdint>

@@ -16,12 +16,12 @@ namespace ens {
 enum class ExecutorKind { kLocal, kSlurm };
 // data.source: the built-in synthetic data, or files.
 enum class DataSource { kSynthetic, kCsv, kNpy };
-// mutation.policy (orchestrator/mutation_policy.h).
+// mutation.policy (orchestrator/run/mutation_policy.h).
 enum class MutationPolicyKind { kNone, kAppendFromPool, kQueryByCommittee, kCommand };
-// mutation.score (orchestrator/committee_score.h).
+// mutation.score (orchestrator/run/committee_score.h).
 enum class CommitteeScore { kStd, kEntropy, kBald, kEpistemic };
 // mutation.batch: query by committee's k rows, the top k by score or a diverse batch
-// (orchestrator/diverse_batch.h).
+// (orchestrator/run/diverse_batch.h).
 enum class BatchMode { kTop, kDiverse };
 
 inline constexpr std::array<std::string_view, 2> kExecutorNames{"local", "slurm"};

@@ -1,4 +1,4 @@
-// SupervisorLink: the remote worker's side of the TCP transport (orchestrator/transport.h).
+// SupervisorLink: the remote worker's side of the TCP transport (orchestrator/workers/transport.h).
 //
 // A remote worker (a Slurm pilot job) connects to the address it was given, sends one hello
 // frame, {"hello": 1, "token": "<16 hex>", "secret": "<the run's secret>"}, and waits for

@@ -21,7 +21,7 @@
 // and, when it arrives anyway, discarded by Receive with an error. A zero-byte message is
 // told apart from the peer's close.
 //
-// A remote worker's link (the TCP transport, orchestrator/transport.h) is a connected stream
+// A remote worker's link (the TCP transport, orchestrator/workers/transport.h) is a connected stream
 // socket taken over with AdoptStream: the same contract, each message framed on the wire as a
 // 4-byte little-endian length and its bytes. A send that times out half written closes the
 // channel (the stream could not be resynchronised); an oversized message is skipped by length.

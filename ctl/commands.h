@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
-#include "orchestrator/sigma_calibration.h"
+#include "orchestrator/run/sigma_calibration.h"
 
 namespace ens::ctl {
 

@@ -5,7 +5,7 @@
 #include "common/exit_codes.h"
 #include "common/run_layout.h"
 #include "ctl/commands.h"
-#include "orchestrator/control_socket.h"
+#include "orchestrator/service/control_socket.h"
 
 namespace ens::ctl {
 

@@ -11,7 +11,7 @@
 #include "common/exit_codes.h"
 #include "common/run_head.h"
 #include "ctl/commands.h"
-#include "orchestrator/script_model_check.h"
+#include "orchestrator/run/script_model_check.h"
 
 namespace ens::ctl {
 

@@ -21,7 +21,7 @@
 #include "common/run_layout.h"
 #include "common/subprocess.h"
 #include "ctl/commands.h"
-#include "orchestrator/committee_score.h"
+#include "orchestrator/run/committee_score.h"
 
 namespace ens::ctl {
 

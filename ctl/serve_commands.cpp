@@ -1,5 +1,5 @@
 // ensemblectl submit | list | cancel, and the per-run commands given a run NAME and the daemon's
-// --socket: the queue of `ensembled serve`, over its control socket (orchestrator/serve_daemon.h,
+// --socket: the queue of `ensembled serve`, over its control socket (orchestrator/serve/serve_daemon.h,
 // serve_run_commands.cpp). The daemon answers with the caller's uid from the socket
 // (SO_PEERCRED): only a run's submitter or root may cancel, stop, pause, resume or reload it.
 #include <cstdio>
@@ -10,7 +10,7 @@
 #include "common/atomic_file.h"
 #include "common/exit_codes.h"
 #include "ctl/commands.h"
-#include "orchestrator/control_socket.h"
+#include "orchestrator/service/control_socket.h"
 
 namespace ens::ctl {
 namespace {

@@ -12,8 +12,8 @@
 #include "common/retention.h"
 #include "common/run_layout.h"
 #include "ctl/commands.h"
-#include "orchestrator/control_socket.h"
-#include "orchestrator/run_snapshot.h"
+#include "orchestrator/service/control_socket.h"
+#include "orchestrator/service/run_snapshot.h"
 
 namespace ens::ctl {
 

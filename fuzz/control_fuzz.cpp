@@ -1,4 +1,4 @@
-// libFuzzer target: the control protocol's server side (orchestrator/control_socket.h) on
+// libFuzzer target: the control protocol's server side (orchestrator/service/control_socket.h) on
 // arbitrary bytes, through a real ControlSocket.
 //
 // Each input is what one client sends before it shuts its side. ControlSocket::Serve() must
@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "orchestrator/control_socket.h"
+#include "orchestrator/service/control_socket.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // ensembled: the supervisor daemon. `ensembled run --config FILE` runs (or resumes) the
 // closed loop the config describes; `ensembled serve --config serve.json` runs every run config
-// of a directory, each as its own `ensembled run` (orchestrator/serve_daemon.h). It never loads
+// of a directory, each as its own `ensembled run` (orchestrator/serve/serve_daemon.h). It never loads
 // libtorch or initialises CUDA.
 #include <signal.h>
 #include <sys/signalfd.h>
@@ -15,9 +15,9 @@
 #include "common/config.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
-#include "orchestrator/serve_config.h"
-#include "orchestrator/serve_daemon.h"
-#include "orchestrator/supervisor.h"
+#include "orchestrator/serve/serve_config.h"
+#include "orchestrator/serve/serve_daemon.h"
+#include "orchestrator/run/supervisor.h"
 
 namespace {
 

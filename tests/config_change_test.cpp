@@ -1,6 +1,6 @@
 // config_change.h and config_keys.h: every key of the normalised config is classified, diffs
 // name each change by its pointer with its rule, and the recorded config round-trips.
-#include "orchestrator/config_change.h"
+#include "orchestrator/run/config_change.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// Resume checks the config (orchestrator/config_change.h), end to end with the real binaries:
+// Resume checks the config (orchestrator/run/config_change.h), end to end with the real binaries:
 // safe changes apply and are logged, results-changing ones are refused (exit 78) unless
 // --accept-config-change opens a new config epoch, a finished run extends bit for bit as if it
 // had been configured longer from the start, and a lowered rounds.count removes nothing.

@@ -1,7 +1,7 @@
 // Tests of common/config: the shipped example, every class of error with its JSON pointer,
 // member resolution, path resolution and the member JSON round trip.
 #include "common/config.h"
-#include "orchestrator/serve_daemon.h"
+#include "orchestrator/serve/serve_daemon.h"
 #include "common/protocol.h"
 
 #include <unistd.h>

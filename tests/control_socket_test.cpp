@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/exit_codes.h"
-#include "orchestrator/control_socket.h"
+#include "orchestrator/service/control_socket.h"
 #include "support/env_spawn_notify.h"
 
 namespace ens {

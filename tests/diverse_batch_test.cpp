@@ -1,5 +1,5 @@
 // Tests of orchestrator/diverse_batch: uncertainty-weighted farthest-point selection.
-#include "orchestrator/diverse_batch.h"
+#include "orchestrator/run/diverse_batch.h"
 
 #include <algorithm>
 #include <cstdint>

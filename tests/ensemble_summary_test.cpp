@@ -1,7 +1,7 @@
 // Tests of orchestrator/ensemble_summary: a 3-member example computed by hand, the edge
 // cases of one and no member, a classification summary, and the calibration figures
 // (coverage, Gaussian NLL, ECE) against hand computations.
-#include "orchestrator/ensemble_summary.h"
+#include "orchestrator/run/ensemble_summary.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>

@@ -3,7 +3,7 @@
 // caller as it was.
 #include <catch2/catch.hpp>
 
-#include "orchestrator/executor_factory.h"
+#include "orchestrator/workers/executor_factory.h"
 #include "support/temp_dir.h"
 
 namespace ens {

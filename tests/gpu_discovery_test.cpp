@@ -3,7 +3,7 @@
 // PCI ordering, an inherited CUDA_VISIBLE_DEVICES (indices, UUIDs, prefixes, MIG UUIDs, empty),
 // worker planning in every resources mode, and sampling (memory, utilisation, temperature,
 // power, and a worker process's GPU memory matched by pid).
-#include "orchestrator/gpu_discovery.h"
+#include "orchestrator/gpu/gpu_discovery.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -15,8 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "orchestrator/gpu_monitor.h"
-#include "orchestrator/nvml.h"
+#include "orchestrator/gpu/gpu_monitor.h"
+#include "orchestrator/service/run_snapshot.h"
+#include "orchestrator/gpu/nvml.h"
 #include "support/process_harness.h"
 
 namespace ens {
@@ -315,7 +316,7 @@ TEST_CASE("GpuMonitor samples every GPU and each worker process's GPU memory", "
           RunSnapshot s;
           s.workers.push_back({0, FakeUuid(1), static_cast<int>(w), "busy", "m000", "training", 0, 0, 0, 1, 0});
           s.workers.push_back({1, FakeUuid(0), 999999, "idle", "", "", 0, 0, 0, 1, 0});
-          mon.Fill(&s);
+          AddGpuReadings(mon.Read(), &s);
           ::kill(w, SIGKILL);
           ::waitpid(w, nullptr, 0);
           if (s.gpu_source != "nvml" || s.gpus.size() != 2) return 1;
@@ -327,7 +328,7 @@ TEST_CASE("GpuMonitor samples every GPU and each worker process's GPU memory", "
           // Not due again within the interval; due when forced.
           mon.MaybeSample(GpuMonitor::Clock::now());
           RunSnapshot t;
-          mon.Fill(&t);
+          AddGpuReadings(mon.Read(), &t);
           if (t.gpu_history_mb[0].size() != 1) return 7;
           return 0;
         }) == 0);

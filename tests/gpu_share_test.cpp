@@ -1,6 +1,6 @@
-// Tests of orchestrator/gpu_share.h: the allocator setting that holds a worker to its part of
+// Tests of orchestrator/gpu/gpu_share.h: the allocator setting that holds a worker to its part of
 // a GPU, merged into one the user set, and the recycle limit a part implies.
-#include "orchestrator/gpu_share.h"
+#include "orchestrator/gpu/gpu_share.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,13 +1,13 @@
-// BindHttpServer (orchestrator/http_server_limits.h) on both daemons' HTTP servers, in
+// BindHttpServer (orchestrator/service/http_server_limits.h) on both daemons' HTTP servers, in
 // process: clients that send half a request and wait delay neither /metrics nor each other's
 // connects, and none holds its connection past the read timeout.
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
 
-#include "orchestrator/http_endpoint.h"
-#include "orchestrator/http_server_limits.h"
-#include "orchestrator/serve_http.h"
+#include "orchestrator/service/http_endpoint.h"
+#include "orchestrator/service/http_server_limits.h"
+#include "orchestrator/serve/serve_http.h"
 #include "support/env_spawn_notify.h"
 
 namespace ens {

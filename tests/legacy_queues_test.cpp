@@ -2,7 +2,7 @@
 // are removed when no process has them open and they are old enough; one held open (a live
 // run of an earlier version) or just made is left alone, as is anything not named so. Needs
 // the mqueue filesystem at /dev/mqueue: without it the test reports skipped (exit 77).
-#include "orchestrator/legacy_queues.h"
+#include "orchestrator/workers/legacy_queues.h"
 
 #include <fcntl.h>
 #include <mqueue.h>

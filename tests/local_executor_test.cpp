@@ -9,7 +9,7 @@
 #include <string>
 #include <thread>
 
-#include "orchestrator/executor.h"
+#include "orchestrator/workers/executor.h"
 #include "support/temp_dir.h"
 
 namespace ens {

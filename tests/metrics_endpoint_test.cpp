@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "orchestrator/run_snapshot.h"
+#include "orchestrator/service/run_snapshot.h"
 #include "support/env_spawn_notify.h"
 
 namespace ens {
@@ -304,7 +304,7 @@ TEST_CASE("a second daemon on a taken http_port fails, naming the address, inste
 // RenderPrometheus prints values with the stream's default 6 significant digits, so a counter
 // past 999999 is rounded: ensembled_task_duration_seconds_sum stops moving in small steps
 // after ~11.6 days of summed task time (rate() flattens, then jumps), and big counters and
-// RSS bytes are off (orchestrator/prometheus_metrics.cpp Writer::Sample).
+// RSS bytes are off (orchestrator/service/prometheus_metrics.cpp Writer::Sample).
 TEST_CASE("metric values keep their precision (large counters are not rounded to 6 digits)",
           "[service][metrics]") {
   RunSnapshot s;

@@ -1,6 +1,6 @@
 // Tests of orchestrator/mutation_policy: each policy's decision, and the command policy run
 // against small /bin/sh scripts (exit codes, timeout, stdin, validation of its output).
-#include "orchestrator/mutation_policy.h"
+#include "orchestrator/run/mutation_policy.h"
 
 #include <signal.h>
 #include <sys/stat.h>

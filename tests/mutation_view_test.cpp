@@ -1,6 +1,6 @@
 // MutationView: the row-id files a `command` mutation is handed, and where its "run" object
 // and ENSEMBLED_* variables point.
-#include "orchestrator/mutation_view.h"
+#include "orchestrator/run/mutation_view.h"
 
 #include <catch2/catch.hpp>
 #include <cstring>

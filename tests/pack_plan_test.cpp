@@ -1,4 +1,4 @@
-#include "orchestrator/pack_plan.h"
+#include "orchestrator/run/pack_plan.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-#include "orchestrator/pack_scheduler.h"
+#include "orchestrator/run/pack_scheduler.h"
 
 #include <catch2/catch.hpp>
 

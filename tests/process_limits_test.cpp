@@ -2,7 +2,7 @@
 // workers need is raised; a hard limit below it is an InvalidArgument (exit 78) naming the
 // limit, the need and the fix. Each case runs in a forked child: limits are per process and
 // a lowered hard limit cannot be raised again.
-#include "orchestrator/process_limits.h"
+#include "orchestrator/workers/process_limits.h"
 
 #include <sys/resource.h>
 #include <sys/wait.h>

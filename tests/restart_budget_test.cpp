@@ -1,11 +1,11 @@
-// Restart budget (orchestrator/worker_pool.h, kSlotStartBudget): a worker that dies before it
+// Restart budget (orchestrator/workers/worker_pool.h, kSlotStartBudget): a worker that dies before it
 // is ready, again and again, stops the run with exit 78 and a message that names the cause,
 // instead of being respawned every second forever. A worker binary that cannot be executed at
 // all is known at the first start (common/subprocess reports the exec failure) and stops the run
 // at once; one that exits 1 at once spends the budget.
 #include <catch2/catch.hpp>
 
-#include "orchestrator/worker_pool.h"
+#include "orchestrator/workers/worker_pool.h"
 #include "support/env_spawn.h"
 #include "support/process_harness.h"
 

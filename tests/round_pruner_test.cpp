@@ -1,7 +1,7 @@
 // Tests of orchestrator/round_pruner: retention applied to a journaled run's rounds. Each
 // lowered level is journaled before its files go; a crash between the two is finished by the
 // next resume; a journal that cannot be written removes nothing; replay reads the levels back.
-#include "orchestrator/round_pruner.h"
+#include "orchestrator/run/round_pruner.h"
 
 #include <catch2/catch.hpp>
 #include <cstdlib>

@@ -1,7 +1,7 @@
 // Tests of orchestrator/run_as: a submitter's uid mapped to credentials through a fake user
 // database (its groups, the refusals: root without allow_root, an unknown uid, a user outside
 // the submitters' group), the real database for root, and state_dir_mode's rule.
-#include "orchestrator/run_as.h"
+#include "orchestrator/serve/run_as.h"
 
 #include <linux/capability.h>
 

@@ -1,7 +1,7 @@
 // Tests of orchestrator/run_log_relay: every byte to the log file (appended), each complete
 // line to the sink after the file has it, a partial last line at the end or on FlushLine, long
 // lines in pieces, never blocking, and a real child's output all there once it has exited.
-#include "orchestrator/run_log_relay.h"
+#include "orchestrator/serve/run_log_relay.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -1,7 +1,7 @@
 // Tests of orchestrator/serve_config: the shipped configs/serve.json, defaults, every class of
 // error with its JSON pointer (the run config's reader: unknown keys with a suggestion, bad
 // values, missing keys, syntax errors), path resolution and the daemon's own paths.
-#include "orchestrator/serve_config.h"
+#include "orchestrator/serve/serve_config.h"
 
 #include <catch2/catch.hpp>
 #include <cstdlib>

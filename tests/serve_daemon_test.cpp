@@ -17,7 +17,7 @@
 
 #include "common/journal.h"
 #include "common/run_layout.h"
-#include "orchestrator/serve_daemon.h"
+#include "orchestrator/serve/serve_daemon.h"
 #include "support/env_spawn_notify.h"
 #include "support/serve_harness.h"
 

@@ -1,10 +1,10 @@
 // Tests of orchestrator/serve_http: the Prometheus text and the HTML list of a daemon's runs,
 // from the list `ensemblectl list --json` gives; and both served by a real daemon.
-#include "orchestrator/serve_http.h"
+#include "orchestrator/serve/serve_http.h"
 
 #include <catch2/catch.hpp>
 
-#include "orchestrator/run_snapshot.h"
+#include "orchestrator/service/run_snapshot.h"
 
 #include "support/env_spawn_notify.h"
 #include "support/serve_harness.h"

@@ -1,5 +1,5 @@
 // Tests of orchestrator/serve_journal: what the queue journal says after a daemon's crash.
-#include "orchestrator/serve_journal.h"
+#include "orchestrator/serve/serve_journal.h"
 
 #include <catch2/catch.hpp>
 

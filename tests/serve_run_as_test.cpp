@@ -1,4 +1,4 @@
-// Tests of `ensembled serve` with run_as "submitter" (orchestrator/serve_run_as.cpp,
+// Tests of `ensembled serve` with run_as "submitter" (orchestrator/serve/serve_run_as.cpp,
 // docs/run-as.md), with real users: the test makes a daemon user and three submitters (names
 // unique to this process, removed at the end), starts the daemon as the daemon user with only
 // the capabilities the unit grants (setpriv), and has each user submit with `ensemblectl` as

@@ -1,5 +1,5 @@
 // `ensemblectl <command> --socket S NAME` on a run of `ensembled serve` (the real ensembled,
-// ensemblectl and ensemble-worker; orchestrator/serve_run_commands.cpp): status of a queued and
+// ensemblectl and ensemble-worker; orchestrator/serve/serve_run_commands.cpp): status of a queued and
 // of a running run, pause and resume passed to the run's supervisor, reload of the run's file
 // (accepted, refused by the supervisor, refused by the daemon), stop, and a state-directory
 // command (export) found by name, and a run's supervisor that does not answer (it holds up

@@ -1,14 +1,14 @@
 // Tests of orchestrator/run_queue: what a run config asks of the daemon (GrantPool::AskOf),
 // exclusive grants of whole GPUs by UUID and of CPU worker slots, the reasons a run waits, the
 // start order (resumed runs, then priority, then age), and the state table.
-#include "orchestrator/run_queue.h"
+#include "orchestrator/serve/run_queue.h"
 
 #include <catch2/catch.hpp>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "orchestrator/gpu_share.h"
+#include "orchestrator/gpu/gpu_share.h"
 
 namespace ens {
 namespace {

@@ -1,9 +1,9 @@
-// The Slurm executor (orchestrator/slurm_executor.h) against a real Slurm: each case starts a
+// The Slurm executor (orchestrator/workers/slurm_executor.h) against a real Slurm: each case starts a
 // private two-node cluster on localhost (tests/support/slurm_cluster.sh: munged, slurmctld,
 // slurmd -N n1 and -N n2, two fake GPUs each) and stops it at the end. Where the cluster cannot
 // start (not root, Slurm or munge not installed) the cluster cases exit 77, which ctest reports
 // as skipped. The job-script and sbatch-line cases need no cluster.
-#include "orchestrator/slurm_executor.h"
+#include "orchestrator/workers/slurm_executor.h"
 
 #include <signal.h>
 #include <unistd.h>

@@ -190,7 +190,7 @@ TEST_CASE("the status page shows the run's plots in a headless browser", "[servi
 
 // run_snapshot.h documents RunSnapshot::curves as "members of the current (or last) round",
 // but Supervisor::Run() clears curves_ at the start of every round
-// (orchestrator/supervisor.cpp, `curves_.clear()` before RunRound), so from a round boundary
+// (orchestrator/run/supervisor.cpp, `curves_.clear()` before RunRound), so from a round boundary
 // until the first member of the new round finishes — the whole time, when paused between
 // rounds — the page's member-curves plot says "no data yet".
 TEST_CASE("right after a round boundary the member-curves plot still shows the last round's curves",

@@ -11,8 +11,8 @@
 
 #include "common/config.h"
 #include "common/exit_codes.h"
-#include "orchestrator/supervisor.h"
-#include "orchestrator/transport.h"
+#include "orchestrator/run/supervisor.h"
+#include "orchestrator/workers/transport.h"
 #include "support/env_spawn.h"
 #include "support/fake_executor.h"
 #include "support/temp_dir.h"

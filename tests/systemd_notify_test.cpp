@@ -347,7 +347,7 @@ TEST_CASE("without WATCHDOG_PID naming it, ensembled does not ping (WATCHDOG_USE
 // Type=notify: a main process that exits before READY=1 fails the start with result
 // 'protocol' even when it exits 0, and Restart=on-failure then restarts it (until the start
 // rate limit trips). `ensembled run` on a finished run prints "already finished" and exits 0
-// without ever sending READY=1 (orchestrator/supervisor.cpp Run(): the progress_.finished
+// without ever sending READY=1 (orchestrator/run/supervisor.cpp Run(): the progress_.finished
 // early return), so a finished service run restart-loops under systemd.
 TEST_CASE("ensembled on an already finished run still tells systemd it started (READY=1) before exiting 0",
           "[service][notify]") {
@@ -372,7 +372,7 @@ TEST_CASE("ensembled on an already finished run still tells systemd it started (
 }
 
 // READY=1 waits for WorkerPool::AllReady(): every slot must have reported ready at the same
-// moment (orchestrator/supervisor_service.cpp ServiceTick). A slot whose worker cannot start
+// moment (orchestrator/run/supervisor_service.cpp ServiceTick). A slot whose worker cannot start
 // (a bad GPU, a missing library on one node) stays kStarting/kDown forever while the other
 // slots train the whole run, so READY=1 never comes: under systemd the start times out
 // (TimeoutStartSec) and the unit is killed and restarted mid-run, again and again; a run that

@@ -1,6 +1,6 @@
 // Tests of orchestrator/transport (local pairs, the TCP listener's hello and refusals) and
 // common/supervisor_link (the remote worker's side), and of WorkerChannel's framed stream mode.
-#include "orchestrator/transport.h"
+#include "orchestrator/workers/transport.h"
 
 #include <netinet/in.h>
 #include <signal.h>

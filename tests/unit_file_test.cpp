@@ -14,8 +14,8 @@
 
 #include "common/config.h"
 #include "common/exit_codes.h"
-#include "orchestrator/control_socket.h"
-#include "orchestrator/serve_config.h"
+#include "orchestrator/service/control_socket.h"
+#include "orchestrator/serve/serve_config.h"
 #include "support/env_spawn.h"
 
 namespace ens {
@@ -102,7 +102,7 @@ TEST_CASE("the configured unit file says what the daemon needs", "[service][unit
 TEST_CASE("the unit grants the daemon only the capabilities run_as submitter needs, never DAC_OVERRIDE", "[service][unit]") {
   std::string unit = ReadText(ConfiguredUnit());
   REQUIRE_FALSE(unit.empty());
-  const std::string caps = "CAP_SETUID CAP_SETGID CAP_CHOWN CAP_DAC_READ_SEARCH CAP_KILL";  // orchestrator/run_as.h
+  const std::string caps = "CAP_SETUID CAP_SETGID CAP_CHOWN CAP_DAC_READ_SEARCH CAP_KILL";  // orchestrator/serve/run_as.h
   CHECK(UnitValue(unit, "CapabilityBoundingSet") == caps);
   CHECK(UnitValue(unit, "AmbientCapabilities") == caps);
   CHECK(UnitValue(unit, "User") == "ensembled");  // not root: the capabilities are all it has

@@ -1,7 +1,7 @@
 // Tests of WorkerPool's slot transition table (NextSlotState): the properties the pool relies
 // on. The pool's behaviour with real workers is in local_executor_test, worker_recycling_test,
 // hung_worker_test, restart_budget_test and worker_cuda_support_test.
-#include "orchestrator/worker_pool.h"
+#include "orchestrator/workers/worker_pool.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,5 +1,5 @@
 // A fake NVML (libnvidia-ml) for the tests: exports the entry points ensembled calls
-// (orchestrator/nvml.cpp) with behaviour set by environment variables. The daemon is pointed
+// (orchestrator/gpu/nvml.cpp) with behaviour set by environment variables. The daemon is pointed
 // at it with ENSEMBLED_NVML_LIBRARY.
 //   FAKE_NVML_GPUS=N           N GPUs (default 0). GPU i: UUID GPU-fa4e00<ii>-0000-4000-8000-000000000000,
 //                              PCI bus 0x10 * (i + 1), 144 GiB, "Fake NVIDIA H200".

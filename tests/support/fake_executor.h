@@ -1,5 +1,5 @@
 // FakeExecutor: workers as threads of the test process, for testing the supervisor's round
-// logic in-process (orchestrator/executor.h's contract; used with a LocalTransport).
+// logic in-process (orchestrator/workers/executor.h's contract; used with a LocalTransport).
 //
 // A fake worker speaks the real protocol over the real socket pair: it says ready, takes
 // `task` messages (pack_size 1), and does what the script says for (member, attempt):
@@ -27,7 +27,7 @@
 #include "common/member_result.h"
 #include "common/protocol.h"
 #include "common/worker_channel.h"
-#include "orchestrator/executor.h"
+#include "orchestrator/workers/executor.h"
 
 namespace ens::testing {
 

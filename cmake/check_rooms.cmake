@@ -1,0 +1,31 @@
+# ens_check_rooms(<rooms, lowest first>): the orchestrator's rooms (orchestrator/<room>/) may
+# include headers of their own room and of the rooms listed before it, never of one after it.
+# Run at configure time (every ./scripts/build configures): a file that breaks the rule fails
+# the build with its name, line and the header it includes. orchestrator/main.cpp, above
+# every room, may include any.
+function(ens_check_rooms rooms)
+  set(violations "")
+  list(LENGTH rooms count)
+  math(EXPR last "${count} - 1")
+  foreach(i RANGE ${last})
+    list(GET rooms ${i} room)
+    file(GLOB files "${CMAKE_SOURCE_DIR}/orchestrator/${room}/*.h" "${CMAKE_SOURCE_DIR}/orchestrator/${room}/*.cpp")
+    foreach(file ${files})
+      file(STRINGS "${file}" lines REGEX "^#include \"orchestrator/")
+      foreach(line ${lines})
+        string(REGEX MATCH "orchestrator/([a-z_]+)/" _ "${line}")
+        set(target "${CMAKE_MATCH_1}")
+        list(FIND rooms "${target}" j)
+        if(target STREQUAL "" OR j EQUAL -1)
+          list(APPEND violations "${file}: ${line} (not a room's header)")
+        elseif(j GREATER i)
+          list(APPEND violations "${file}: ${line} (room ${room} may not include room ${target}, which is above it)")
+        endif()
+      endforeach()
+    endforeach()
+  endforeach()
+  if(violations)
+    list(JOIN violations "\n  " text)
+    message(FATAL_ERROR "orchestrator rooms (lowest first: ${rooms}):\n  ${text}")
+  endif()
+endfunction()

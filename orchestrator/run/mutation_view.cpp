@@ -1,0 +1,83 @@
+#include "orchestrator/run/mutation_view.h"
+
+#include "common/atomic_file.h"
+#include "common/dataset_segment.h"
+#include "common/npy_writer.h"
+#include "common/run_layout.h"
+
+namespace ens {
+
+StatusOr<MutationView> WriteMutationView(const MutationViewInputs& in) {
+  const std::string dir = in.round_dir + "/mutation";
+  Status s = MakeDirs(dir);
+  if (!s.ok()) return s;
+  std::vector<int64_t> rows;
+  rows.reserve(in.table_rows - std::min<uint64_t>(in.table_rows, in.dropped->size()));
+  auto next_dropped = in.dropped->begin();
+  for (uint64_t r = 0; r < in.table_rows; ++r) {
+    if (next_dropped != in.dropped->end() && *next_dropped == r) {
+      ++next_dropped;
+      continue;
+    }
+    rows.push_back(static_cast<int64_t>(r));
+  }
+  std::vector<int64_t> unused;
+  for (size_t i = 0; i < in.pool_used->size(); ++i)
+    if (!(*in.pool_used)[i]) unused.push_back(static_cast<int64_t>(i));
+  const std::string row_ids = dir + "/train_row_ids.npy", pool_ids = dir + "/pool_unused_ids.npy";
+  s = WriteNpyInt64(row_ids, rows);
+  if (s.ok()) s = WriteNpyInt64(pool_ids, unused);
+  if (!s.ok()) return s;
+
+  MutationView v;
+  const std::string table = RunLayout::TrainSegment(in.data_dir);
+  nlohmann::json members = nlohmann::json::array();
+  for (size_t i = 0; i < in.member_names.size(); ++i)
+    members.push_back({{"name", in.member_names[i]},
+                       {"dir", in.member_dirs[i]},
+                       {"holdout_pred", MemberFiles(in.member_dirs[i]).HoldoutPred()},
+                       {"pool_pred", MemberFiles(in.member_dirs[i]).PoolPred()}});
+  v.run = {{"state_dir", in.state_dir},
+           {"round_dir", in.round_dir},
+           {"round", in.round},
+           {"generation", in.generation},
+           {"features", in.features},
+           {"targets", in.targets},
+           {"feature_names", in.feature_names},
+           {"train_table",
+            {{"path", table},
+             {"header_bytes", kSegmentHeaderBytes},
+             {"rows", in.table_rows},
+             {"columns", in.features + in.targets},
+             {"dtype", "<f4"},
+             {"layout", "rows of features then targets, row-major, after the header"}}},
+           {"train_row_ids", row_ids},
+           {"train_rows", rows.size()},
+           {"dropped_rows", in.table_rows - rows.size()},
+           {"holdout_x", RunLayout::HoldoutFeatures(in.data_dir)},
+           {"pool_x", RunLayout::PoolFeatures(in.data_dir)},
+           {"pool_unused_ids", pool_ids},
+           {"members", members},
+           {"predictions_dtype", "<f4"},
+           {"ensemblectl", in.ctl_binary}};
+  if (in.gaussian) v.run["prediction"] = "gaussian";
+  if (!in.classes.empty()) {
+    v.run["task"] = "classification";
+    v.run["classes"] = in.classes;
+    v.run["train_table"]["layout"] = "rows of features then the class index, row-major, after the header";
+  }
+  v.env = {{"ENSEMBLED_STATE_DIR", in.state_dir},
+           {"ENSEMBLED_ROUND_DIR", in.round_dir},
+           {"ENSEMBLED_ROUND", std::to_string(in.round)},
+           {"ENSEMBLED_GENERATION", std::to_string(in.generation)},
+           {"ENSEMBLED_FEATURES", std::to_string(in.features)},
+           {"ENSEMBLED_TRAIN_TABLE", table},
+           {"ENSEMBLED_TRAIN_ROW_IDS", row_ids},
+           {"ENSEMBLED_HOLDOUT_X", RunLayout::HoldoutFeatures(in.data_dir)},
+           {"ENSEMBLED_POOL_X", RunLayout::PoolFeatures(in.data_dir)},
+           {"ENSEMBLED_POOL_UNUSED_IDS", pool_ids},
+           {"ENSEMBLED_CTL", in.ctl_binary}};
+  return v;
+}
+
+}  // namespace ens

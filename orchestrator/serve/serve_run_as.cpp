@@ -1,0 +1,113 @@
+// ServeDaemon's run_as (orchestrator/serve/run_as.h, docs/run-as.md): who each run runs as, and the
+// files the daemon hands to a run's submitter.
+//
+// run_as "submitter": the daemon (not root; CAP_SETUID, CAP_SETGID, CAP_CHOWN,
+// CAP_DAC_READ_SEARCH) makes each run's state directory and gives it to the submitter
+// (owner: its uid, group: its primary group, mode state_dir_mode); the run writes everything
+// in it as that user, and the daemon only reads there (journal, status.json, its control
+// socket: CAP_DAC_READ_SEARCH). What the daemon writes for a run stays the daemon's, in
+// <state_root>/.serve, with the submitter's primary group and mode 0640: the effective config
+// (configs/<name>.json) and the relayed log (logs/<name>.log). state_root, .serve and its
+// folders are 0710 for the submitters' group: they reach their own files by name, list none.
+#include <grp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include "common/atomic_file.h"
+#include "common/capabilities.h"
+#include "common/run_layout.h"
+#include "orchestrator/serve/serve_daemon.h"
+
+namespace ens {
+namespace {
+
+std::string GroupName(gid_t gid) {
+  std::vector<char> buf(65536);
+  struct group gr, *found = nullptr;
+  if (::getgrgid_r(gid, &gr, buf.data(), buf.size(), &found) == 0 && found != nullptr) return gr.gr_name;
+  return std::to_string(gid);
+}
+
+}  // namespace
+
+Status ServeDaemon::PrepareRunAs() {
+  if (cfg_.run_as != "submitter") {
+    // Every run runs as the daemon: a capability the unit grants for run_as "submitter" is of
+    // no use here (root keeps its own: it is how the daemon ran before run_as).
+    return ::geteuid() == 0 ? Status::Ok() : DropAllCapabilities();
+  }
+  std::vector<std::string> missing = MissingCapabilities(RunAsSubmitterCapabilities());
+  if (!missing.empty()) {
+    std::string list;
+    for (const std::string& m : missing) list += (list.empty() ? "" : ", ") + m;
+    return Status::InvalidArgument(
+        "/run_as: \"submitter\" needs CAP_SETUID, CAP_SETGID, CAP_CHOWN, CAP_DAC_READ_SEARCH and CAP_KILL in the daemon "
+        "(the unit's AmbientCapabilities=, docs/run-as.md); this process lacks " + list);
+  }
+  run_as_.submitter = true;
+  run_as_.allow_root = cfg_.allow_root;
+  run_as_.state_dir_mode = *ParseStateDirMode(cfg_.state_dir_mode);  // validated with the config
+  if (cfg_.submitters_group.empty()) {
+    run_as_.group = ::getegid();
+    run_as_.group_name = GroupName(run_as_.group);
+  } else {
+    std::optional<gid_t> gid = SystemUsers().GroupByName(cfg_.submitters_group);
+    if (!gid) return Status::InvalidArgument("/submitters_group: no group named '" + cfg_.submitters_group + "'");
+    run_as_.group = *gid;
+    run_as_.group_name = cfg_.submitters_group;
+  }
+  const std::string serve = ServeStateDir(cfg_);
+  for (const std::string& dir : {cfg_.state_root, serve, serve + "/configs", serve + "/logs"}) {
+    if (Status s = MakeDirs(dir); !s.ok()) return s;
+    if (::chown(dir.c_str(), static_cast<uid_t>(-1), run_as_.group) != 0 || ::chmod(dir.c_str(), 0710) != 0)
+      return Status::FromErrno("opening " + dir + " to group " + run_as_.group_name, errno);
+  }
+  spdlog::info("runs run as their submitters (members of group {}; root {}); state directories {:04o}",
+               run_as_.group_name, run_as_.allow_root ? "allowed" : "refused", run_as_.state_dir_mode);
+  return Status::Ok();
+}
+
+std::string ServeDaemon::RefuseSubmitter(uid_t uid) const {
+  if (!run_as_.submitter) return "";
+  StatusOr<Submitter> who = MapSubmitter(uid, run_as_, SystemUsers());
+  return who.ok() ? "" : who.status().message();
+}
+
+StatusOr<Submitter> ServeDaemon::PrepareSubmitterRun(const ServedRun& run) {
+  StatusOr<Submitter> who = MapSubmitter(run.submitter, run_as_, SystemUsers());
+  if (!who.ok()) return Status::InvalidArgument("its submitter cannot run it: " + who.status().message());
+  const ProcessCredentials& c = who->credentials;
+  const std::string& dir = run.state_dir;
+  if (!PathExists(dir)) {
+    if (Status s = MakeDirs(dir, static_cast<int>(run_as_.state_dir_mode)); !s.ok())
+      return Status::IOError("cannot make its state directory: " + s.message());
+  }
+  struct stat st;
+  if (::lstat(dir.c_str(), &st) != 0) return Status::FromErrno("its state directory " + dir, errno);
+  if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument("its state directory " + dir + " is not a directory");
+  if (st.st_uid == ::geteuid() && c.uid != st.st_uid) {  // made here (or before run_as): given to the submitter
+    if (::chmod(dir.c_str(), run_as_.state_dir_mode) != 0 || ::lchown(dir.c_str(), c.uid, c.gid) != 0)
+      return Status::FromErrno("giving its state directory " + dir + " to uid " + std::to_string(c.uid), errno);
+  } else if (st.st_uid != c.uid) {
+    return Status::InvalidArgument("its state directory " + dir + " belongs to uid " + std::to_string(st.st_uid) +
+                                   ", not to its submitter (uid " + std::to_string(c.uid) + ")");
+  }
+  if (Status s = ShareWithSubmitter(run.config_file, c.gid); !s.ok()) return s;
+  return who;
+}
+
+std::string ServeDaemon::LogOf(const ServedRun& run) const {
+  if (!run_as_.submitter) return RunLayout(run.state_dir).ServeLog();
+  return ServeStateDir(cfg_) + "/logs/" + run.name + ".log";
+}
+
+Status ServeDaemon::ShareWithSubmitter(const std::string& path, gid_t gid) const {
+  if (!run_as_.submitter) return Status::Ok();
+  if (::lchown(path.c_str(), static_cast<uid_t>(-1), gid) != 0 || ::chmod(path.c_str(), 0640) != 0)
+    return Status::FromErrno("sharing " + path + " with group " + std::to_string(gid), errno);
+  return Status::Ok();
+}
+
+}  // namespace ens

@@ -1,0 +1,183 @@
+// ServeDaemon's commands on one run by name (README "Serving many runs"): what `ensemblectl
+// status|pause|resume|stop|reload|predict|verify|export --socket S NAME` sends as
+// {"cmd": "run", "run": NAME, "action": ...}.
+//
+// locate and status: anyone who may connect (run_as "submitter": the run's submitter or root).
+// pause, resume, stop, reload: the run's submitter or root, checked here with the socket's
+// SO_PEERCRED uid; a run's own control socket is 0600 (the daemon's user; run_as "submitter":
+// in the submitter's state directory), so this is the only way in for the rest of the group.
+// pause and resume are
+// passed on to the run's supervisor; stop is cancel (a graceful stop; the run is `cancelled`,
+// its state kept); reload re-reads the run's file in runs_dir, writes its effective config anew
+// and asks the supervisor to reload it (its answer says what applies when), restoring the old
+// effective config when the supervisor refuses. The daemon's loop never waits for a
+// supervisor's answer (AskRun: the client's reply is deferred until it comes, or 4 s pass).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <optional>
+
+#include <spdlog/spdlog.h>
+
+#include "common/atomic_file.h"
+#include "orchestrator/serve/serve_daemon.h"
+
+namespace ens {
+namespace {
+
+using json = nlohmann::json;
+
+// How long the daemon waits for a run's supervisor to answer (it answers from its own loop,
+// within a second or so); its loop goes on meanwhile (AskRun). Under ensemblectl's own 5 s, so
+// the client is told which run did not answer rather than timing out itself.
+constexpr int kRunReplyMs = 4000;
+
+std::string Text(const json& req, const char* key) {
+  return req.contains(key) && req[key].is_string() ? req[key].get<std::string>() : "";
+}
+
+json Refused(const std::string& why) { return {{"ok", false}, {"error", why}}; }
+
+json ErrorList(const std::vector<ConfigError>& errors) {
+  json list = json::array();
+  for (const ConfigError& e : errors) list.push_back({{"pointer", e.pointer}, {"message", e.message}});
+  return list;
+}
+
+std::string Normal(const std::string& path) { return std::filesystem::path(path).lexically_normal().string(); }
+
+}  // namespace
+
+std::string ServeDaemon::NotPermitted(const ServedRun& run, const ControlPeer& peer, const std::string& verb) const {
+  if (peer.uid == 0 || peer.uid == run.submitter) return "";
+  return "run '" + run.name + "' was submitted by uid " + std::to_string(run.submitter) + "; only that user or root may " +
+         verb + " it";
+}
+
+json ServeDaemon::CancelFor(ServedRun& run, const ControlPeer& peer, const std::string& verb) {
+  if (std::string why = NotPermitted(run, peer, verb); !why.empty()) return Refused(why);
+  if (!run.file.empty()) {
+    ::unlink(run.file.c_str());
+    run.file.clear();
+  }
+  Cancel(run, "cancelled by uid " + std::to_string(peer.uid) + " (ensemblectl " + verb + ")");
+  return {{"ok", true}, {"message", std::string(run.state == RunState::kStopping ? "stopping" : "cancelled") + " run " +
+                                        run.name + " (its state is kept)"}};
+}
+
+json ServeDaemon::RunCommand(const json& req, const ControlPeer& peer) {
+  const std::string name = Text(req, "run"), action = Text(req, "action");
+  ServedRun* run = FindRun(name);
+  if (run == nullptr) {
+    for (auto& [file, r] : rejected_)
+      if (r.name == name) return Refused("run '" + name + "' was rejected: " + r.reason);
+    return Refused("no run named '" + name + "' (ensemblectl list shows every run)");
+  }
+  // run_as "submitter": a run's state is its submitter's to read (list still names every run).
+  if (run_as_.submitter && (action == "locate" || action == "status")) {
+    if (std::string why = NotPermitted(*run, peer, action); !why.empty()) return Refused(why);
+  }
+  if (action == "locate") return {{"ok", true}, {"run", Describe(*run)}};
+  if (action == "status") {
+    json reply = {{"ok", true}, {"run", Describe(*run)}, {"live", nullptr}};
+    if (run->state != RunState::kRunning && run->state != RunState::kStopping) return reply;
+    return AskRun(*run, "status", [reply](StatusOr<json> live) mutable {
+      if (live.ok() && live->value("ok", false) && live->contains("status")) reply["live"] = (*live)["status"];
+      return reply;
+    });
+  }
+  if (action != "pause" && action != "resume" && action != "stop" && action != "reload")
+    return Refused("unknown action '" + action + "' (locate, status, pause, resume, stop, reload)");
+  if (std::string why = NotPermitted(*run, peer, action); !why.empty()) return Refused(why);
+  if (IsEnded(run->state)) return Refused("run '" + name + "' is " + RunStateName(run->state) + ": nothing to " + action);
+  if (action == "stop") return CancelFor(*run, peer, "stop");
+  if (action == "reload") return ReloadRun(*run);
+  if (run->state != RunState::kRunning)
+    return Refused("run '" + name + "' is " + RunStateName(run->state) + "; " + action +
+                   " applies to a running run (cancel takes a queued one off the queue)");
+  return AskRun(*run, action, [name, action, uid = peer.uid](StatusOr<json> reply) {
+    if (!reply.ok()) return Refused("run '" + name + "' did not answer: " + reply.status().message());
+    spdlog::info("run {}: {} by uid {}: {}", name, action, uid, reply->dump());
+    return *reply;
+  });
+}
+
+json ServeDaemon::AskRun(const ServedRun& run, const std::string& cmd, RunReplyFinish finish) {
+  auto call = std::make_unique<ControlCall>(RunControlSocket(run.state_dir), json{{"cmd", cmd}}, kRunReplyMs);
+  if (call->fd() < 0) return finish(call->result());  // over at once (no socket, say)
+  uint64_t ticket = control_.Defer();
+  if (ticket == 0) return finish(Status::Internal("AskRun outside a control handler"));
+  run_calls_.push_back({std::move(call), ticket, std::move(finish)});
+  return json();  // not sent: the client's answer is finish()'s
+}
+
+void ServeDaemon::PollRunCalls() {
+  for (auto it = run_calls_.begin(); it != run_calls_.end();) {
+    if (!it->call->Poll()) {
+      ++it;
+      continue;
+    }
+    control_.Reply(it->ticket, it->finish(it->call->result()));
+    it = run_calls_.erase(it);
+  }
+}
+
+json ServeDaemon::ReloadRun(ServedRun& run) {
+  if (run.file.empty()) return Refused("run '" + run.name + "' has no config file in " + cfg_.runs_dir + " any more");
+  auto text = ReadFile(run.file);
+  if (!text.ok()) return Refused(text.status().message());
+  Config cfg;
+  std::vector<ConfigError> errors = ValidateServedRunConfig(*text, ParentDir(run.file), cfg_.state_root, &cfg);
+  if (errors.empty() && cfg.run_name != run.name)
+    errors.push_back({"/run_name", "a served run's name cannot change (it is '" + run.name + "')"});
+  if (errors.empty() && Normal(cfg.state_dir) != Normal(run.state_dir))
+    errors.push_back({"/state_dir", "a served run's state directory cannot change (it is " + run.state_dir + ")"});
+  if (errors.empty()) {
+    StatusOr<RunAsk> ask = queue_->pool().AskOf(cfg.resources);
+    if (!ask.ok())
+      errors.push_back({"/resources", ask.status().message()});
+    else if (DescribeGrant(*ask) != DescribeGrant(run.ask))
+      errors.push_back({"/resources", "a served run's resources cannot change by reload (it asks " +
+                                          DescribeGrant(run.ask) + "): cancel it and submit it again"});
+  }
+  if (!errors.empty()) {
+    json r = Refused(run.file + ": " + (errors[0].pointer.empty() ? "/" : errors[0].pointer) + ": " + errors[0].message);
+    r["errors"] = ErrorList(errors);
+    return r;
+  }
+  StatusOr<std::string> effective = EffectiveConfigText(cfg);
+  if (!effective.ok()) return Refused(effective.status().ToString());
+  auto before = ReadFile(run.config_file);
+  struct stat was;  // run_as "submitter": shared with the submitter's group, as the file it replaces
+  const gid_t gid = ::stat(run.config_file.c_str(), &was) == 0 ? was.st_gid : ::getegid();
+  if (Status s = WriteFileAtomic(run.config_file, *effective); !s.ok()) return Refused(s.ToString());
+  if (Status s = ShareWithSubmitter(run.config_file, gid); !s.ok()) return Refused(s.ToString());
+  if (run.state != RunState::kRunning) {
+    run.rounds = cfg.rounds.count;
+    run.members = static_cast<int>(cfg.members.size());
+    return {{"ok", true}, {"message", "run " + run.name + " is " + RunStateName(run.state) +
+                                          ": it starts with the new config (its resume checks it as reload would)"}};
+  }
+  return AskRun(run, "reload", [this, name = run.name, file = run.file, config_file = run.config_file, gid,
+                                 before = before.ok() ? std::optional<std::string>(*before) : std::nullopt,
+                                 rounds = cfg.rounds.count, members = static_cast<int>(cfg.members.size())](
+                                    StatusOr<json> reply) {
+    if (!reply.ok() || !reply->value("ok", false)) {
+      if (before) {
+        Status s = WriteFileAtomic(config_file, *before);
+        if (s.ok()) s = ShareWithSubmitter(config_file, gid);
+        if (!s.ok()) spdlog::error("run {}: {}", name, s.ToString());
+      }
+      return reply.ok() ? *reply : Refused("run '" + name + "' did not answer: " + reply.status().message());
+    }
+    if (ServedRun* r = FindRun(name)) {
+      r->rounds = rounds;
+      r->members = members;
+    }
+    spdlog::info("run {}: reloaded {}: {}", name, file, reply->value("message", ""));
+    return *reply;
+  });
+}
+
+}  // namespace ens

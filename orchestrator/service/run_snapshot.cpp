@@ -1,0 +1,229 @@
+#include "orchestrator/service/run_snapshot.h"
+
+#include <algorithm>
+#include <type_traits>
+
+
+namespace ens {
+
+RoundView RoundView::FromSummary(int round, uint64_t trained_rows, const nlohmann::json& e, double wall_seconds) {
+  RoundView r;
+  r.round = round;
+  r.trained_rows = trained_rows;
+  r.wall_seconds = wall_seconds;
+  r.ensemble_error = SummaryError(e);
+  if (e.contains("ensemble_accuracy")) {
+    r.metric = "accuracy";
+    r.member_mean = e.value("member_accuracy_mean", 0.0);
+    r.member_std = e.value("member_accuracy_std", 0.0);
+    r.ensemble = e.value("ensemble_accuracy", 0.0);
+  } else {
+    r.member_mean = e.value("member_rmse_mean", 0.0);
+    r.member_std = e.value("member_rmse_std", 0.0);
+    r.ensemble = e.value("ensemble_rmse", 0.0);
+  }
+  auto figure = [&e](const char* key) -> std::optional<double> {
+    if (e.is_object() && e.contains(key) && e[key].is_number()) return e[key].get<double>();
+    return std::nullopt;
+  };
+  r.coverage_1sigma = figure("coverage_1sigma");
+  r.coverage_2sigma = figure("coverage_2sigma");
+  r.holdout_nll = figure(r.metric == "accuracy" ? "ensemble_nll" : "ensemble_gaussian_nll");
+  r.ece = figure("ensemble_ece");
+  r.calibrated_coverage_1sigma = figure("calibrated_coverage_1sigma");
+  r.calibrated_coverage_2sigma = figure("calibrated_coverage_2sigma");
+  r.calibrated_nll = figure(r.metric == "accuracy" ? "calibrated_nll" : "calibrated_gaussian_nll");
+  r.calibrated_ece = figure("calibrated_ece");
+  r.ice = figure("interval_calibration_error");
+  r.calibrated_ice = figure("calibrated_interval_calibration_error");
+  if (e.is_object() && e.contains("reliability") && e["reliability"].is_object()) {
+    const nlohmann::json& rel = e["reliability"];
+    auto curve = [&rel](const char* key, std::vector<double>* out) {
+      if (!rel.contains(key) || !rel[key].is_array()) return;
+      for (const auto& v : rel[key])
+        if (v.is_number()) out->push_back(v.get<double>());
+    };
+    curve("raw", &r.reliability_raw);
+    curve("calibrated", &r.reliability_calibrated);
+  }
+  return r;
+}
+
+void SetCommittedRounds(RunSnapshot* s, const std::vector<nlohmann::json>& committed) {
+  const size_t n = committed.size();
+  s->rounds_committed = static_cast<int>(n);
+  s->rounds_done.clear();
+  static const nlohmann::json kNoSummary = nlohmann::json::object();
+  for (size_t i = n - std::min<size_t>(n, kRecentRounds); i < n; ++i) {
+    const nlohmann::json& c = committed[i];
+    const auto summary = c.find("summary");
+    s->rounds_done.push_back(RoundView::FromSummary(c.value("round", 0), c.value("trained_rows", uint64_t{0}),
+                                                    summary != c.end() ? *summary : kNoSummary,
+                                                    c.value("wall_seconds", 0.0)));
+  }
+}
+
+std::string RoundPosition(int round, int rounds) {
+  return "round " + std::to_string(round) + " (" + std::to_string(round + 1) + " of " + std::to_string(rounds) + ")";
+}
+
+nlohmann::json SnapshotToJson(const RunSnapshot& s) {
+  nlohmann::json workers = nlohmann::json::array();
+  for (const auto& w : s.workers)
+    workers.push_back({{"slot", w.slot}, {"gpu", w.gpu}, {"pid", w.pid}, {"state", w.state}, {"member", w.member},
+                       {"phase", w.phase}, {"rss_kb", w.rss_kb}, {"gpu_reserved_mb", w.gpu_reserved_mb},
+                       {"tasks_since_start", w.tasks_since_start}, {"spawns", w.spawns}, {"recycles", w.recycles},
+                       {"gpu_memory_mb", w.gpu_memory_mb}});
+  nlohmann::json gpus = nlohmann::json::array();
+  for (const auto& g : s.gpus)
+    gpus.push_back({{"index", g.index}, {"uuid", g.uuid}, {"name", g.name}, {"memory_used_mb", g.memory_used_mb},
+                    {"memory_total_mb", g.memory_total_mb}, {"utilization_pct", g.utilization_pct},
+                    {"temperature_c", g.temperature_c}, {"power_w", g.power_w}});
+  nlohmann::json rounds = nlohmann::json::array();
+  auto figure = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  for (const auto& r : s.rounds_done) {
+    rounds.push_back({{"round", r.round}, {"trained_rows", r.trained_rows}, {"metric", r.metric},
+                      {"member_mean", r.member_mean}, {"member_std", r.member_std}, {"ensemble", r.ensemble},
+                      {"ensemble_error", r.ensemble_error}, {"wall_seconds", r.wall_seconds},
+                      {"coverage_1sigma", figure(r.coverage_1sigma)}, {"coverage_2sigma", figure(r.coverage_2sigma)},
+                      {"holdout_nll", figure(r.holdout_nll)}, {"ece", figure(r.ece)},
+                      {"calibrated_coverage_1sigma", figure(r.calibrated_coverage_1sigma)},
+                      {"calibrated_coverage_2sigma", figure(r.calibrated_coverage_2sigma)},
+                      {"calibrated_nll", figure(r.calibrated_nll)}, {"calibrated_ece", figure(r.calibrated_ece)},
+                      {"ice", figure(r.ice)}, {"calibrated_ice", figure(r.calibrated_ice)}});
+    if (&r == &s.rounds_done.back() && !r.reliability_raw.empty())
+      rounds.back()["reliability"] = {{"raw", r.reliability_raw}, {"calibrated", r.reliability_calibrated}};
+  }
+  return {{"run_name", s.run_name}, {"pid", s.pid}, {"control_socket", s.control_socket},
+          {"paused", s.paused}, {"stopping", s.stopping}, {"round", s.round}, {"rounds", s.rounds},
+          {"members_total", s.members_total}, {"members_done", s.members_done},
+          {"members_running", s.members_running}, {"members_failed", s.members_failed_round},
+          {"eta_round_s", s.eta_round_s}, {"dataset_rows", s.dataset_rows},
+          {"dataset_generation", s.dataset_generation}, {"config_epoch", s.config_epoch},
+          {"members_finished_total", s.members_finished_total},
+          {"members_failed_total", s.members_failed_total}, {"members_retried_total", s.members_retried_total},
+          {"worker_restarts_total", s.worker_restarts_total}, {"worker_recycles_total", s.worker_recycles_total},
+          {"bad_messages", s.bad_messages_total}, {"unplanned_restarts", s.worker_restarts_total},
+          {"workers", workers}, {"rounds_committed", s.rounds_committed}, {"rounds_done", rounds},
+          {"gpu_source", s.gpu_source}, {"gpus", gpus}};
+}
+
+namespace {
+
+template <typename T>
+void Take(const nlohmann::json& j, const char* key, T* out) {
+  if (!j.is_object() || !j.contains(key)) return;
+  const nlohmann::json& v = j[key];
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (v.is_string()) *out = v.get<std::string>();
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (v.is_boolean()) *out = v.get<bool>();
+  } else if constexpr (std::is_same_v<T, std::optional<double>>) {
+    if (v.is_number()) *out = v.get<double>();  // null: not known
+  } else {
+    if (v.is_number()) *out = v.get<T>();
+  }
+}
+
+}  // namespace
+
+RunSnapshot SnapshotFromJson(const nlohmann::json& j) {
+  RunSnapshot s;
+  Take(j, "run_name", &s.run_name);
+  Take(j, "pid", &s.pid);
+  Take(j, "control_socket", &s.control_socket);
+  Take(j, "paused", &s.paused);
+  Take(j, "stopping", &s.stopping);
+  Take(j, "round", &s.round);
+  Take(j, "rounds", &s.rounds);
+  Take(j, "members_total", &s.members_total);
+  Take(j, "members_done", &s.members_done);
+  Take(j, "members_running", &s.members_running);
+  Take(j, "members_failed", &s.members_failed_round);
+  Take(j, "eta_round_s", &s.eta_round_s);
+  Take(j, "dataset_rows", &s.dataset_rows);
+  Take(j, "dataset_generation", &s.dataset_generation);
+  Take(j, "config_epoch", &s.config_epoch);
+  Take(j, "members_finished_total", &s.members_finished_total);
+  Take(j, "members_failed_total", &s.members_failed_total);
+  Take(j, "members_retried_total", &s.members_retried_total);
+  Take(j, "worker_restarts_total", &s.worker_restarts_total);
+  Take(j, "worker_recycles_total", &s.worker_recycles_total);
+  Take(j, "bad_messages", &s.bad_messages_total);
+  Take(j, "gpu_source", &s.gpu_source);
+  auto items = [&](const char* key) {
+    return j.is_object() && j.contains(key) && j[key].is_array() ? j[key] : nlohmann::json::array();
+  };
+  for (const auto& w : items("workers")) {
+    WorkerView v;
+    Take(w, "slot", &v.slot);
+    Take(w, "gpu", &v.gpu);
+    Take(w, "pid", &v.pid);
+    Take(w, "state", &v.state);
+    Take(w, "member", &v.member);
+    Take(w, "phase", &v.phase);
+    Take(w, "rss_kb", &v.rss_kb);
+    Take(w, "gpu_reserved_mb", &v.gpu_reserved_mb);
+    Take(w, "tasks_since_start", &v.tasks_since_start);
+    Take(w, "spawns", &v.spawns);
+    Take(w, "recycles", &v.recycles);
+    Take(w, "gpu_memory_mb", &v.gpu_memory_mb);
+    s.workers.push_back(v);
+  }
+  for (const auto& g : items("gpus")) {
+    GpuView v;
+    Take(g, "index", &v.index);
+    Take(g, "uuid", &v.uuid);
+    Take(g, "name", &v.name);
+    Take(g, "memory_used_mb", &v.memory_used_mb);
+    Take(g, "memory_total_mb", &v.memory_total_mb);
+    Take(g, "utilization_pct", &v.utilization_pct);
+    Take(g, "temperature_c", &v.temperature_c);
+    Take(g, "power_w", &v.power_w);
+    s.gpus.push_back(v);
+  }
+  for (const auto& r : items("rounds_done")) {
+    RoundView v;
+    Take(r, "round", &v.round);
+    Take(r, "trained_rows", &v.trained_rows);
+    Take(r, "metric", &v.metric);
+    Take(r, "member_mean", &v.member_mean);
+    Take(r, "member_std", &v.member_std);
+    Take(r, "ensemble", &v.ensemble);
+    Take(r, "ensemble_error", &v.ensemble_error);
+    Take(r, "wall_seconds", &v.wall_seconds);
+    Take(r, "coverage_1sigma", &v.coverage_1sigma);
+    Take(r, "coverage_2sigma", &v.coverage_2sigma);
+    Take(r, "holdout_nll", &v.holdout_nll);
+    Take(r, "ece", &v.ece);
+    Take(r, "calibrated_coverage_1sigma", &v.calibrated_coverage_1sigma);
+    Take(r, "calibrated_coverage_2sigma", &v.calibrated_coverage_2sigma);
+    Take(r, "calibrated_nll", &v.calibrated_nll);
+    Take(r, "calibrated_ece", &v.calibrated_ece);
+    Take(r, "ice", &v.ice);
+    Take(r, "calibrated_ice", &v.calibrated_ice);
+    if (r.contains("reliability") && r["reliability"].is_object()) {
+      for (const auto& x : r["reliability"].value("raw", nlohmann::json::array()))
+        if (x.is_number()) v.reliability_raw.push_back(x.get<double>());
+      for (const auto& x : r["reliability"].value("calibrated", nlohmann::json::array()))
+        if (x.is_number()) v.reliability_calibrated.push_back(x.get<double>());
+    }
+    s.rounds_done.push_back(v);
+  }
+  s.rounds_committed = static_cast<int>(s.rounds_done.size());
+  Take(j, "rounds_committed", &s.rounds_committed);
+  return s;
+}
+
+void AddGpuReadings(const GpuReadings& g, RunSnapshot* s) {
+  s->gpu_source = g.source;
+  s->gpus = g.gpus;
+  s->gpu_history_s = g.history_s;
+  s->gpu_history_mb = g.history_mb;
+  for (WorkerView& w : s->workers) {
+    auto it = w.pid > 0 ? g.process_mb.find(static_cast<pid_t>(w.pid)) : g.process_mb.end();
+    if (it != g.process_mb.end()) w.gpu_memory_mb = std::max(0.0, w.gpu_memory_mb) + it->second;
+  }
+}
+
+}  // namespace ens
