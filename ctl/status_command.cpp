@@ -163,23 +163,20 @@ void PrintRounds(const RunProgress& p) {
   const char* metric = classify ? "accuracy" : "RMSE";
   std::printf("%-6s %12s %28s %18s", "round", "train rows",
               (std::string("member holdout ") + metric + " (mean±std)").c_str(), (std::string("ensemble ") + metric).c_str());
-  if (classify)
-    std::printf(" %10s %10s %10s %10s\n", "NLL", "ECE", "cal. NLL", "cal. ECE");
-  else
-    std::printf(" %10s %10s %10s %10s %10s %10s\n", "cover 1sd", "cover 2sd", "NLL", "cal. 1sd", "cal. 2sd",
-                "cal. NLL");
+  // The figures of kRoundFigures (round_figures.h) this kind of run has, with a column here.
+  std::vector<size_t> shown;
+  for (size_t i = 0; i < kRoundFigureCount; ++i)
+    if (*kRoundFigures[i].text_header != '\0' && *RoundFigureSummaryKey(kRoundFigures[i], classify) != '\0')
+      shown.push_back(i);
+  for (size_t i : shown) std::printf(" %10s", kRoundFigures[i].text_header);
+  std::printf("\n");
   for (const auto& c : p.committed) {
     const RoundView r = RoundView::FromSummary(c.value("round", 0), c.value("trained_rows", uint64_t{0}),
                                                c["summary"], 0);
     std::printf("%-6d %12llu %19.4f ± %-7.4f %18.4f", r.round, static_cast<unsigned long long>(r.trained_rows),
                 r.member_mean, r.member_std, r.ensemble);
-    if (classify)
-      std::printf(" %10s %10s %10s %10s\n", Figure(r.holdout_nll).c_str(), Figure(r.ece).c_str(),
-                  Figure(r.calibrated_nll).c_str(), Figure(r.calibrated_ece).c_str());
-    else
-      std::printf(" %10s %10s %10s %10s %10s %10s\n", Figure(r.coverage_1sigma).c_str(), Figure(r.coverage_2sigma).c_str(),
-                  Figure(r.holdout_nll).c_str(), Figure(r.calibrated_coverage_1sigma).c_str(),
-                  Figure(r.calibrated_coverage_2sigma).c_str(), Figure(r.calibrated_nll).c_str());
+    for (size_t i : shown) std::printf(" %10s", Figure(r.figures[i]).c_str());
+    std::printf("\n");
   }
 }
 

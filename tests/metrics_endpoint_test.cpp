@@ -370,9 +370,9 @@ TEST_CASE("calibration gauges are the last committed round's - left out where it
   old.round = 0;
   RoundView r;
   r.round = 1;
-  r.coverage_1sigma = 0.25;
-  r.coverage_2sigma = 0.5;
-  r.holdout_nll = -0.75;  // a Gaussian NLL may be negative
+  r.figure("coverage_1sigma") = 0.25;
+  r.figure("coverage_2sigma") = 0.5;
+  r.figure("holdout_nll") = -0.75;  // a Gaussian NLL may be negative
   s.rounds_done = {old, r};
   Exposition e = ParseExposition(RenderPrometheus(s));
   INFO(Joined(e.problems, "\n"));
@@ -387,8 +387,8 @@ TEST_CASE("calibration gauges are the last committed round's - left out where it
   RoundView c;
   c.round = 2;
   c.metric = "accuracy";
-  c.holdout_nll = 0.3;
-  c.ece = 0.04;
+  c.figure("holdout_nll") = 0.3;
+  c.figure("ece") = 0.04;
   s.rounds_done = {c};
   e = ParseExposition(RenderPrometheus(s));
   CHECK(e.problems.empty());
@@ -401,6 +401,45 @@ TEST_CASE("calibration gauges are the last committed round's - left out where it
   CHECK(e.problems.empty());
   CHECK(Find(e, "ensembled_round_coverage_1sigma").empty());
   CHECK(Find(e, "ensembled_round_holdout_nll").empty());
+}
+
+TEST_CASE("every figure of kRoundFigures reaches status.json, /metrics and the status page from a summary",
+          "[service][metrics][calibration]") {
+  // A summary with every figure of each kind of run, each a distinct value.
+  for (bool classification : {false, true}) {
+    nlohmann::json summary = {{classification ? "ensemble_accuracy" : "ensemble_rmse", 0.5}};
+    std::vector<size_t> has;
+    for (size_t i = 0; i < kRoundFigureCount; ++i) {
+      const char* key = RoundFigureSummaryKey(kRoundFigures[i], classification);
+      if (*key == '\0') continue;
+      summary[key] = 0.125 * static_cast<double>(i + 1);
+      has.push_back(i);
+    }
+    INFO((classification ? "classification" : "regression") << ": " << summary.dump());
+    REQUIRE_FALSE(has.empty());
+    RunSnapshot s;
+    s.run_name = "f";
+    s.task_seconds_buckets.assign(s.task_seconds_bucket_bounds.size(), 0);
+    s.rounds_done = {RoundView::FromSummary(1, 10, summary, 1.0)};
+    const RunSnapshot back = SnapshotFromJson(SnapshotToJson(s));  // status.json out and in
+    Exposition e = ParseExposition(RenderPrometheus(back));
+    INFO(Joined(e.problems, "\n"));
+    CHECK(e.problems.empty());
+    const std::string page = RenderStatusPage(back);
+    for (size_t i = 0; i < kRoundFigureCount; ++i) {
+      const RoundFigure& f = kRoundFigures[i];
+      INFO(f.key);
+      const bool expected = std::find(has.begin(), has.end(), i) != has.end();
+      CHECK(back.rounds_done[0].figures[i].has_value() == expected);
+      CHECK(Find(e, f.metric).size() == (expected ? 1u : 0u));
+      if (expected) {
+        CHECK(*back.rounds_done[0].figures[i] == 0.125 * static_cast<double>(i + 1));
+        CHECK(One(e, f.metric) == 0.125 * static_cast<double>(i + 1));
+      }
+      if (*f.html_header != '\0')
+        CHECK((page.find("<th>" + std::string(f.html_header) + "</th>") != std::string::npos) == expected);
+    }
+  }
 }
 
 TEST_CASE("per-round series cover the snapshot's window and rounds_completed counts every committed round",

@@ -71,8 +71,8 @@ RunSnapshot Sample() {
   r.ensemble_error = 0.14;
   r.wall_seconds = 33.25;
   RoundView calibrated = r;  // the second round's summary has calibration figures, the first none
-  calibrated.holdout_nll = 0.4125;
-  calibrated.ece = 0.0375;
+  calibrated.figure("holdout_nll") = 0.4125;
+  calibrated.figure("ece") = 0.0375;
   s.rounds_done = {r, calibrated};
   return s;
 }
@@ -88,10 +88,10 @@ TEST_CASE("status.json reads back as the snapshot it was written from", "[snapsh
   REQUIRE(back.rounds_done.size() == 2);
   CHECK(back.rounds_done[1].metric == "accuracy");
   CHECK(back.rounds_done[1].ensemble_error == 0.14);
-  CHECK(back.rounds_done[1].holdout_nll == 0.4125);
-  CHECK(back.rounds_done[1].ece == 0.0375);
-  CHECK_FALSE(back.rounds_done[1].coverage_1sigma.has_value());
-  CHECK_FALSE(back.rounds_done[0].holdout_nll.has_value());
+  CHECK(back.rounds_done[1].figure("holdout_nll") == 0.4125);
+  CHECK(back.rounds_done[1].figure("ece") == 0.0375);
+  CHECK_FALSE(back.rounds_done[1].figure("coverage_1sigma").has_value());
+  CHECK_FALSE(back.rounds_done[0].figure("holdout_nll").has_value());
   CHECK(written["rounds_done"][0]["ece"].is_null());
   REQUIRE(back.workers.size() == 1);
   CHECK(back.workers[0].phase == "training");
@@ -113,7 +113,7 @@ TEST_CASE("a status.json with missing or mistyped fields keeps the defaults for 
   CHECK(back.rounds_done[0].ensemble_error == 0);
   CHECK(back.rounds_done[0].trained_rows == 2048);
   j["rounds_done"][1]["ece"] = "low";
-  CHECK_FALSE(SnapshotFromJson(j).rounds_done[1].ece.has_value());
+  CHECK_FALSE(SnapshotFromJson(j).rounds_done[1].figure("ece").has_value());
   CHECK(SnapshotFromJson(json("not an object")).run_name.empty());
   CHECK(SnapshotFromJson(json::array()).rounds_done.empty());
 }
@@ -124,25 +124,25 @@ TEST_CASE("a round's calibration comes from its summary - one written before it 
                            {"ensemble_error", 0.8},         {"coverage_1sigma", 0.62}, {"coverage_2sigma", 0.91},
                            {"ensemble_gaussian_nll", 1.25}};
   const RoundView r = RoundView::FromSummary(1, 100, regression, 2.0);
-  CHECK(r.coverage_1sigma == 0.62);
-  CHECK(r.coverage_2sigma == 0.91);
-  CHECK(r.holdout_nll == 1.25);
-  CHECK_FALSE(r.ece.has_value());
+  CHECK(r.figure("coverage_1sigma") == 0.62);
+  CHECK(r.figure("coverage_2sigma") == 0.91);
+  CHECK(r.figure("holdout_nll") == 1.25);
+  CHECK_FALSE(r.figure("ece").has_value());
   const json classification = {{"member_accuracy_mean", 0.8}, {"ensemble_accuracy", 0.9}, {"ensemble_nll", 0.3},
                                {"ensemble_brier", 0.1},       {"ensemble_ece", 0.05}};
   const RoundView c = RoundView::FromSummary(1, 100, classification, 2.0);
-  CHECK(c.holdout_nll == 0.3);
-  CHECK(c.ece == 0.05);
-  CHECK_FALSE(c.coverage_1sigma.has_value());
+  CHECK(c.figure("holdout_nll") == 0.3);
+  CHECK(c.figure("ece") == 0.05);
+  CHECK_FALSE(c.figure("coverage_1sigma").has_value());
   // A regression summary from before calibration (and its status.json entry) has none of them.
   const RoundView old = RoundView::FromSummary(0, 50, {{"ensemble_rmse", 0.9}}, 1.0);
-  CHECK_FALSE(old.coverage_1sigma.has_value());
-  CHECK_FALSE(old.holdout_nll.has_value());
+  CHECK_FALSE(old.figure("coverage_1sigma").has_value());
+  CHECK_FALSE(old.figure("holdout_nll").has_value());
   json old_status = SnapshotToJson(RunSnapshot{});
   old_status["rounds_done"] = json::array({{{"round", 0}, {"metric", "RMSE"}, {"ensemble", 0.9}}});
   const RunSnapshot back = SnapshotFromJson(old_status);
   REQUIRE(back.rounds_done.size() == 1);
-  CHECK_FALSE(back.rounds_done[0].coverage_2sigma.has_value());
+  CHECK_FALSE(back.rounds_done[0].figure("coverage_2sigma").has_value());
 
   RunSnapshot s;
   s.rounds_done = {old, r};
@@ -186,16 +186,16 @@ TEST_CASE("the calibrated figures and the reliability curve go from a summary to
   }
   e["reliability"] = {{"nominal", kReliabilityNominal}, {"raw", raw}, {"calibrated", cal}};
   const RoundView r = RoundView::FromSummary(3, 500, e, 1.0);
-  CHECK(*r.calibrated_coverage_2sigma == Approx(0.95));
-  CHECK(*r.calibrated_nll == Approx(1.9));
-  CHECK(*r.ice == Approx(0.12));
+  CHECK(*r.figure("calibrated_coverage_2sigma") == Approx(0.95));
+  CHECK(*r.figure("calibrated_nll") == Approx(1.9));
+  CHECK(*r.figure("ice") == Approx(0.12));
   REQUIRE(r.reliability_raw.size() == kReliabilityLevels);
   RunSnapshot s;
   s.rounds_done = {r};
   const RunSnapshot back = SnapshotFromJson(SnapshotToJson(s));
   REQUIRE(back.rounds_done.size() == 1);
-  CHECK(*back.rounds_done[0].calibrated_coverage_1sigma == Approx(0.69));
-  CHECK(*back.rounds_done[0].calibrated_ice == Approx(0.01));
+  CHECK(*back.rounds_done[0].figure("calibrated_coverage_1sigma") == Approx(0.69));
+  CHECK(*back.rounds_done[0].figure("calibrated_ice") == Approx(0.01));
   CHECK(back.rounds_done[0].reliability_calibrated == cal);
   const std::string page = RenderStatusPage(s);
   CHECK(page.find("<td>0.6900</td><td>0.9500</td><td>1.9000</td>") != std::string::npos);

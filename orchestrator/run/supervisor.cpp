@@ -419,8 +419,8 @@ void Supervisor::PrintFinalTable() const {
   for (const json& c : progress_.committed) {
     const json& s = c["summary"];
     char cover[32] = "-";
-    if (s.contains("calibrated_coverage_2sigma") && s["calibrated_coverage_2sigma"].is_number())
-      std::snprintf(cover, sizeof(cover), "%.3f", s["calibrated_coverage_2sigma"].get<double>());
+    const std::optional<double>& cal = RoundView::FromSummary(0, 0, s, 0).figure("calibrated_coverage_2sigma");
+    if (cal) std::snprintf(cover, sizeof(cover), "%.3f", *cal);
     std::printf("%-6d %12llu %19.4f ± %-7.4f %14.4f %12s %10.1f\n", c.value("round", 0),
                 static_cast<unsigned long long>(c.value("trained_rows", uint64_t{0})),
                 s.value("member_rmse_mean", 0.0), s.value("member_rmse_std", 0.0), s.value("ensemble_rmse", 0.0),

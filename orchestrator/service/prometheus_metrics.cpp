@@ -1,4 +1,5 @@
 // RenderPrometheus: the /metrics endpoint's text.
+#include <cmath>
 #include <iomanip>
 #include <sstream>
 
@@ -28,7 +29,14 @@ class Writer {
   void Sample(const std::string& name, double v, const std::string& labels = "") {
     out_ << std::setprecision(17) << name;
     if (!labels.empty()) out_ << "{" << labels << "}";
-    out_ << " " << v << "\n";
+    // The exposition format's spellings of the non-finite values (a round summary without an
+    // error, say, is +Inf), which the stream would write as "inf" and "nan".
+    if (std::isnan(v))
+      out_ << " NaN\n";
+    else if (std::isinf(v))
+      out_ << (v > 0 ? " +Inf\n" : " -Inf\n");
+    else
+      out_ << " " << v << "\n";
   }
   std::string str() const { return out_.str(); }
 
@@ -161,44 +169,11 @@ void WriteRounds(Writer& w, const RunSnapshot& s, const std::string& run) {
 void WriteCalibration(Writer& w, const RunSnapshot& s, const std::string& run) {
   if (s.rounds_done.empty()) return;
   const RoundView& last = s.rounds_done.back();
-  struct Family {
-    const char* name;
-    std::optional<double> RoundView::*figure;
-    const char* help;
-  };
-  static const Family kFamilies[] = {
-      {"ensembled_round_coverage_1sigma", &RoundView::coverage_1sigma,
-       "Regression: fraction of holdout rows within the ensemble's mean +- 1 std (last committed round; several "
-       "targets: the mean over targets)."},
-      {"ensembled_round_coverage_2sigma", &RoundView::coverage_2sigma,
-       "Regression: fraction of holdout rows within the ensemble's mean +- 2 std (last committed round)."},
-      {"ensembled_round_holdout_nll", &RoundView::holdout_nll,
-       "Holdout NLL of the last committed round: regression, of the Gaussian with the ensemble's mean and std; "
-       "classification, of the mean probabilities."},
-      {"ensembled_round_ece", &RoundView::ece,
-       "Classification: expected calibration error (15 equal-width confidence bins) of the last committed round."},
-      {"ensembled_round_calibrated_coverage_1sigma", &RoundView::calibrated_coverage_1sigma,
-       "Regression: fraction of holdout rows within mean +- 1 calibrated std (last committed round; the calibration "
-       "fitted on the other half of the holdout)."},
-      {"ensembled_round_calibrated_coverage_2sigma", &RoundView::calibrated_coverage_2sigma,
-       "Regression: fraction of holdout rows within mean +- 2 calibrated std (last committed round)."},
-      {"ensembled_round_calibrated_holdout_nll", &RoundView::calibrated_nll,
-       "Holdout NLL after the last committed round's calibration: regression, of the Gaussian with the calibrated "
-       "std; classification, of the temperature-scaled probabilities."},
-      {"ensembled_round_interval_calibration_error", &RoundView::ice,
-       "Regression: mean |observed - nominal| coverage of the central intervals at 5 %, 10 %, ..., 95 % (last "
-       "committed round, raw std)."},
-      {"ensembled_round_calibrated_interval_calibration_error", &RoundView::calibrated_ice,
-       "Regression: the interval calibration error with the calibrated std (last committed round)."},
-      {"ensembled_round_calibrated_ece", &RoundView::calibrated_ece,
-       "Classification: expected calibration error of the temperature-scaled probabilities (last committed "
-       "round)."},
-  };
-  for (const Family& f : kFamilies) {
-    const std::optional<double>& v = last.*f.figure;
+  for (size_t i = 0; i < kRoundFigureCount; ++i) {  // round_figures.h: one gauge a figure
+    const std::optional<double>& v = last.figures[i];
     if (!v) continue;
-    w.Family(f.name, "gauge", f.help);
-    w.Sample(f.name, *v, run);
+    w.Family(kRoundFigures[i].metric, "gauge", kRoundFigures[i].help);
+    w.Sample(kRoundFigures[i].metric, *v, run);
   }
 }
 

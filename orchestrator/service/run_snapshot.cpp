@@ -22,20 +22,10 @@ RoundView RoundView::FromSummary(int round, uint64_t trained_rows, const nlohman
     r.member_std = e.value("member_rmse_std", 0.0);
     r.ensemble = e.value("ensemble_rmse", 0.0);
   }
-  auto figure = [&e](const char* key) -> std::optional<double> {
-    if (e.is_object() && e.contains(key) && e[key].is_number()) return e[key].get<double>();
-    return std::nullopt;
-  };
-  r.coverage_1sigma = figure("coverage_1sigma");
-  r.coverage_2sigma = figure("coverage_2sigma");
-  r.holdout_nll = figure(r.metric == "accuracy" ? "ensemble_nll" : "ensemble_gaussian_nll");
-  r.ece = figure("ensemble_ece");
-  r.calibrated_coverage_1sigma = figure("calibrated_coverage_1sigma");
-  r.calibrated_coverage_2sigma = figure("calibrated_coverage_2sigma");
-  r.calibrated_nll = figure(r.metric == "accuracy" ? "calibrated_nll" : "calibrated_gaussian_nll");
-  r.calibrated_ece = figure("calibrated_ece");
-  r.ice = figure("interval_calibration_error");
-  r.calibrated_ice = figure("calibrated_interval_calibration_error");
+  for (size_t i = 0; i < kRoundFigureCount; ++i) {
+    const char* key = RoundFigureSummaryKey(kRoundFigures[i], r.metric == "accuracy");
+    if (*key != '\0' && e.is_object() && e.contains(key) && e[key].is_number()) r.figures[i] = e[key].get<double>();
+  }
   if (e.is_object() && e.contains("reliability") && e["reliability"].is_object()) {
     const nlohmann::json& rel = e["reliability"];
     auto curve = [&rel](const char* key, std::vector<double>* out) {
@@ -84,13 +74,8 @@ nlohmann::json SnapshotToJson(const RunSnapshot& s) {
   for (const auto& r : s.rounds_done) {
     rounds.push_back({{"round", r.round}, {"trained_rows", r.trained_rows}, {"metric", r.metric},
                       {"member_mean", r.member_mean}, {"member_std", r.member_std}, {"ensemble", r.ensemble},
-                      {"ensemble_error", r.ensemble_error}, {"wall_seconds", r.wall_seconds},
-                      {"coverage_1sigma", figure(r.coverage_1sigma)}, {"coverage_2sigma", figure(r.coverage_2sigma)},
-                      {"holdout_nll", figure(r.holdout_nll)}, {"ece", figure(r.ece)},
-                      {"calibrated_coverage_1sigma", figure(r.calibrated_coverage_1sigma)},
-                      {"calibrated_coverage_2sigma", figure(r.calibrated_coverage_2sigma)},
-                      {"calibrated_nll", figure(r.calibrated_nll)}, {"calibrated_ece", figure(r.calibrated_ece)},
-                      {"ice", figure(r.ice)}, {"calibrated_ice", figure(r.calibrated_ice)}});
+                      {"ensemble_error", r.ensemble_error}, {"wall_seconds", r.wall_seconds}});
+    for (size_t i = 0; i < kRoundFigureCount; ++i) rounds.back()[kRoundFigures[i].key] = figure(r.figures[i]);
     if (&r == &s.rounds_done.back() && !r.reliability_raw.empty())
       rounds.back()["reliability"] = {{"raw", r.reliability_raw}, {"calibrated", r.reliability_calibrated}};
   }
@@ -192,16 +177,7 @@ RunSnapshot SnapshotFromJson(const nlohmann::json& j) {
     Take(r, "ensemble", &v.ensemble);
     Take(r, "ensemble_error", &v.ensemble_error);
     Take(r, "wall_seconds", &v.wall_seconds);
-    Take(r, "coverage_1sigma", &v.coverage_1sigma);
-    Take(r, "coverage_2sigma", &v.coverage_2sigma);
-    Take(r, "holdout_nll", &v.holdout_nll);
-    Take(r, "ece", &v.ece);
-    Take(r, "calibrated_coverage_1sigma", &v.calibrated_coverage_1sigma);
-    Take(r, "calibrated_coverage_2sigma", &v.calibrated_coverage_2sigma);
-    Take(r, "calibrated_nll", &v.calibrated_nll);
-    Take(r, "calibrated_ece", &v.calibrated_ece);
-    Take(r, "ice", &v.ice);
-    Take(r, "calibrated_ice", &v.calibrated_ice);
+    for (size_t i = 0; i < kRoundFigureCount; ++i) Take(r, kRoundFigures[i].key, &v.figures[i]);
     if (r.contains("reliability") && r["reliability"].is_object()) {
       for (const auto& x : r["reliability"].value("raw", nlohmann::json::array()))
         if (x.is_number()) v.reliability_raw.push_back(x.get<double>());

@@ -5,6 +5,7 @@
 // so the HTTP thread shares nothing mutable with the loop. Plain data.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -33,7 +34,6 @@ struct WorkerView {
   double gpu_memory_mb = -1;  // this process's GPU memory as NVML sees it; -1: not known
 };
 
-// One GPU as the supervisor last sampled it (GpuMonitor). A reading not taken is -1.
 // A committed round's scores: holdout RMSE (regression) or accuracy (classification).
 struct RoundView {
   int round = 0;
@@ -42,16 +42,13 @@ struct RoundView {
   double member_mean = 0, member_std = 0, ensemble = 0;
   double ensemble_error = 0;    // RMSE, or the fraction misclassified (stop_below_error's)
   double wall_seconds = 0;
-  // Calibration (ensemble_summary.h), absent (nullopt; null in status.json) where the round's
-  // summary has none: a summary written before them, or a one-member regression. Regression:
-  // the coverage of the +-1 and 2 sigma intervals and ensemble_gaussian_nll (several targets:
-  // the means over the targets); classification: ensemble_nll and ensemble_ece.
-  std::optional<double> coverage_1sigma, coverage_2sigma, holdout_nll, ece;
-  // The same after the round's calibration (sigma_calibration.h; cross-fitted on the holdout):
-  // regression, the calibrated coverages and Gaussian NLL, and the interval calibration error
-  // raw and calibrated; classification, NLL and ECE of the tempered probabilities.
-  std::optional<double> calibrated_coverage_1sigma, calibrated_coverage_2sigma, calibrated_nll, calibrated_ece;
-  std::optional<double> ice, calibrated_ice;
+  // The optional figures of kRoundFigures (round_figures.h), in its order: absent (nullopt;
+  // null in status.json) where the round's summary has none (a summary written before them, a
+  // one-member regression, a figure of the other kind of run).
+  std::array<std::optional<double>, kRoundFigureCount> figures{};
+  // A figure by name: figure("coverage_2sigma") (a name kRoundFigures lacks does not compile).
+  const std::optional<double>& figure(RoundFigureName name) const { return figures[name.index]; }
+  std::optional<double>& figure(RoundFigureName name) { return figures[name.index]; }
   // The reliability curve (observed coverage at kReliabilityNominal), raw and calibrated;
   // empty where the summary has none. status.json carries them for the last round only.
   std::vector<double> reliability_raw, reliability_calibrated;

@@ -202,12 +202,15 @@ void WriteGpus(std::ostream& o, const RunSnapshot& s) {
 // (written before them) shows a dash.
 void WriteRounds(std::ostream& o, const RunSnapshot& s, const std::string& metric) {
   const bool classify = metric == "accuracy";
+  // The figures of kRoundFigures (round_figures.h) this kind of run has, with a column here.
+  std::vector<size_t> shown;
+  for (size_t i = 0; i < kRoundFigureCount; ++i)
+    if (*kRoundFigures[i].html_header != '\0' && *RoundFigureSummaryKey(kRoundFigures[i], classify) != '\0')
+      shown.push_back(i);
   o << "<h2>Rounds" << WindowNote(s) << "</h2><table id=\"rounds\"><tr><th>round</th><th>train rows</th>"
-    << "<th>member " << metric << "</th><th>ensemble " << metric << "</th>"
-    << (classify ? "<th>NLL</th><th>ECE</th><th>calibrated NLL</th><th>calibrated ECE</th>"
-                 : "<th>&plusmn;1&sigma; coverage</th><th>&plusmn;2&sigma; coverage</th><th>NLL</th>"
-                   "<th>calibrated &plusmn;1&sigma;</th><th>calibrated &plusmn;2&sigma;</th><th>calibrated NLL</th>")
-    << "<th>wall s</th></tr>";
+    << "<th>member " << metric << "</th><th>ensemble " << metric << "</th>";
+  for (size_t i : shown) o << "<th>" << kRoundFigures[i].html_header << "</th>";
+  o << "<th>wall s</th></tr>";
   auto figure = [](const std::optional<double>& v) {
     if (!v) return std::string("&ndash;");
     char b[32];
@@ -219,13 +222,7 @@ void WriteRounds(std::ostream& o, const RunSnapshot& s, const std::string& metri
     std::snprintf(row, sizeof(row), "<tr><td>%d</td><td>%llu</td><td>%.4f &plusmn; %.4f</td><td>%.4f</td>",
                   r.round, static_cast<unsigned long long>(r.trained_rows), r.member_mean, r.member_std, r.ensemble);
     o << row;
-    if (classify)
-      o << "<td>" << figure(r.holdout_nll) << "</td><td>" << figure(r.ece) << "</td><td>" << figure(r.calibrated_nll)
-        << "</td><td>" << figure(r.calibrated_ece) << "</td>";
-    else
-      o << "<td>" << figure(r.coverage_1sigma) << "</td><td>" << figure(r.coverage_2sigma) << "</td><td>"
-        << figure(r.holdout_nll) << "</td><td>" << figure(r.calibrated_coverage_1sigma) << "</td><td>"
-        << figure(r.calibrated_coverage_2sigma) << "</td><td>" << figure(r.calibrated_nll) << "</td>";
+    for (size_t i : shown) o << "<td>" << figure(r.figures[i]) << "</td>";
     std::snprintf(row, sizeof(row), "<td>%.1f</td></tr>", r.wall_seconds);
     o << row;
   }
