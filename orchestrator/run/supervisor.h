@@ -127,6 +127,8 @@ class Supervisor : private RoundHost {
   // at most 1/s unless forced.
   void ServiceTick(bool force);
   nlohmann::json HandleControl(const nlohmann::json& request);
+  // ensemblectl reload: the config file read again; a change it may not make live is refused.
+  nlohmann::json Reload();
   void RequestStop(const std::string& why);
   void ApplyPendingReload();
   void RecordFinished(const std::string& member, const std::string& dir, double seconds);

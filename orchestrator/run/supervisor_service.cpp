@@ -10,6 +10,8 @@
 #include "common/atomic_file.h"
 #include "orchestrator/run/config_change.h"
 #include "orchestrator/run/supervisor.h"
+
+#include "orchestrator/service/control_protocol.h"
 #include "common/run_layout.h"
 
 namespace ens {
@@ -115,44 +117,53 @@ RunSnapshot Supervisor::BuildSnapshot() const {
 }
 
 json Supervisor::HandleControl(const json& req) {
-  const std::string cmd = req["cmd"].get<std::string>();
-  if (cmd == "status") return {{"ok", true}, {"status", SnapshotToJson(BuildSnapshot())}};
-  if (cmd == "stop") {
-    RequestStop("ensemblectl stop");
-    return {{"ok", true}, {"message", "stopping: no new tasks; running ones finish first"}};
+  ParsedCommand parsed = CommandOf(req, kRunScope);
+  if (!parsed.command) return parsed.refusal;
+  switch (*parsed.command) {  // every command named: a new one states here what a run does with it
+    case ControlCommand::kStatus:
+      return ControlOkWith({{"status", SnapshotToJson(BuildSnapshot())}});
+    case ControlCommand::kStop:
+      RequestStop("ensemblectl stop");
+      return ControlOk("stopping: no new tasks; running ones finish first");
+    case ControlCommand::kPause:
+      paused_ = true;
+      spdlog::info("paused by ensemblectl: no new tasks until resume");
+      return ControlOk("paused at the next member boundary (running members finish)");
+    case ControlCommand::kResume:
+      paused_ = false;
+      spdlog::info("resumed by ensemblectl");
+      return ControlOk("resumed");
+    case ControlCommand::kReload:
+      return Reload();
+    case ControlCommand::kLocate:
+    case ControlCommand::kSubmit:
+    case ControlCommand::kList:
+    case ControlCommand::kCancel:
+      break;  // `ensembled serve`'s (CommandOf refused them: not in kRunScope)
   }
-  if (cmd == "pause") {
-    paused_ = true;
-    spdlog::info("paused by ensemblectl: no new tasks until resume");
-    return {{"ok", true}, {"message", "paused at the next member boundary (running members finish)"}};
-  }
-  if (cmd == "resume") {
-    paused_ = false;
-    spdlog::info("resumed by ensemblectl");
-    return {{"ok", true}, {"message", "resumed"}};
-  }
-  if (cmd == "reload") {
-    auto next = LoadConfigFile(opts_.config_path);
-    if (!next.ok()) return {{"ok", false}, {"error", next.status().message()}};
-    std::vector<ConfigChange> refused = RefusedByReload(DiffConfigs(cfg_, *next));
-    if (!refused.empty()) {
-      std::vector<std::string> pointers;
-      std::string list;
-      for (const auto& c : refused) {
-        pointers.push_back(c.pointer);
-        const bool restart = c.rule == ChangeRule::kRestart;
-        list += "\n  " + DescribeChange(c) + (restart ? " (applies when ensembled restarts)" : "");
-      }
-      return {{"ok", false}, {"refused", pointers},
-              {"error", "a live reload applies only rounds, mutation.k/timeout_s, timeouts, attempts, "
-                        "min_members and recycle; these changes need a restart (service, run_name, state_dir) "
-                        "or alter results (see `ensembled run --accept-config-change`):" + list}};
+  return ControlRefused("not a run's command");
+}
+
+json Supervisor::Reload() {
+  auto next = LoadConfigFile(opts_.config_path);
+  if (!next.ok()) return ControlRefused(next.status().message());
+  std::vector<ConfigChange> refused = RefusedByReload(DiffConfigs(cfg_, *next));
+  if (!refused.empty()) {
+    std::vector<std::string> pointers;
+    std::string list;
+    for (const auto& c : refused) {
+      pointers.push_back(c.pointer);
+      const bool restart = c.rule == ChangeRule::kRestart;
+      list += "\n  " + DescribeChange(c) + (restart ? " (applies when ensembled restarts)" : "");
     }
-    pending_reload_ = std::move(*next);
-    spdlog::info("config reload accepted; applies at the next round boundary");
-    return {{"ok", true}, {"message", "accepted; applies at the next round boundary"}};
+    return ControlRefused("a live reload applies only rounds, mutation.k/score/batch/timeout_s, timeouts, attempts, "
+                          "min_members, recycle and retention; these changes need a restart (service, run_name, "
+                          "state_dir, ...) or alter results (see `ensembled run --accept-config-change`):" + list,
+                          {{"refused", pointers}});
   }
-  return {{"ok", false}, {"error", "unknown command '" + cmd + "' (status, stop, pause, resume, reload)"}};
+  pending_reload_ = std::move(*next);
+  spdlog::info("config reload accepted; applies at the next round boundary");
+  return ControlOk("accepted; applies at the next round boundary");
 }
 
 void Supervisor::ApplyPendingReload() {

@@ -25,6 +25,7 @@
 #include "orchestrator/gpu/gpu_discovery.h"
 #include "orchestrator/gpu/nvml.h"
 #include "orchestrator/serve/serve_journal.h"
+#include "orchestrator/service/control_protocol.h"
 
 namespace ens {
 namespace {
@@ -731,24 +732,38 @@ int ServeDaemon::Run() {
 // ---- control socket --------------------------------------------------------------------
 
 json ServeDaemon::Handle(const json& req, const ControlPeer& peer) {
-  const std::string cmd = req["cmd"].get<std::string>();
-  if (cmd == "list") return List();
-  if (cmd == "submit") return Submit(req, peer);
-  if (cmd == "cancel") {
-    ServedRun* run = FindRun(req.value("run", ""));
-    if (run == nullptr || IsEnded(run->state))
-      return {{"ok", false}, {"error", "no queued or running run named '" + req.value("run", "") + "'"}};
-    return CancelFor(*run, peer, "cancel");
+  // A run's command by name: {"cmd": "run", "run": NAME, "action": COMMAND}.
+  if (req.value("cmd", "") == "run") return RunCommand(req, peer);
+  ParsedCommand parsed = CommandOf(req, kServeScope);
+  if (!parsed.command) return parsed.refusal;
+  switch (*parsed.command) {  // every command named: a new one states here what serve does with it
+    case ControlCommand::kList:
+      return List();
+    case ControlCommand::kSubmit:
+      return Submit(req, peer);
+    case ControlCommand::kCancel: {
+      ServedRun* run = FindRun(req.value("run", ""));
+      if (run == nullptr || IsEnded(run->state))
+        return ControlRefused("no queued or running run named '" + req.value("run", "") + "'");
+      return CancelFor(*run, peer, "cancel");
+    }
+    case ControlCommand::kLocate:  // of a run by name (RunCommand)
+    case ControlCommand::kStatus:
+    case ControlCommand::kStop:
+    case ControlCommand::kPause:
+    case ControlCommand::kResume:
+    case ControlCommand::kReload:
+      break;
   }
-  if (cmd == "run") return RunCommand(req, peer);
-  return {{"ok", false}, {"error", "unknown command '" + cmd + "' (this daemon serves runs: submit, list, cancel, run)"}};
+  return ControlRefused("'" + std::string(InfoOf(*parsed.command).name) + "' is a run's command: send it as "
+                        "{\"cmd\": \"run\", \"run\": NAME, \"action\": ...}");
 }
 
 json ServeDaemon::Submit(const json& req, const ControlPeer& peer) {
   if (!req.contains("config") || !req["config"].is_string() || !req.contains("base_dir") || !req["base_dir"].is_string())
-    return {{"ok", false}, {"error", "submit needs \"config\" (the file's text) and \"base_dir\" (its folder)"}};
+    return ControlRefused("submit needs \"config\" (the file's text) and \"base_dir\" (its folder)");
   int priority = req.contains("priority") && req["priority"].is_number_integer() ? req["priority"].get<int>() : 0;
-  if (std::string why = RefuseSubmitter(peer.uid); !why.empty()) return {{"ok", false}, {"error", "refused: " + why}};
+  if (std::string why = RefuseSubmitter(peer.uid); !why.empty()) return ControlRefused("refused: " + why);
   Config cfg;
   std::vector<ConfigError> errors =
       ValidateServedRunConfig(req["config"].get<std::string>(), req["base_dir"].get<std::string>(), cfg_.state_root, &cfg);
@@ -758,16 +773,16 @@ json ServeDaemon::Submit(const json& req, const ControlPeer& peer) {
   if (!errors.empty()) {
     json list = json::array();
     for (const ConfigError& e : errors) list.push_back({{"pointer", e.pointer}, {"message", e.message}});
-    return {{"ok", false}, {"error", "refused: " + ErrorText(errors[0])}, {"errors", list}};
+    return ControlRefused("refused: " + ErrorText(errors[0]), {{"errors", list}});
   }
   // Paths resolved against the submitter's folder: the file in runs_dir holds them absolute.
   StatusOr<std::string> effective = EffectiveConfigText(cfg);
-  if (!effective.ok()) return {{"ok", false}, {"error", effective.status().ToString()}};
+  if (!effective.ok()) return ControlRefused(effective.status().ToString());
   std::string text = "// submitted with `ensemblectl submit` by uid " + std::to_string(peer.uid) + " from " +
                      req["base_dir"].get<std::string>() + "\n" + *effective;
   // run_as "submitter": the file is the daemon's, readable by the submitter's group only.
   if (Status s = WriteFileAtomic(file, text, run_as_.submitter ? 0600 : 0644); !s.ok())
-    return {{"ok", false}, {"error", s.ToString()}};
+    return ControlRefused(s.ToString());
   if (run_as_.submitter) {
     StatusOr<Submitter> who = MapSubmitter(peer.uid, run_as_, SystemUsers());  // (refused above otherwise)
     if (Status s = who.ok() ? ShareWithSubmitter(file, who->credentials.gid) : who.status(); !s.ok())
@@ -776,11 +791,11 @@ json ServeDaemon::Submit(const json& req, const ControlPeer& peer) {
   ServedRun* run = AdmitFile(file, peer.uid, priority);
   if (run == nullptr) {
     const ServedRun& r = rejected_[file];
-    return {{"ok", false}, {"error", "refused: " + r.reason}};
+    return ControlRefused("refused: " + r.reason);
   }
   StartRuns();
-  return {{"ok", true}, {"run", run->name}, {"file", file},
-          {"message", "submitted run " + run->name + " as " + file + " (" + RunStateName(run->state) + ")"}};
+  return ControlOk("submitted run " + run->name + " as " + file + " (" + RunStateName(run->state) + ")",
+                   {{"run", run->name}, {"file", file}});
 }
 
 json ServeDaemon::Describe(const ServedRun& run) const {
@@ -821,7 +836,7 @@ json ServeDaemon::List() const {
   json runs = json::array();
   for (const ServedRun* r : order) runs.push_back(Describe(*r));
   for (const auto& [file, r] : rejected_) runs.push_back(Describe(r));
-  return {{"ok", true}, {"runs", runs}};
+  return ControlOkWith({{"runs", runs}});
 }
 
 }  // namespace ens

@@ -22,6 +22,7 @@
 
 #include "common/atomic_file.h"
 #include "orchestrator/serve/serve_daemon.h"
+#include "orchestrator/service/control_protocol.h"
 
 namespace ens {
 namespace {
@@ -37,7 +38,7 @@ std::string Text(const json& req, const char* key) {
   return req.contains(key) && req[key].is_string() ? req[key].get<std::string>() : "";
 }
 
-json Refused(const std::string& why) { return {{"ok", false}, {"error", why}}; }
+json Refused(const std::string& why) { return ControlRefused(why); }
 
 json ErrorList(const std::vector<ConfigError>& errors) {
   json list = json::array();
@@ -62,8 +63,8 @@ json ServeDaemon::CancelFor(ServedRun& run, const ControlPeer& peer, const std::
     run.file.clear();
   }
   Cancel(run, "cancelled by uid " + std::to_string(peer.uid) + " (ensemblectl " + verb + ")");
-  return {{"ok", true}, {"message", std::string(run.state == RunState::kStopping ? "stopping" : "cancelled") + " run " +
-                                        run.name + " (its state is kept)"}};
+  return ControlOk(std::string(run.state == RunState::kStopping ? "stopping" : "cancelled") + " run " + run.name +
+                   " (its state is kept)");
 }
 
 json ServeDaemon::RunCommand(const json& req, const ControlPeer& peer) {
@@ -74,25 +75,39 @@ json ServeDaemon::RunCommand(const json& req, const ControlPeer& peer) {
       if (r.name == name) return Refused("run '" + name + "' was rejected: " + r.reason);
     return Refused("no run named '" + name + "' (ensemblectl list shows every run)");
   }
+  // A run's command, or serve's locate (kRunScope: what a supervisor serves; locate is serve's).
+  ParsedCommand parsed = CommandOf(req, kBothScopes, "action", "action");
+  if (!parsed.command) return parsed.refusal;
+  const ControlCommand command = *parsed.command;
   // run_as "submitter": a run's state is its submitter's to read (list still names every run).
-  if (run_as_.submitter && (action == "locate" || action == "status")) {
+  if (run_as_.submitter && InfoOf(command).access == CommandAccess::kAnyone) {
     if (std::string why = NotPermitted(*run, peer, action); !why.empty()) return Refused(why);
   }
-  if (action == "locate") return {{"ok", true}, {"run", Describe(*run)}};
-  if (action == "status") {
-    json reply = {{"ok", true}, {"run", Describe(*run)}, {"live", nullptr}};
-    if (run->state != RunState::kRunning && run->state != RunState::kStopping) return reply;
-    return AskRun(*run, "status", [reply](StatusOr<json> live) mutable {
-      if (live.ok() && live->value("ok", false) && live->contains("status")) reply["live"] = (*live)["status"];
-      return reply;
-    });
+  switch (command) {  // every command named: a new one states here what serve does with it by name
+    case ControlCommand::kLocate:
+      return ControlOkWith({{"run", Describe(*run)}});
+    case ControlCommand::kStatus: {
+      json reply = ControlOkWith({{"run", Describe(*run)}, {"live", nullptr}});
+      if (run->state != RunState::kRunning && run->state != RunState::kStopping) return reply;
+      return AskRun(*run, "status", [reply](StatusOr<json> live) mutable {
+        if (live.ok() && live->value("ok", false) && live->contains("status")) reply["live"] = (*live)["status"];
+        return reply;
+      });
+    }
+    case ControlCommand::kStop:
+    case ControlCommand::kReload:
+    case ControlCommand::kPause:
+    case ControlCommand::kResume:
+      break;  // below: the submitter's
+    case ControlCommand::kSubmit:
+    case ControlCommand::kList:
+    case ControlCommand::kCancel:
+      return Refused("'" + action + "' is not a command on one run");
   }
-  if (action != "pause" && action != "resume" && action != "stop" && action != "reload")
-    return Refused("unknown action '" + action + "' (locate, status, pause, resume, stop, reload)");
   if (std::string why = NotPermitted(*run, peer, action); !why.empty()) return Refused(why);
   if (IsEnded(run->state)) return Refused("run '" + name + "' is " + RunStateName(run->state) + ": nothing to " + action);
-  if (action == "stop") return CancelFor(*run, peer, "stop");
-  if (action == "reload") return ReloadRun(*run);
+  if (command == ControlCommand::kStop) return CancelFor(*run, peer, "stop");
+  if (command == ControlCommand::kReload) return ReloadRun(*run);
   if (run->state != RunState::kRunning)
     return Refused("run '" + name + "' is " + RunStateName(run->state) + "; " + action +
                    " applies to a running run (cancel takes a queued one off the queue)");
@@ -156,8 +171,8 @@ json ServeDaemon::ReloadRun(ServedRun& run) {
   if (run.state != RunState::kRunning) {
     run.rounds = cfg.rounds.count;
     run.members = static_cast<int>(cfg.members.size());
-    return {{"ok", true}, {"message", "run " + run.name + " is " + RunStateName(run.state) +
-                                          ": it starts with the new config (its resume checks it as reload would)"}};
+    return ControlOk("run " + run.name + " is " + RunStateName(run.state) +
+                     ": it starts with the new config (its resume checks it as reload would)");
   }
   return AskRun(run, "reload", [this, name = run.name, file = run.file, config_file = run.config_file, gid,
                                  before = before.ok() ? std::optional<std::string>(*before) : std::nullopt,

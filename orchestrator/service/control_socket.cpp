@@ -1,5 +1,7 @@
 #include "orchestrator/service/control_socket.h"
 
+#include "orchestrator/service/control_protocol.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -133,11 +135,10 @@ void ControlSocket::Accept(Clock::time_point now) {
         std::count_if(conns_.begin(), conns_.end(), [&](const Connection& c) { return c.peer.uid == peer.uid; }));
     if (static_cast<int>(conns_.size()) >= limits_.max_connections || same_uid >= limits_.max_per_uid) {
       // One non-blocking try: the reply is far smaller than a socket buffer.
-      std::string refusal = nlohmann::json{{"ok", false},
-                                           {"error", "too many open control connections (at most " +
-                                                         std::to_string(limits_.max_connections) + " in all and " +
-                                                         std::to_string(limits_.max_per_uid) +
-                                                         " per uid); try again"}}.dump() + "\n";
+      std::string refusal = ControlRefused("too many open control connections (at most " +
+                                           std::to_string(limits_.max_connections) + " in all and " +
+                                           std::to_string(limits_.max_per_uid) + " per uid); try again")
+                                .dump() + "\n";
       ::send(fd, refusal.data(), refusal.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       ::close(fd);
       ++refused_;
@@ -169,15 +170,14 @@ void ControlSocket::Read(Connection& c, const PeerHandler& handler) {
   size_t nl = c.in.find('\n');
   if ((nl == std::string::npos ? c.in.size() : nl) > kControlMaxLine) {
     std::string().swap(c.in);
-    Answer(c, {{"ok", false},
-               {"error", "request line longer than " + std::to_string(kControlMaxLine) + " bytes"}});
+    Answer(c, ControlRefused("request line longer than " + std::to_string(kControlMaxLine) + " bytes"));
     return;
   }
   if (nl != std::string::npos) c.in.resize(nl);
   nlohmann::json req = nlohmann::json::parse(c.in, nullptr, false);
   std::string().swap(c.in);
   if (req.is_discarded() || !req.is_object() || !req.contains("cmd") || !req["cmd"].is_string()) {
-    Answer(c, {{"ok", false}, {"error", "request must be a JSON object with a string \"cmd\""}});
+    Answer(c, ControlRefused("request must be a JSON object with a string \"cmd\""));
     return;
   }
   nlohmann::json reply;
@@ -186,7 +186,7 @@ void ControlSocket::Read(Connection& c, const PeerHandler& handler) {
     reply = handler(req, c.peer);
   } catch (const nlohmann::json::exception& e) {  // a field of the wrong type ({"run": 5})
     c.ticket = 0;
-    reply = {{"ok", false}, {"error", std::string("malformed request: ") + e.what()}};
+    reply = ControlRefused(std::string("malformed request: ") + e.what());
   }
   handling_ = nullptr;
   if (c.ticket == 0) Answer(c, std::move(reply));
@@ -245,14 +245,13 @@ void ControlSocket::Expire(Connection& c, Clock::time_point now) {
   }
   if (c.ticket != 0) {
     c.ticket = 0;
-    Answer(c, {{"ok", false}, {"error", "the daemon did not answer in time"}});
+    Answer(c, ControlRefused("the daemon did not answer in time"));
     Write(c);
     c.done = true;
     return;
   }
-  Answer(c, {{"ok", false},
-             {"error", "request not received in time (a whole line within " + std::to_string(limits_.deadline_ms) +
-                           " ms of connecting)"}});
+  Answer(c, ControlRefused("request not received in time (a whole line within " +
+                           std::to_string(limits_.deadline_ms) + " ms of connecting)"));
   Write(c);
   c.done = true;  // whatever of the error reply did not fit goes unsaid
 }
