@@ -8,8 +8,9 @@ Runs bench/pack_throughput.py's configuration (seed-000 members: 9 -> 6 sigmoid 
 times alternating, and prints per case the median of the training loop's member-steps/s
 (round 1: member-steps / the pack's training seconds) and of the round wall, and the ratio of
 this build to the baseline. The baseline is any earlier build of ensembled (for the issue,
-d336c64 built in a worktree). State directories live in /dev/shm when it exists, so the disk's
-inode costs do not add noise to the wall times.
+d336c64 built in a worktree). As users run (issue 52): checkpoints on, state directories on the
+disk (~/.cache/ensembled/bench-work); --tmpfs puts them in /dev/shm (less noise in the wall
+times), --no-checkpoints turns checkpoints off.
 """
 import argparse, json, os, statistics, sys, tempfile, time
 
@@ -26,13 +27,16 @@ def main():
     ap.add_argument("--cases", default="512x4,512x20,64x20", help="KxE,... (members x epochs), one fused pack each")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "loop_throughput.json"))
+    ap.add_argument("--tmpfs", action="store_true", help="state directories in /dev/shm instead of on the disk")
+    ap.add_argument("--no-checkpoints", action="store_true", help="save_checkpoints false")
     a = ap.parse_args()
     builds = {"baseline": a.baseline, "this build": a.build}
     for name, path in builds.items():
         for binary in ("ensembled", "ensemble-worker"):
             if not os.access(os.path.join(path, binary), os.X_OK):
                 sys.exit(f"{name}: no {binary} in {path}")
-    work_root = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    pack_throughput.CHECKPOINTS = not a.no_checkpoints
+    work_root = "/dev/shm" if a.tmpfs and os.path.isdir("/dev/shm") else pack_throughput.default_work_root()
     rows = []
     with tempfile.TemporaryDirectory(prefix="ens-loop-", dir=work_root) as work:
         for case in a.cases.split(","):

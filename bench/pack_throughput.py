@@ -22,6 +22,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 GPUS = "none"  # --gpus: "auto" on a GPU machine (scripts/gpu-check)
+# What users keep (issue 52): checkpoints on (predict, export and verify need them), the state
+# on a disk. --no-checkpoints and --work-dir /dev/shm measure the other ways.
+CHECKPOINTS = True
+
+
+def default_work_root():
+    """A folder on the machine's disk for the runs' state (the system temp folder may be tmpfs)."""
+    root = os.path.join(os.path.expanduser("~"), ".cache", "ensembled", "bench-work")
+    os.makedirs(root, exist_ok=True)
+    return root
 
 
 def config(state, members, epochs, pack_size, rounds=2):
@@ -35,7 +45,7 @@ def config(state, members, epochs, pack_size, rounds=2):
                                      "huber_delta": 0.35, "optimizer": "adam", "lr": 0.001, "epochs": epochs,
                                      "batch_size": 32, "validation_split": 0.2},
                         "count": members},
-            "rounds": {"count": rounds}, "save_checkpoints": False}
+            "rounds": {"count": rounds}, "save_checkpoints": CHECKPOINTS}
 
 
 def run(build, members, epochs, pack_size, work, strace=False, rounds=2):
@@ -93,15 +103,19 @@ def main():
     ap.add_argument("--gpus", default="none", help='"none" (CPU worker) or "auto" (one worker on the GPU)')
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "pack_throughput.json"))
     ap.add_argument("--work-dir", default=None,
-                    help="where the runs' state directories go (default: the system's temp folder). The "
-                         "member files' cost depends on the filesystem: on ext4 without a journal, files "
-                         "deleted in the last minutes make new ones several times dearer")
+                    help="where the runs' state directories go (default: ~/.cache/ensembled/bench-work, on "
+                         "the disk, as users keep state). The member files' cost depends on the filesystem: "
+                         "on ext4 without a journal, files deleted in the last minutes make new ones several "
+                         "times dearer; /dev/shm (tmpfs) is the cheapest")
+    ap.add_argument("--no-checkpoints", action="store_true",
+                    help="save_checkpoints false (users keep the default, true: predict, export, verify need them)")
     a = ap.parse_args()
-    global GPUS
+    global GPUS, CHECKPOINTS
     GPUS = a.gpus
+    CHECKPOINTS = not a.no_checkpoints
     have_strace = shutil.which("strace") is not None
     cases = []
-    with tempfile.TemporaryDirectory(prefix="ens-packs-", dir=a.work_dir) as work:
+    with tempfile.TemporaryDirectory(prefix="ens-packs-", dir=a.work_dir or default_work_root()) as work:
         for case in a.cases.split(","):
             k, e = (int(x) for x in case.split("x"))
             rows = {}
@@ -136,7 +150,10 @@ def main():
               f"{c['fused_round_fsync_calls'] if c['fused_round_fsync_calls'] is not None else 'n/a (no strace)'}")
     out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "command": f"bench/pack_throughput.py --cases {a.cases} --baseline-max {a.baseline_max}" +
-                      (f" --sweep {a.sweep}" if a.sweep else "") + (f" --work-dir {a.work_dir}" if a.work_dir else ""),
+                      (f" --sweep {a.sweep}" if a.sweep else "") + (f" --work-dir {a.work_dir}" if a.work_dir else "") +
+                      (" --no-checkpoints" if a.no_checkpoints else ""),
+           "checkpoints": CHECKPOINTS,
+           "state_on": a.work_dir or default_work_root(),
            "machine": "2-core Debian 12 CPU dev machine, 1 worker, 1 thread" if a.gpus == "none" else "GPU: gpus " + a.gpus,
            "cases": cases}
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)

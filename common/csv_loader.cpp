@@ -53,7 +53,7 @@ class LineSource {
   Status Open(const std::string& path) {
     path_ = path;
     in_.open(path, std::ios::binary);
-    if (!in_) return Status::FromErrno(path, errno);
+    if (!in_) return Status::FromInputErrno(path, errno);
     return Status::Ok();
   }
   // The next line holding anything but blanks; false at the end of the file.

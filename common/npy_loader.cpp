@@ -236,7 +236,7 @@ class NpyFile {
   Status Open(const std::string& path, bool labels = false) {
     path_ = path;
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) return Status::FromErrno(path, errno);
+    if (fd_ < 0) return Status::FromInputErrno(path, errno);
     struct stat st {};
     if (::fstat(fd_, &st) != 0) return Status::FromErrno(path, errno);
     const uint64_t size = static_cast<uint64_t>(st.st_size);

@@ -9,6 +9,12 @@ Status Status::FromErrno(const std::string& context, int err) {
   return Status(code, context + ": " + std::strerror(err));
 }
 
+Status Status::FromInputErrno(const std::string& context, int err) {
+  if (err == EACCES || err == EPERM)
+    return Status(Code::kInvalidArgument, context + ": " + std::strerror(err) + " (the run's user may not read it)");
+  return FromErrno(context, err);
+}
+
 std::string Status::ToString() const {
   const char* name = "ok";
   switch (code_) {

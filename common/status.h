@@ -28,6 +28,10 @@ class [[nodiscard]] Status {
   static Status Cancelled(std::string msg) { return Status(Code::kCancelled, std::move(msg)); }
   // "<context>: <strerror(err)>"; the one place errno becomes text.
   static Status FromErrno(const std::string& context, int err);
+  // An input the run was given (a data file) that cannot be opened: FromErrno, except that no
+  // permission (EACCES, EPERM) is InvalidArgument too, which a restart cannot fix (exit 78):
+  // a run whose user may not read its data fails at once with the reason instead of retrying.
+  static Status FromInputErrno(const std::string& context, int err);
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <cerrno>
+
 #include <catch2/catch.hpp>
 
 #include "common/data_source.h"
@@ -147,6 +149,17 @@ TEST_CASE("LoadCsv names the path of a missing file") {
   REQUIRE_FALSE(t.ok());
   CHECK(t.status().code() == Status::Code::kNotFound);
   CHECK_THAT(t.status().message(), StartsWith(path + ": "));
+}
+
+TEST_CASE("an input the run's user may not read is a permanent error, a missing one not found",
+          "[data][csv]") {
+  // Mapped once for every data file (a restart cannot give the run permission: exit 78).
+  Status denied = Status::FromInputErrno("/d/train.csv", EACCES);
+  CHECK(denied.code() == Status::Code::kInvalidArgument);
+  CHECK(denied.message() == "/d/train.csv: Permission denied (the run's user may not read it)");
+  CHECK(Status::FromInputErrno("/d/train.csv", EPERM).code() == Status::Code::kInvalidArgument);
+  CHECK(Status::FromInputErrno("/d/train.csv", ENOENT).code() == Status::Code::kNotFound);
+  CHECK(Status::FromInputErrno("/d/train.csv", EIO).code() == Status::Code::kIOError);
 }
 
 }  // namespace
