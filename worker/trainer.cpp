@@ -15,6 +15,7 @@
 #include "worker/mlp_kernel.h"
 #include "worker/model.h"
 #include "worker/dispatch_count.h"
+#include "worker/lane_step.h"
 #include "worker/objective.h"
 #include "worker/pack_optimizer.h"
 #include "worker/pack_step.h"
@@ -264,6 +265,13 @@ class PackLoop {
       if (in[0].cuda_graphs) step_->EnableGraphs(in[0].on_note);
       return;
     }
+    if (dev_.is_cpu() && path == TrainPath::kByDevice && model_->Layers().has_value() &&
+        LaneStepFits(specs, classes, in[0].targets, in[0].features)) {
+      lanes_ = std::make_unique<LaneStep>(*model_, specs, PackStepNorm{norm_.xm, norm_.xs, norm_.ym, norm_.ys}, offsets);
+      for (size_t k = 0; k < in.size(); ++k)
+        if (runs_[k].warm == "warm") lanes_->SetMemberMoments(static_cast<int64_t>(k), {warm[k]->m, warm[k]->v});
+      return;
+    }
     // L1/L2 of the kernels: gradient terms of the optimizer's step (pack_optimizer.h).
     optimizer_ = std::make_unique<PackOptimizer>(specs, model_->Parameters(), offsets, model_->Kernels(),
                                                  tensor_ops_ ? StepPath::kTensorOps : StepPath::kByDevice);
@@ -275,6 +283,7 @@ class PackLoop {
   void Run(const torch::Tensor& all) {
     torch::Tensor poison = PoisonMask(in_, dev_);
     if (step_) step_->SetPoison(poison);
+    if (lanes_) lanes_->SetPoison(poison);
     std::optional<DispatchCount> count;
     if (in_[0].count_ops) count.emplace();
     int64_t train_ops = 0;
@@ -393,8 +402,8 @@ class PackLoop {
     for (size_t i = 0; i < acc.size(); ++i) acc[i].add_(add[i]);
   }
 
-  // One epoch of every member: the autograd loop a batch at a time, or PackStep a window of
-  // batches at a time (its sums once a window).
+  // One epoch of every member: the autograd loop a batch at a time, or PackStep or LaneStep a
+  // window of batches at a time (their sums once a window or epoch).
   EpochSums TrainEpoch(const torch::Tensor& all, int epoch, const torch::Tensor& poison) {
     for (auto& r : runs_)
       if (!r.stopped) r.order->NextEpoch();
@@ -408,7 +417,15 @@ class PackLoop {
       ++steps_;
       if (in_[0].on_progress) in_[0].on_progress(TaskPhase::kTraining, epoch + 1);
     };
-    if (step_) {
+    if (lanes_) {
+      std::vector<bool> running(runs_.size());
+      for (size_t k = 0; k < runs_.size(); ++k) running[k] = !runs_[k].stopped;
+      ForEachWindow(members, n, batch, kPackStepWindowBytes, rt_, fill, [&](const torch::Tensor& ix) {
+        lanes_->Window(all, ix, batch, running);
+        for (int64_t b = 0; b < ix.size(1); b += batch) stepped();
+      });
+      lanes_->EndEpoch(loss_sum, sums);
+    } else if (step_) {
       auto to_device = [&](const torch::Tensor& host) { return rt_.ToDeviceAsync(host); };
       ForEachWindow(members, n, batch, kPackStepWindowBytes, rt_, fill, [&](const torch::Tensor& ix) {
         step_->BeginWindow(all, ix, batch, to_device);
@@ -535,6 +552,9 @@ class PackLoop {
       if (r.spec->warm_start && optimizer_) {  // what its next round continues from (PackStep: none warm)
         r.moments = optimizer_->MemberMoments(static_cast<int64_t>(k));
         r.moments_step = optimizer_->MemberSteps(static_cast<int64_t>(k));
+      } else if (r.spec->warm_start && lanes_) {
+        r.moments = lanes_->MemberMoments(static_cast<int64_t>(k));
+        r.moments_step = lanes_->MemberSteps(static_cast<int64_t>(k));
       }
     }
   }
@@ -555,6 +575,7 @@ class PackLoop {
   std::unique_ptr<Objective> objective_;
   std::unique_ptr<PackOptimizer> optimizer_;  // the autograd loop's
   std::unique_ptr<PackStep> step_;            // or the CUDA path's PackStep (after model_: it holds a view of it)
+  std::unique_ptr<LaneStep> lanes_;           // or the CPU's LaneStep (it writes the model's tensors)
   bool tensor_ops_ = false;                   // TrainPath other than kByDevice
   double ops_per_step_ = -1;
   int max_epochs_ = 0;
