@@ -176,7 +176,7 @@ TEST_CASE("packs the lane path does not fit keep the autograd loop", "[lane_step
   CHECK(LaneStepFits(p, 0, 1, 9));
   CHECK_FALSE(LaneStepFits(p, 3, 1, 9));   // a classifier
   CHECK_FALSE(LaneStepFits(p, 0, 2, 9));   // two targets
-  CHECK_FALSE(LaneStepFits(p, 0, 1, 50));  // 50 x 6 + 6 weights > kLaneMaxWeights
+  CHECK_FALSE(LaneStepFits(p, 0, 1, 400));  // 400 x 6 + 6 weights > kLaneMaxWeights
   specs[1].layers[0].activation = Activation::kTanh;
   CHECK_FALSE(LaneStepFits(p, 0, 1, 9));
   specs[1] = Mixed(1);

@@ -92,6 +92,8 @@ struct LaneWindow {
   // Dropout multipliers (0 or 1 / keep; 1 where a member does not drop out) of every hidden
   // unit, [len][hidden units of all layers][16], or null: no member of the pack drops out.
   const float* masks = nullptr;
+  // false: forward, loss and metric sums only (validation: no masks, no poison, no update).
+  bool train = true;
 };
 
 enum class LaneIsa { kBaseline, kAvx2, kAvx512 };
@@ -101,7 +103,8 @@ LaneIsa ChosenLaneIsa();
 // The levels this CPU can run (baseline first).
 std::vector<LaneIsa> AvailableLaneIsas();
 
-// Every step of the window for one block with the block code of `isa`.
+// Every step of the window for one block with the block code of `isa` (w.train false: the
+// forward and sums only, FusedMlp's forward operations, so validation keeps its bits).
 // REQUIRES: isa in AvailableLaneIsas(); scratch holds net.ScratchFloats() floats, 64-byte aligned.
 void LaneTrainWindow(LaneIsa isa, const LaneNet& net, const LaneBlock& block, const LaneWindow& w, float* scratch);
 

@@ -84,6 +84,7 @@ LaneStep::LaneStep(Model& model, const std::vector<const MemberSpec*>& specs, co
   v_ = net_.optimizer == OptimizerKind::kSgd ? torch::Tensor() : torch::zeros({blocks_, params_, kLaneWidth}, f32);
   hyper_ = torch::empty({blocks_, kLaneHyperRows + 2 * F, kLaneWidth}, f32);
   sums_ = torch::zeros({blocks_, 3, kLaneWidth}, torch::kDouble);
+  val_sums_ = torch::zeros({blocks_, 3, kLaneWidth}, torch::kDouble);
   // Hyperparameters as PackOptimizer and the objective hold them: floats of the spec's doubles.
   const torch::Tensor xm = norm.xm.contiguous(), xs = norm.xs.contiguous();
   const torch::Tensor ym = norm.ym.contiguous(), ys = norm.ys.contiguous();
@@ -209,6 +210,16 @@ void LaneStep::DrawMasks(int64_t len, int64_t batch) {
 
 void LaneStep::Window(const torch::Tensor& all, const torch::Tensor& ix, int64_t batch,
                       const std::vector<bool>& running) {
+  RunWindow(all, ix, batch, running, true);
+}
+
+void LaneStep::Validate(const torch::Tensor& all, const torch::Tensor& ix, int64_t batch,
+                        const std::vector<bool>& running) {
+  RunWindow(all, ix, batch, running, false);
+}
+
+void LaneStep::RunWindow(const torch::Tensor& all, const torch::Tensor& ix, int64_t batch,
+                         const std::vector<bool>& running, bool train) {
   TORCH_CHECK(all.is_contiguous() && all.scalar_type() == torch::kFloat32, "the row table must be contiguous float32");
   RequireCpu("the lane kernel", {all, ix});
   const torch::Tensor rows = ix.contiguous();
@@ -223,8 +234,8 @@ void LaneStep::Window(const torch::Tensor& all, const torch::Tensor& ix, int64_t
     }
   }
   // Adam's bias corrections of each step and member, as PackOptimizer::StepOnCpu makes them.
-  corrections_ = torch::empty({blocks_, steps, 2, kLaneWidth});
-  for (int64_t s = 0; s < steps; ++s) {
+  if (train) corrections_ = torch::empty({blocks_, steps, 2, kLaneWidth});
+  for (int64_t s = 0; train && s < steps; ++s) {
     for (int64_t k = 0; k < members_; ++k) {
       beta1_pow_[k] *= kBeta1;
       beta2_pow_[k] *= kBeta2;
@@ -237,7 +248,9 @@ void LaneStep::Window(const torch::Tensor& all, const torch::Tensor& ix, int64_t
         c[kLaneWidth] = static_cast<float>(std::sqrt(1.0 - beta2_pow_[k]));
       }
   }
-  if (dropout_any_) DrawMasks(len, batch);
+  const bool masked = train && dropout_any_;
+  if (masked) DrawMasks(len, batch);
+  torch::Tensor& sums = train ? sums_ : val_sums_;
   const int64_t scratch_floats = net_.ScratchFloats();
   at::parallel_for(0, blocks_, 1, [&](int64_t begin, int64_t end) {
     Scratch scratch(scratch_floats);
@@ -246,28 +259,38 @@ void LaneStep::Window(const torch::Tensor& all, const torch::Tensor& ix, int64_t
       for (int64_t k = b * kLaneWidth; k < std::min(members_, (b + 1) * kLaneWidth); ++k) any = any || running[k];
       if (!any) continue;
       LaneBlock block{Lanes(params_t_, b), Lanes(m_, b), v_.defined() ? Lanes(v_, b) : nullptr, Lanes(hyper_, b),
-                      sums_.data_ptr<double>() + b * sums_.stride(0)};
+                      sums.data_ptr<double>() + b * sums.stride(0)};
       LaneWindow w;
       w.table = all.data_ptr<float>();
       w.offsets = offsets_t_.data_ptr<int64_t>() + b * offsets_t_.stride(0);
       w.len = len;
       w.batch = batch;
-      w.corrections = corrections_.data_ptr<float>() + b * steps * 2 * kLaneWidth;
-      w.masks = dropout_any_ ? masks_.data_ptr<float>() + b * masks_.stride(0) : nullptr;
+      w.corrections = train ? corrections_.data_ptr<float>() + b * steps * 2 * kLaneWidth : nullptr;
+      w.masks = masked ? masks_.data_ptr<float>() + b * masks_.stride(0) : nullptr;
+      w.train = train;
       LaneTrainWindow(isa_, net_, block, w, scratch.data);
     }
   });
-  steps_ += steps;
+  if (train) steps_ += steps;
+}
+
+// Each member's lanes of `from` added to loss_sum [K] and sums[0..1] [K]; `from` zeroed.
+void LaneStep::MoveSums(torch::Tensor& from, torch::Tensor& loss_sum, std::vector<torch::Tensor>& sums) {
+  RequireCpu("the lane kernel", {loss_sum, sums[0], sums[1]});
+  double* out[3] = {loss_sum.data_ptr<double>(), sums[0].data_ptr<double>(), sums[1].data_ptr<double>()};
+  const double* s = from.data_ptr<double>();
+  for (int64_t k = 0; k < members_; ++k)
+    for (int i = 0; i < 3; ++i) out[i][k] += s[(k / kLaneWidth) * 3 * kLaneWidth + i * kLaneWidth + k % kLaneWidth];
+  from.zero_();
+}
+
+void LaneStep::EndValidation(torch::Tensor& loss_sum, std::vector<torch::Tensor>& sums) {
+  MoveSums(val_sums_, loss_sum, sums);
 }
 
 void LaneStep::EndEpoch(torch::Tensor& loss_sum, std::vector<torch::Tensor>& sums) {
   torch::NoGradGuard no_grad;
-  RequireCpu("the lane kernel", {loss_sum, sums[0], sums[1]});
-  double* out[3] = {loss_sum.data_ptr<double>(), sums[0].data_ptr<double>(), sums[1].data_ptr<double>()};
-  const double* s = sums_.data_ptr<double>();
-  for (int64_t k = 0; k < members_; ++k)
-    for (int i = 0; i < 3; ++i) out[i][k] += s[(k / kLaneWidth) * 3 * kLaneWidth + i * kLaneWidth + k % kLaneWidth];
-  sums_.zero_();
+  MoveSums(sums_, loss_sum, sums);
   // The parameters back into the model's tensors, member by member.
   for (int64_t k = 0; k < members_; ++k) {
     const float* p = Lanes(params_t_, k / kLaneWidth) + k % kLaneWidth;

@@ -35,10 +35,13 @@
 
 namespace ens {
 
-// The most weights (multiply-adds per row over all layers) a lane-trained member may have:
-// above it the autograd loop's FusedMlp or per-member GEMMs win (BENCHMARKS.md "Training loop
-// throughput": measured at 9 -> U -> 1, batch 32).
-constexpr int64_t kLaneMaxWeights = 256;
+// The most weights (multiply-adds per row over all layers) a lane-trained member may have.
+// Measured (BENCHMARKS.md "Training loop throughput", 9 -> U sigmoid -> 1, batch 32, K = 512,
+// 4 epochs, in-loop member-steps/s against the autograd loop): 2.0x at U = 6 (60 weights, FusedMlp), 2.2x
+// at 240, 1.6x at 320 (per-member GEMMs from here), 2.1x at 640 and 1280, 1.8x at 2560. The
+// lanes' cost grows with the weights, the GEMMs' per weight falls with width, so above the
+// last measured point where they clearly win the GEMM path stays.
+constexpr int64_t kLaneMaxWeights = 2048;
 
 // Whether LaneStep trains a pack of these members with `features` inputs: regression on one
 // target with huber, mse or mae; an MLP of at most kLaneMaxWeights weights and kLaneMaxLayers
@@ -69,8 +72,16 @@ class LaneStep {
   // target's units) to loss_sum [K] and sums[i] [K] (double) and writes the parameters back
   // into the model's tensors.
   void EndEpoch(torch::Tensor& loss_sum, std::vector<torch::Tensor>& sums);
+  // Validation with the parameters as the epoch left them: a window of whole batches of
+  // validation rows, forward only, with FusedMlp's forward operations (the autograd loop's
+  // validation bits for a network FusedMlp runs); EndValidation adds the sums as EndEpoch does.
+  void Validate(const torch::Tensor& all, const torch::Tensor& ix, int64_t batch, const std::vector<bool>& running);
+  void EndValidation(torch::Tensor& loss_sum, std::vector<torch::Tensor>& sums);
 
  private:
+  void RunWindow(const torch::Tensor& all, const torch::Tensor& ix, int64_t batch, const std::vector<bool>& running,
+                 bool train);
+  void MoveSums(torch::Tensor& from, torch::Tensor& loss_sum, std::vector<torch::Tensor>& sums);
   float* Lanes(torch::Tensor& t, int64_t block) { return t.data_ptr<float>() + block * t.stride(0); }
   void DrawMasks(int64_t len, int64_t batch);
 
@@ -82,7 +93,7 @@ class LaneStep {
   bool dropout_any_ = false;
   torch::Tensor params_t_, m_, v_;  // [blocks, P, 16]
   torch::Tensor hyper_;             // [blocks, kLaneHyperRows + 2F, 16]
-  torch::Tensor sums_;              // [blocks, 3, 16] double: this epoch's
+  torch::Tensor sums_, val_sums_;   // [blocks, 3, 16] double: this epoch's, its validation's
   torch::Tensor offsets_t_;         // window: [blocks, len, 16] int64 (row starts in the table)
   torch::Tensor corrections_;       // window: [blocks, steps, 2, 16] (LaneWindow::corrections)
   torch::Tensor masks_;             // window, with dropout: [blocks, len, hidden, 16]

@@ -418,8 +418,7 @@ class PackLoop {
       if (in_[0].on_progress) in_[0].on_progress(TaskPhase::kTraining, epoch + 1);
     };
     if (lanes_) {
-      std::vector<bool> running(runs_.size());
-      for (size_t k = 0; k < runs_.size(); ++k) running[k] = !runs_[k].stopped;
+      const std::vector<bool> running = Running();
       ForEachWindow(members, n, batch, kPackStepWindowBytes, rt_, fill, [&](const torch::Tensor& ix) {
         lanes_->Window(all, ix, batch, running);
         for (int64_t b = 0; b < ix.size(1); b += batch) stepped();
@@ -473,6 +472,7 @@ class PackLoop {
   // Validation loss and metrics per member (means over the rows). In chunks of the
   // batch size: the matrix products then have the training steps' shapes, and BLAS picks a
   // kernel by shape, so a shape that trains pack-invariant also validates pack-invariant.
+  // A LaneStep pack validates in its lanes (FusedMlp's forward operations, batch by batch).
   EpochSums Evaluate(const torch::Tensor& all, int epoch) {
     torch::NoGradGuard ng;
     const int64_t members = static_cast<int64_t>(runs_.size());
@@ -481,21 +481,47 @@ class PackLoop {
     torch::Tensor loss = torch::zeros({members}, acc);
     std::vector<torch::Tensor> sums = ZeroSums(loss);
     auto fill = [&](int64_t k, int64_t pos, int64_t len, int64_t* out) { in_[k].split.Val(pos, len, out); };
-    ForEachBatch(members, n, batch, rt_, fill, [&](const torch::Tensor& ix) {
-      auto [x, y] = Batch(all, ix);
-      torch::Tensor pred = model_->Forward(x, false);
-      loss.add_(Objective::RowSums(objective_->ElementLoss(pred, y)));
-      AddSums(sums, objective_->MetricSums(pred, y));
-      if (in_[0].on_progress) in_[0].on_progress(TaskPhase::kEvaluating, epoch + 1);
-    });
+    if (lanes_) {
+      const std::vector<bool> running = Running();
+      ForEachWindow(members, n, batch, kPackStepWindowBytes, rt_, fill, [&](const torch::Tensor& ix) {
+        lanes_->Validate(all, ix, batch, running);
+        for (int64_t b = 0; b < ix.size(1) && in_[0].on_progress; b += batch)
+          in_[0].on_progress(TaskPhase::kEvaluating, epoch + 1);
+      });
+      lanes_->EndValidation(loss, sums);
+    } else {
+      ForEachBatch(members, n, batch, rt_, fill, [&](const torch::Tensor& ix) {
+        auto [x, y] = Batch(all, ix);
+        torch::Tensor pred = model_->Forward(x, false);
+        loss.add_(Objective::RowSums(objective_->ElementLoss(pred, y)));
+        AddSums(sums, objective_->MetricSums(pred, y));
+        if (in_[0].on_progress) in_[0].on_progress(TaskPhase::kEvaluating, epoch + 1);
+      });
+    }
     auto cpu = [&](const torch::Tensor& t) { return rt_.ToHost(t / static_cast<double>(n)); };
     for (auto& t : sums) t = cpu(t);
     return {cpu(loss), std::move(sums)};
   }
 
+  // Which members still train (LaneStep skips blocks with none).
+  std::vector<bool> Running() const {
+    std::vector<bool> running(runs_.size());
+    for (size_t k = 0; k < runs_.size(); ++k) running[k] = !runs_[k].stopped;
+    return running;
+  }
+
   // One epoch's bookkeeping for every running member; true when all have stopped.
   bool EndEpoch(int epoch, const EpochSums& s, const EpochSums& v, double secs) {
     const double n = static_cast<double>(in_[0].split.train_size());
+    // The sums as host arrays: an item() per member and value cost more than a small pack's epoch.
+    auto values = [](const torch::Tensor& t) {
+      return t.defined() ? t.to(torch::kCPU, torch::kDouble).contiguous() : torch::Tensor();
+    };
+    const torch::Tensor s_loss = values(s.loss), v_loss = values(v.loss);
+    std::vector<torch::Tensor> s_metrics, v_metrics;
+    for (const auto& t : s.metrics) s_metrics.push_back(values(t));
+    for (const auto& t : v.metrics) v_metrics.push_back(values(t));
+    auto at = [](const torch::Tensor& t, int64_t k) { return t.data_ptr<double>()[k]; };
     bool all_stopped = true;
     for (size_t k = 0; k < runs_.size(); ++k) {
       MemberRun& r = runs_[k];
@@ -505,7 +531,7 @@ class PackLoop {
       // a value is watched (no early stopping then: the config refuses it), and the history has
       // no val_* keys.
       const bool validated = v.loss.defined();
-      double loss = s.loss[ki].item<double>() / n, vl = validated ? v.loss[ki].item<double>() : loss;
+      double loss = at(s_loss, ki) / n, vl = validated ? at(v_loss, ki) : loss;
       if (!std::isfinite(loss) || !std::isfinite(vl)) {
         // Only this member's slice is non-finite: nothing in the loop mixes members.
         out_[k].permanent_failure = true;
@@ -519,9 +545,8 @@ class PackLoop {
       nlohmann::json h = {{"epoch", epoch + 1}, {"loss", loss}};
       if (validated) h["val_loss"] = vl;
       std::vector<double> val(names.size());
-      for (size_t i = 0; i < names.size(); ++i) h[names[i]] = val[i] = s.metrics[i][ki].item<double>() / n;
-      for (size_t i = 0; validated && i < names.size(); ++i)
-        h["val_" + names[i]] = val[i] = v.metrics[i][ki].item<double>();
+      for (size_t i = 0; i < names.size(); ++i) h[names[i]] = val[i] = at(s_metrics[i], ki) / n;
+      for (size_t i = 0; validated && i < names.size(); ++i) h["val_" + names[i]] = val[i] = at(v_metrics[i], ki);
       h["lr"] = r.spec->lr;
       h["seconds"] = secs;
       out_[k].history.push_back(std::move(h));
