@@ -104,7 +104,7 @@ LaneIsa ChosenLaneIsa();
 std::vector<LaneIsa> AvailableLaneIsas();
 
 // Every step of the window for one block with the block code of `isa` (w.train false: the
-// forward and sums only, FusedMlp's forward operations, so validation keeps its bits).
+// forward and the sums only, for validation; the forward is FusedMlp's operations in its order).
 // REQUIRES: isa in AvailableLaneIsas(); scratch holds net.ScratchFloats() floats, 64-byte aligned.
 void LaneTrainWindow(LaneIsa isa, const LaneNet& net, const LaneBlock& block, const LaneWindow& w, float* scratch);
 

@@ -73,8 +73,8 @@ class LaneStep {
   // into the model's tensors.
   void EndEpoch(torch::Tensor& loss_sum, std::vector<torch::Tensor>& sums);
   // Validation with the parameters as the epoch left them: a window of whole batches of
-  // validation rows, forward only, with FusedMlp's forward operations (the autograd loop's
-  // validation bits for a network FusedMlp runs); EndValidation adds the sums as EndEpoch does.
+  // validation rows, forward only (the same operations, in the same order, as FusedMlp's
+  // forward and the objective's loss and metrics); EndValidation adds the sums as EndEpoch does.
   void Validate(const torch::Tensor& all, const torch::Tensor& ix, int64_t batch, const std::vector<bool>& running);
   void EndValidation(torch::Tensor& loss_sum, std::vector<torch::Tensor>& sums);
 
