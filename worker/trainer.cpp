@@ -15,6 +15,7 @@
 #include "worker/mlp_kernel.h"
 #include "worker/model.h"
 #include "worker/dispatch_count.h"
+#include "worker/lane_step.h"
 #include "worker/objective.h"
 #include "worker/pack_optimizer.h"
 #include "worker/pack_step.h"
@@ -264,6 +265,13 @@ class PackLoop {
       if (in[0].cuda_graphs) step_->EnableGraphs(in[0].on_note);
       return;
     }
+    if (dev_.is_cpu() && path == TrainPath::kByDevice && model_->Layers().has_value() &&
+        LaneStepFits(specs, classes, in[0].targets, in[0].features)) {
+      lanes_ = std::make_unique<LaneStep>(*model_, specs, PackStepNorm{norm_.xm, norm_.xs, norm_.ym, norm_.ys}, offsets);
+      for (size_t k = 0; k < in.size(); ++k)
+        if (runs_[k].warm == "warm") lanes_->SetMemberMoments(static_cast<int64_t>(k), {warm[k]->m, warm[k]->v});
+      return;
+    }
     // L1/L2 of the kernels: gradient terms of the optimizer's step (pack_optimizer.h).
     optimizer_ = std::make_unique<PackOptimizer>(specs, model_->Parameters(), offsets, model_->Kernels(),
                                                  tensor_ops_ ? StepPath::kTensorOps : StepPath::kByDevice);
@@ -275,6 +283,7 @@ class PackLoop {
   void Run(const torch::Tensor& all) {
     torch::Tensor poison = PoisonMask(in_, dev_);
     if (step_) step_->SetPoison(poison);
+    if (lanes_) lanes_->SetPoison(poison);
     std::optional<DispatchCount> count;
     if (in_[0].count_ops) count.emplace();
     int64_t train_ops = 0;
@@ -393,8 +402,8 @@ class PackLoop {
     for (size_t i = 0; i < acc.size(); ++i) acc[i].add_(add[i]);
   }
 
-  // One epoch of every member: the autograd loop a batch at a time, or PackStep a window of
-  // batches at a time (its sums once a window).
+  // One epoch of every member: the autograd loop a batch at a time, or PackStep or LaneStep a
+  // window of batches at a time (their sums once a window or epoch).
   EpochSums TrainEpoch(const torch::Tensor& all, int epoch, const torch::Tensor& poison) {
     for (auto& r : runs_)
       if (!r.stopped) r.order->NextEpoch();
@@ -408,7 +417,14 @@ class PackLoop {
       ++steps_;
       if (in_[0].on_progress) in_[0].on_progress(TaskPhase::kTraining, epoch + 1);
     };
-    if (step_) {
+    if (lanes_) {
+      const std::vector<bool> running = Running();
+      ForEachWindow(members, n, batch, kPackStepWindowBytes, rt_, fill, [&](const torch::Tensor& ix) {
+        lanes_->Window(all, ix, batch, running);
+        for (int64_t b = 0; b < ix.size(1); b += batch) stepped();
+      });
+      lanes_->EndEpoch(loss_sum, sums);
+    } else if (step_) {
       auto to_device = [&](const torch::Tensor& host) { return rt_.ToDeviceAsync(host); };
       ForEachWindow(members, n, batch, kPackStepWindowBytes, rt_, fill, [&](const torch::Tensor& ix) {
         step_->BeginWindow(all, ix, batch, to_device);
@@ -456,6 +472,7 @@ class PackLoop {
   // Validation loss and metrics per member (means over the rows). In chunks of the
   // batch size: the matrix products then have the training steps' shapes, and BLAS picks a
   // kernel by shape, so a shape that trains pack-invariant also validates pack-invariant.
+  // A LaneStep pack validates in its lanes (FusedMlp's forward operations, batch by batch).
   EpochSums Evaluate(const torch::Tensor& all, int epoch) {
     torch::NoGradGuard ng;
     const int64_t members = static_cast<int64_t>(runs_.size());
@@ -464,21 +481,47 @@ class PackLoop {
     torch::Tensor loss = torch::zeros({members}, acc);
     std::vector<torch::Tensor> sums = ZeroSums(loss);
     auto fill = [&](int64_t k, int64_t pos, int64_t len, int64_t* out) { in_[k].split.Val(pos, len, out); };
-    ForEachBatch(members, n, batch, rt_, fill, [&](const torch::Tensor& ix) {
-      auto [x, y] = Batch(all, ix);
-      torch::Tensor pred = model_->Forward(x, false);
-      loss.add_(Objective::RowSums(objective_->ElementLoss(pred, y)));
-      AddSums(sums, objective_->MetricSums(pred, y));
-      if (in_[0].on_progress) in_[0].on_progress(TaskPhase::kEvaluating, epoch + 1);
-    });
+    if (lanes_) {
+      const std::vector<bool> running = Running();
+      ForEachWindow(members, n, batch, kPackStepWindowBytes, rt_, fill, [&](const torch::Tensor& ix) {
+        lanes_->Validate(all, ix, batch, running);
+        for (int64_t b = 0; b < ix.size(1) && in_[0].on_progress; b += batch)
+          in_[0].on_progress(TaskPhase::kEvaluating, epoch + 1);
+      });
+      lanes_->EndValidation(loss, sums);
+    } else {
+      ForEachBatch(members, n, batch, rt_, fill, [&](const torch::Tensor& ix) {
+        auto [x, y] = Batch(all, ix);
+        torch::Tensor pred = model_->Forward(x, false);
+        loss.add_(Objective::RowSums(objective_->ElementLoss(pred, y)));
+        AddSums(sums, objective_->MetricSums(pred, y));
+        if (in_[0].on_progress) in_[0].on_progress(TaskPhase::kEvaluating, epoch + 1);
+      });
+    }
     auto cpu = [&](const torch::Tensor& t) { return rt_.ToHost(t / static_cast<double>(n)); };
     for (auto& t : sums) t = cpu(t);
     return {cpu(loss), std::move(sums)};
   }
 
+  // Which members still train (LaneStep skips blocks with none).
+  std::vector<bool> Running() const {
+    std::vector<bool> running(runs_.size());
+    for (size_t k = 0; k < runs_.size(); ++k) running[k] = !runs_[k].stopped;
+    return running;
+  }
+
   // One epoch's bookkeeping for every running member; true when all have stopped.
   bool EndEpoch(int epoch, const EpochSums& s, const EpochSums& v, double secs) {
     const double n = static_cast<double>(in_[0].split.train_size());
+    // The sums as host arrays: an item() per member and value cost more than a small pack's epoch.
+    auto values = [](const torch::Tensor& t) {
+      return t.defined() ? t.to(torch::kCPU, torch::kDouble).contiguous() : torch::Tensor();
+    };
+    const torch::Tensor s_loss = values(s.loss), v_loss = values(v.loss);
+    std::vector<torch::Tensor> s_metrics, v_metrics;
+    for (const auto& t : s.metrics) s_metrics.push_back(values(t));
+    for (const auto& t : v.metrics) v_metrics.push_back(values(t));
+    auto at = [](const torch::Tensor& t, int64_t k) { return t.data_ptr<double>()[k]; };
     bool all_stopped = true;
     for (size_t k = 0; k < runs_.size(); ++k) {
       MemberRun& r = runs_[k];
@@ -488,7 +531,7 @@ class PackLoop {
       // a value is watched (no early stopping then: the config refuses it), and the history has
       // no val_* keys.
       const bool validated = v.loss.defined();
-      double loss = s.loss[ki].item<double>() / n, vl = validated ? v.loss[ki].item<double>() : loss;
+      double loss = at(s_loss, ki) / n, vl = validated ? at(v_loss, ki) : loss;
       if (!std::isfinite(loss) || !std::isfinite(vl)) {
         // Only this member's slice is non-finite: nothing in the loop mixes members.
         out_[k].permanent_failure = true;
@@ -502,9 +545,8 @@ class PackLoop {
       nlohmann::json h = {{"epoch", epoch + 1}, {"loss", loss}};
       if (validated) h["val_loss"] = vl;
       std::vector<double> val(names.size());
-      for (size_t i = 0; i < names.size(); ++i) h[names[i]] = val[i] = s.metrics[i][ki].item<double>() / n;
-      for (size_t i = 0; validated && i < names.size(); ++i)
-        h["val_" + names[i]] = val[i] = v.metrics[i][ki].item<double>();
+      for (size_t i = 0; i < names.size(); ++i) h[names[i]] = val[i] = at(s_metrics[i], ki) / n;
+      for (size_t i = 0; validated && i < names.size(); ++i) h["val_" + names[i]] = val[i] = at(v_metrics[i], ki);
       h["lr"] = r.spec->lr;
       h["seconds"] = secs;
       out_[k].history.push_back(std::move(h));
@@ -535,6 +577,9 @@ class PackLoop {
       if (r.spec->warm_start && optimizer_) {  // what its next round continues from (PackStep: none warm)
         r.moments = optimizer_->MemberMoments(static_cast<int64_t>(k));
         r.moments_step = optimizer_->MemberSteps(static_cast<int64_t>(k));
+      } else if (r.spec->warm_start && lanes_) {
+        r.moments = lanes_->MemberMoments(static_cast<int64_t>(k));
+        r.moments_step = lanes_->MemberSteps(static_cast<int64_t>(k));
       }
     }
   }
@@ -555,6 +600,7 @@ class PackLoop {
   std::unique_ptr<Objective> objective_;
   std::unique_ptr<PackOptimizer> optimizer_;  // the autograd loop's
   std::unique_ptr<PackStep> step_;            // or the CUDA path's PackStep (after model_: it holds a view of it)
+  std::unique_ptr<LaneStep> lanes_;           // or the CPU's LaneStep (it writes the model's tensors)
   bool tensor_ops_ = false;                   // TrainPath other than kByDevice
   double ops_per_step_ = -1;
   int max_epochs_ = 0;

@@ -1,0 +1,111 @@
+// LaneKernel: the training steps of 16 small MLP members side by side, one member per float
+// lane of a 16-float vector (a 512-bit register; two 256-bit or four 128-bit ones on smaller
+// ISAs), on raw float32 arrays.
+//
+// Why it exists (issue 52 item 1): a seed-000 member (9 -> 6 -> 1, batch 32) is too small for
+// its own rows to fill a vector register: FusedMlp (mlp_kernel.h) leaves most lanes idle and
+// the autograd loop around it costs more than the arithmetic. Here one block of 16 members
+// runs gather and standardisation, forward, the loss and its closed-form gradient, backward,
+// L1/L2 and the optimizer update for every step of a window without leaving the kernel.
+//
+// Bits: every lane computes its own member's numbers with one fixed sequence of scalar IEEE
+// float operations (no FMA: the block code is compiled with -ffp-contract=off; e^x is the
+// kernel's own, the same Cody-Waite and Taylor steps as mlp_kernel.cpp's; sqrt and division
+// are exactly rounded on every ISA). So a member's bits do not depend on its lane, its block,
+// its pack mates or the ISA the block code was compiled for. Sums over the batch run in row
+// order, one accumulator per weight; loss and metric sums are double, a batch summed from 0 in
+// row order and then added to the epoch's (as Objective::RowSums and the autograd loop add them).
+//
+// The block code is compiled three times (lane_kernel_{baseline,avx2,avx512}.cpp include
+// lane_kernel_body.inc): for baseline x86-64 (SSE2), AVX2 and AVX-512F. LaneTrainWindow runs
+// the best this CPU has, or the one ENSEMBLED_LANE_ISA names (baseline, avx2, avx512: a test
+// hook that checks every clone gives the same bits; a level the CPU lacks falls back to the best).
+//
+// Layout: every per-lane quantity is [..][16] floats (lane j last). A block's parameters P
+// floats per lane: for each layer l its weights [O_l][I_l] (row-major, as the model's
+// [K, O, I]) then its biases [O_l]; Adam's moments (SGD: m is the momentum buffer) alike.
+// No libtorch. Thread-compatible: blocks are independent, each call touches one block's arrays.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/member_options.h"
+
+namespace ens {
+
+constexpr int kLaneWidth = 16;
+
+// The MLPs the kernel trains: regression on one target, activations relu, sigmoid, swish or
+// linear (tanh and gelu have no vectorisable form here that a libm call would not change).
+// Plain data (no std:: members): the block code, compiled per ISA, must instantiate no inline
+// library function that the linker could merge with another ISA's copy.
+constexpr int kLaneMaxLayers = 8;
+struct LaneNet {
+  int64_t inputs = 0;                          // features
+  int64_t layers = 0;                          // hidden layers + 1
+  int64_t units[kLaneMaxLayers] = {};          // each hidden layer's, then the output layer's (1)
+  Activation activations[kLaneMaxLayers] = {}; // one per hidden layer
+  LossKind loss = LossKind::kHuber;            // huber, mse or mae
+  OptimizerKind optimizer = OptimizerKind::kAdam;
+
+  int64_t Params() const;         // P
+  int64_t Weights() const;        // multiply-adds of a row's forward: the weights, not biases
+  int64_t ScratchFloats() const;  // the scratch LaneTrainWindow needs
+};
+bool LaneActivationSupported(Activation a);
+
+// Per-lane hyperparameters and standardisation of one block: rows of 16 floats.
+enum LaneHyper : int64_t {
+  kLaneLr,          // lr
+  kLaneDecay,       // AdamW: 1 - lr * weight_decay; Adam: 1
+  kLaneWeightDecay, // SGD's weight_decay
+  kLaneMomentum,    // SGD's momentum
+  kLaneL1,          // l1
+  kLaneL2x2,        // 2 * l2
+  kLanePenalty,     // 1 where l1 or l2 is not 0 (the member adds the terms), else 0
+  kLaneDelta,       // huber_delta
+  kLanePoison,      // 1, or NaN (the non-finite test hook, fault_injection.h)
+  kLaneYMean,       // the target's mean and std
+  kLaneYStd,
+  kLaneHyperRows,   // then the features' means [F] and stds [F]
+};
+
+struct LaneBlock {
+  float* params = nullptr;  // [P][16]
+  float* m = nullptr;       // [P][16]
+  float* v = nullptr;       // [P][16] (Adam, AdamW)
+  const float* hyper = nullptr;  // [kLaneHyperRows + 2F][16]
+  double* sums = nullptr;   // [3][16]: loss, |error|, error^2 (error in the target's units)
+};
+
+// One window of whole batches: position b of lane j is the row that starts at
+// table[offsets[b][j]] (a row: features, then the target); steps of `batch` rows (the last
+// may be shorter).
+struct LaneWindow {
+  const float* table = nullptr;
+  const int64_t* offsets = nullptr;  // [len][16]
+  int64_t len = 0, batch = 0;
+  // Adam's bias corrections per step of the window and lane, [steps][2][16]:
+  // float(1 - beta1^t) and float(sqrt(1 - beta2^t)) of the lane's step count t after it.
+  const float* corrections = nullptr;
+  // Dropout multipliers (0 or 1 / keep; 1 where a member does not drop out) of every hidden
+  // unit, [len][hidden units of all layers][16], or null: no member of the pack drops out.
+  const float* masks = nullptr;
+  // false: forward, loss and metric sums only (validation: no masks, no poison, no update).
+  bool train = true;
+};
+
+enum class LaneIsa { kBaseline, kAvx2, kAvx512 };
+const char* Name(LaneIsa isa);
+// What this CPU runs: its best, or ENSEMBLED_LANE_ISA's level where the CPU has it.
+LaneIsa ChosenLaneIsa();
+// The levels this CPU can run (baseline first).
+std::vector<LaneIsa> AvailableLaneIsas();
+
+// Every step of the window for one block with the block code of `isa` (w.train false: the
+// forward and the sums only, for validation; the forward is FusedMlp's operations in its order).
+// REQUIRES: isa in AvailableLaneIsas(); scratch holds net.ScratchFloats() floats, 64-byte aligned.
+void LaneTrainWindow(LaneIsa isa, const LaneNet& net, const LaneBlock& block, const LaneWindow& w, float* scratch);
+
+}  // namespace ens

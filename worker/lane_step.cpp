@@ -1,0 +1,310 @@
+#include "worker/lane_step.h"
+
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+
+#include "worker/cpu_only.h"
+
+namespace ens {
+namespace {
+
+constexpr double kBeta1 = 0.9, kBeta2 = 0.999;  // PackOptimizer's
+
+// A block's lane j holds member k = block * 16 + j, or (past the pack's end) a copy of the
+// block's first member.
+int64_t MemberOf(int64_t block, int j, int64_t members) {
+  const int64_t k = block * kLaneWidth + j;
+  return k < members ? k : block * kLaneWidth;
+}
+
+// 64-byte aligned scratch for the kernel.
+struct Scratch {
+  explicit Scratch(int64_t floats)
+      : data(static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>((floats * 4 + 63) / 64 * 64)))) {}
+  ~Scratch() { std::free(data); }
+  float* data;
+};
+
+}  // namespace
+
+bool LaneStepFits(const std::vector<const MemberSpec*>& specs, int classes, int targets, int features) {
+  if (classes > 0 || targets != 1) return false;
+  for (const MemberSpec* s : specs) {
+    if (s->model.kind != ModelKind::kMlp || s->adversarial_eps > 0) return false;
+    if (s->loss != LossKind::kHuber && s->loss != LossKind::kMse && s->loss != LossKind::kMae) return false;
+    if (static_cast<int64_t>(s->layers.size()) + 1 > kLaneMaxLayers) return false;
+    int64_t in = features, weights = 0;
+    for (const LayerSpec& l : s->layers) {
+      if (!LaneActivationSupported(l.activation)) return false;
+      weights += in * l.units;
+      in = l.units;
+    }
+    if (weights + in > kLaneMaxWeights) return false;
+  }
+  return true;
+}
+
+LaneStep::LaneStep(Model& model, const std::vector<const MemberSpec*>& specs, const PackStepNorm& norm,
+                   const std::vector<int64_t>& step_offsets)
+    : isa_(ChosenLaneIsa()), offsets_(step_offsets) {
+  std::optional<MlpLayers> ml = model.Layers();
+  TORCH_CHECK(ml.has_value(), "LaneStep needs a model that gives its layers");
+  weights_ = ml->weights;
+  biases_ = ml->biases;
+  dropout_ = ml->dropout;
+  RequireCpu("the lane kernel", weights_);
+  RequireCpu("the lane kernel", biases_);
+  for (size_t l = 0; l < weights_.size(); ++l)
+    TORCH_CHECK(weights_[l].is_contiguous() && biases_[l].is_contiguous(), "LaneStep writes the model's parameters in place");
+  members_ = weights_[0].size(0);
+  blocks_ = (members_ + kLaneWidth - 1) / kLaneWidth;
+  const int64_t F = weights_[0].size(2);
+  net_.inputs = F;
+  net_.layers = static_cast<int64_t>(weights_.size());
+  for (int64_t l = 0; l < net_.layers; ++l) {
+    net_.units[l] = weights_[l].size(1);
+    if (l + 1 < net_.layers) net_.activations[l] = ml->activations[l], hidden_ += net_.units[l];
+  }
+  TORCH_CHECK(net_.units[net_.layers - 1] == 1, "LaneStep trains one output");
+  net_.loss = specs[0]->loss;
+  net_.optimizer = specs[0]->optimizer;
+  params_ = net_.Params();
+  if (offsets_.empty()) offsets_.assign(static_cast<size_t>(members_), 0);
+  for (int64_t k = 0; k < members_; ++k) {
+    beta1_pow_.push_back(std::pow(kBeta1, static_cast<double>(offsets_[k])));
+    beta2_pow_.push_back(std::pow(kBeta2, static_cast<double>(offsets_[k])));
+  }
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
+  params_t_ = torch::empty({blocks_, params_, kLaneWidth}, f32);
+  m_ = torch::zeros({blocks_, params_, kLaneWidth}, f32);
+  v_ = net_.optimizer == OptimizerKind::kSgd ? torch::Tensor() : torch::zeros({blocks_, params_, kLaneWidth}, f32);
+  hyper_ = torch::empty({blocks_, kLaneHyperRows + 2 * F, kLaneWidth}, f32);
+  sums_ = torch::zeros({blocks_, 3, kLaneWidth}, torch::kDouble);
+  val_sums_ = torch::zeros({blocks_, 3, kLaneWidth}, torch::kDouble);
+  // Hyperparameters as PackOptimizer and the objective hold them: floats of the spec's doubles.
+  const torch::Tensor xm = norm.xm.contiguous(), xs = norm.xs.contiguous();
+  const torch::Tensor ym = norm.ym.contiguous(), ys = norm.ys.contiguous();
+  RequireCpu("the lane kernel", {xm, xs, ym, ys});
+  for (const MemberSpec* s : specs)
+    for (const LayerSpec& l : s->layers) dropout_any_ = dropout_any_ || l.dropout > 0;
+  for (int64_t b = 0; b < blocks_; ++b) {
+    float* h = Lanes(hyper_, b);
+    for (int j = 0; j < kLaneWidth; ++j) {
+      const int64_t k = MemberOf(b, j, members_);
+      const MemberSpec& s = *specs[static_cast<size_t>(k)];
+      const float lr = static_cast<float>(s.lr), wd = static_cast<float>(s.weight_decay);
+      const float l1 = static_cast<float>(s.l1), l2 = static_cast<float>(s.l2);
+      auto at = [&](int64_t row) -> float& { return h[row * kLaneWidth + j]; };
+      at(kLaneLr) = lr;
+      at(kLaneDecay) = s.optimizer == OptimizerKind::kAdamW ? 1.0f - lr * wd : 1.0f;
+      at(kLaneWeightDecay) = wd;
+      at(kLaneMomentum) = static_cast<float>(s.momentum);
+      at(kLaneL1) = l1;
+      at(kLaneL2x2) = 2.0f * l2;
+      at(kLanePenalty) = l1 != 0.0f || l2 != 0.0f ? 1.0f : 0.0f;
+      at(kLaneDelta) = static_cast<float>(s.huber_delta);
+      at(kLanePoison) = 1.0f;
+      at(kLaneYMean) = ym.data_ptr<float>()[k];
+      at(kLaneYStd) = ys.data_ptr<float>()[k];
+      for (int64_t c = 0; c < F; ++c) {
+        at(kLaneHyperRows + c) = xm.data_ptr<float>()[k * F + c];
+        at(kLaneHyperRows + F + c) = xs.data_ptr<float>()[k * F + c];
+      }
+    }
+  }
+  // The model's parameters into lanes.
+  for (int64_t b = 0; b < blocks_; ++b) {
+    float* p = Lanes(params_t_, b);
+    for (int j = 0; j < kLaneWidth; ++j) {
+      const int64_t k = MemberOf(b, j, members_);
+      int64_t at = 0;
+      for (int64_t l = 0; l < net_.layers; ++l) {
+        const torch::Tensor w = weights_[l].contiguous(), bias = biases_[l].contiguous();
+        const int64_t n = w.size(1) * w.size(2), o = w.size(1);
+        for (int64_t e = 0; e < n; ++e) p[(at + e) * kLaneWidth + j] = w.data_ptr<float>()[k * n + e];
+        at += n;
+        for (int64_t e = 0; e < o; ++e) p[(at + e) * kLaneWidth + j] = bias.data_ptr<float>()[k * o + e];
+        at += o;
+      }
+    }
+  }
+}
+
+void LaneStep::SetPoison(const torch::Tensor& poison) {
+  const torch::Tensor p = poison.defined() ? poison.contiguous() : torch::Tensor();
+  RequireCpu("the lane kernel", {p});
+  for (int64_t b = 0; b < blocks_; ++b)
+    for (int j = 0; j < kLaneWidth; ++j)
+      Lanes(hyper_, b)[kLanePoison * kLaneWidth + j] = p.defined() ? p.data_ptr<float>()[MemberOf(b, j, members_)] : 1.0f;
+}
+
+// Member k's slices of a lane tensor, shaped as the model's parameters (a bias [1, O]).
+PackOptimizer::Moments LaneStep::MemberMoments(int64_t k) const {
+  auto member = [&](const torch::Tensor& lanes) {
+    std::vector<torch::Tensor> out;
+    const float* src = lanes.data_ptr<float>() + (k / kLaneWidth) * lanes.stride(0) + k % kLaneWidth;
+    int64_t at = 0;
+    for (int64_t l = 0; l < net_.layers; ++l) {
+      const int64_t o = weights_[l].size(1), i = weights_[l].size(2);
+      torch::Tensor w = torch::empty({o, i}), bias = torch::empty({1, o});
+      for (int64_t e = 0; e < o * i; ++e) w.data_ptr<float>()[e] = src[(at + e) * kLaneWidth];
+      at += o * i;
+      for (int64_t e = 0; e < o; ++e) bias.data_ptr<float>()[e] = src[(at + e) * kLaneWidth];
+      at += o;
+      out.push_back(w);
+      out.push_back(bias);
+    }
+    return out;
+  };
+  PackOptimizer::Moments s;
+  s.m = member(m_);
+  if (v_.defined()) s.v = member(v_);
+  return s;
+}
+
+void LaneStep::SetMemberMoments(int64_t k, const PackOptimizer::Moments& s) {
+  auto set = [&](torch::Tensor& lanes, const std::vector<torch::Tensor>& from) {
+    const int64_t b = k / kLaneWidth;
+    for (int j = 0; j < kLaneWidth; ++j) {
+      if (MemberOf(b, j, members_) != k) continue;
+      float* dst = Lanes(lanes, b) + j;
+      int64_t at = 0;
+      for (const torch::Tensor& t : from) {
+        const torch::Tensor c = t.to(torch::kFloat32).contiguous();
+        for (int64_t e = 0; e < c.numel(); ++e) dst[(at + e) * kLaneWidth] = c.data_ptr<float>()[e];
+        at += c.numel();
+      }
+    }
+  };
+  set(m_, s.m);
+  if (v_.defined()) set(v_, s.v);
+}
+
+void LaneStep::DrawMasks(int64_t len, int64_t batch) {
+  masks_ = torch::ones({blocks_, len, hidden_, kLaneWidth});
+  for (int64_t first = 0; first < len; first += batch) {
+    const int64_t rows = std::min(batch, len - first);
+    int64_t at = 0;
+    for (int64_t l = 0; l + 1 < net_.layers; ++l) {
+      const int64_t units = net_.units[l];
+      const torch::Tensor m = dropout_(rows, units, static_cast<size_t>(l));  // [K, rows, units] or undefined
+      if (m.defined()) {
+        const torch::Tensor c = m.contiguous();
+        RequireCpu("the lane kernel", {c});
+        for (int64_t b = 0; b < blocks_; ++b)
+          for (int j = 0; j < kLaneWidth; ++j) {
+            const float* src = c.data_ptr<float>() + MemberOf(b, j, members_) * rows * units;
+            float* dst = Lanes(masks_, b) + j;
+            for (int64_t r = 0; r < rows; ++r)
+              for (int64_t u = 0; u < units; ++u) dst[((first + r) * hidden_ + at + u) * kLaneWidth] = src[r * units + u];
+          }
+      }
+      at += units;
+    }
+  }
+}
+
+void LaneStep::Window(const torch::Tensor& all, const torch::Tensor& ix, int64_t batch,
+                      const std::vector<bool>& running) {
+  RunWindow(all, ix, batch, running, true);
+}
+
+void LaneStep::Validate(const torch::Tensor& all, const torch::Tensor& ix, int64_t batch,
+                        const std::vector<bool>& running) {
+  RunWindow(all, ix, batch, running, false);
+}
+
+void LaneStep::RunWindow(const torch::Tensor& all, const torch::Tensor& ix, int64_t batch,
+                         const std::vector<bool>& running, bool train) {
+  TORCH_CHECK(all.is_contiguous() && all.scalar_type() == torch::kFloat32, "the row table must be contiguous float32");
+  RequireCpu("the lane kernel", {all, ix});
+  const torch::Tensor rows = ix.contiguous();
+  const int64_t len = rows.size(1), stride = all.size(1), steps = (len + batch - 1) / batch;
+  if (!offsets_t_.defined() || offsets_t_.size(1) < len) offsets_t_ = torch::empty({blocks_, len, kLaneWidth}, torch::kLong);
+  const int64_t* r = rows.data_ptr<int64_t>();
+  for (int64_t b = 0; b < blocks_; ++b) {
+    int64_t* o = offsets_t_.data_ptr<int64_t>() + b * offsets_t_.stride(0);
+    for (int j = 0; j < kLaneWidth; ++j) {
+      const int64_t* from = r + MemberOf(b, j, members_) * len;
+      for (int64_t i = 0; i < len; ++i) o[i * kLaneWidth + j] = from[i] * stride;
+    }
+  }
+  // Adam's bias corrections of each step and member, as PackOptimizer::StepOnCpu makes them.
+  if (train) corrections_ = torch::empty({blocks_, steps, 2, kLaneWidth});
+  for (int64_t s = 0; train && s < steps; ++s) {
+    for (int64_t k = 0; k < members_; ++k) {
+      beta1_pow_[k] *= kBeta1;
+      beta2_pow_[k] *= kBeta2;
+    }
+    for (int64_t b = 0; b < blocks_; ++b)
+      for (int j = 0; j < kLaneWidth; ++j) {
+        const int64_t k = MemberOf(b, j, members_);
+        float* c = corrections_.data_ptr<float>() + ((b * steps + s) * 2) * kLaneWidth + j;
+        c[0] = static_cast<float>(1.0 - beta1_pow_[k]);
+        c[kLaneWidth] = static_cast<float>(std::sqrt(1.0 - beta2_pow_[k]));
+      }
+  }
+  const bool masked = train && dropout_any_;
+  if (masked) DrawMasks(len, batch);
+  torch::Tensor& sums = train ? sums_ : val_sums_;
+  const int64_t scratch_floats = net_.ScratchFloats();
+  at::parallel_for(0, blocks_, 1, [&](int64_t begin, int64_t end) {
+    Scratch scratch(scratch_floats);
+    for (int64_t b = begin; b < end; ++b) {
+      bool any = false;
+      for (int64_t k = b * kLaneWidth; k < std::min(members_, (b + 1) * kLaneWidth); ++k) any = any || running[k];
+      if (!any) continue;
+      LaneBlock block{Lanes(params_t_, b), Lanes(m_, b), v_.defined() ? Lanes(v_, b) : nullptr, Lanes(hyper_, b),
+                      sums.data_ptr<double>() + b * sums.stride(0)};
+      LaneWindow w;
+      w.table = all.data_ptr<float>();
+      w.offsets = offsets_t_.data_ptr<int64_t>() + b * offsets_t_.stride(0);
+      w.len = len;
+      w.batch = batch;
+      w.corrections = train ? corrections_.data_ptr<float>() + b * steps * 2 * kLaneWidth : nullptr;
+      w.masks = masked ? masks_.data_ptr<float>() + b * masks_.stride(0) : nullptr;
+      w.train = train;
+      LaneTrainWindow(isa_, net_, block, w, scratch.data);
+    }
+  });
+  if (train) steps_ += steps;
+}
+
+// Each member's lanes of `from` added to loss_sum [K] and sums[0..1] [K]; `from` zeroed.
+void LaneStep::MoveSums(torch::Tensor& from, torch::Tensor& loss_sum, std::vector<torch::Tensor>& sums) {
+  RequireCpu("the lane kernel", {loss_sum, sums[0], sums[1]});
+  double* out[3] = {loss_sum.data_ptr<double>(), sums[0].data_ptr<double>(), sums[1].data_ptr<double>()};
+  const double* s = from.data_ptr<double>();
+  for (int64_t k = 0; k < members_; ++k)
+    for (int i = 0; i < 3; ++i) out[i][k] += s[(k / kLaneWidth) * 3 * kLaneWidth + i * kLaneWidth + k % kLaneWidth];
+  from.zero_();
+}
+
+void LaneStep::EndValidation(torch::Tensor& loss_sum, std::vector<torch::Tensor>& sums) {
+  MoveSums(val_sums_, loss_sum, sums);
+}
+
+void LaneStep::EndEpoch(torch::Tensor& loss_sum, std::vector<torch::Tensor>& sums) {
+  torch::NoGradGuard no_grad;
+  MoveSums(sums_, loss_sum, sums);
+  // The parameters back into the model's tensors, member by member.
+  for (int64_t k = 0; k < members_; ++k) {
+    const float* p = Lanes(params_t_, k / kLaneWidth) + k % kLaneWidth;
+    int64_t at = 0;
+    for (int64_t l = 0; l < net_.layers; ++l) {
+      const int64_t n = weights_[l].size(1) * weights_[l].size(2), o = weights_[l].size(1);
+      float* w = weights_[l].data_ptr<float>() + k * n;
+      float* bias = biases_[l].data_ptr<float>() + k * o;
+      for (int64_t e = 0; e < n; ++e) w[e] = p[(at + e) * kLaneWidth];
+      at += n;
+      for (int64_t e = 0; e < o; ++e) bias[e] = p[(at + e) * kLaneWidth];
+      at += o;
+    }
+  }
+}
+
+}  // namespace ens

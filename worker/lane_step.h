@@ -1,0 +1,105 @@
+// LaneStep: the CPU's training step for packs of small MLP members, 16 members side by side in
+// the lanes of a vector register (lane_kernel.h), without autograd or libtorch in the loop.
+//
+// A pack of K members is laid out as ceil(K / 16) blocks of 16 lanes; a block's last lanes
+// beyond K are inert copies of its first member (computed, never read). For an epoch the
+// pack's parameters, optimizer moments, hyperparameters and standardisation live in lane
+// layout; each window of whole batches (trainer.cpp: the epoch's row order in windows) runs
+// every step of every block with a running member inside the kernel: gather and standardise,
+// forward, the loss's closed-form gradient, backward, L1/L2 and the optimizer update. Blocks
+// spread over the intra-op threads (a member's numbers do not depend on the split). After the
+// epoch the parameters go back to the model's tensors (validation, snapshots and checkpoints
+// read them there) and the loss and metric sums to the caller's [K] doubles.
+//
+// Bits: a member's numbers are the same alone (a block padded with copies of it), packed, in
+// any block position and under every ISA the kernel is compiled for (lane_kernel.h), and
+// differ from the autograd loop's (FusedMlp, PackOptimizer) only by float rounding: the
+// forward and the optimizer are the same operations, the backward sums over the batch in row
+// order instead of FusedMlp's 8 partial sums (tests/trainer_lane_step_test.cpp).
+// Dropout: the model's own masks (its stream, one draw per hidden layer with dropout and
+// step, as the autograd loop draws them), laid into lanes a window at a time. Warm start: a
+// member's moments and its own step count for Adam's bias correction, as PackOptimizer's.
+// Used by the trainer on the CPU (TrainPath::kByDevice) where LaneStepFits; every other pack
+// keeps the autograd loop. Includes libtorch. Not thread-safe.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "common/config.h"
+#include "worker/lane_kernel.h"
+#include "worker/model.h"
+#include "worker/pack_optimizer.h"
+#include "worker/pack_step.h"
+
+namespace ens {
+
+// The most weights (multiply-adds per row over all layers) a lane-trained member may have.
+// Measured (BENCHMARKS.md "Training loop throughput", 9 -> U sigmoid -> 1, batch 32, K = 512,
+// 4 epochs, in-loop member-steps/s against the autograd loop): 2.0x at U = 6 (60 weights, FusedMlp), 2.2x
+// at 240, 1.6x at 320 (per-member GEMMs from here), 2.1x at 640 and 1280, 1.8x at 2560. The
+// lanes' cost grows with the weights, the GEMMs' per weight falls with width, so above the
+// last measured point where they clearly win the GEMM path stays.
+constexpr int64_t kLaneMaxWeights = 2048;
+
+// Whether LaneStep trains a pack of these members with `features` inputs: regression on one
+// target with huber, mse or mae; an MLP of at most kLaneMaxWeights weights and kLaneMaxLayers
+// layers whose activations the kernel has (LaneActivationSupported); no adversarial batches.
+// Depends only on what a pack shares (PackKey) and the run's data, so a member takes the same
+// path alone and in any pack.
+bool LaneStepFits(const std::vector<const MemberSpec*>& specs, int classes, int targets, int features);
+
+class LaneStep {
+ public:
+  // Takes the model's current parameters; step_offsets as PackOptimizer's (steps each member
+  // took before this pack; empty: none). REQUIRES: LaneStepFits; model.Layers() has a value;
+  // CPU tensors.
+  LaneStep(Model& model, const std::vector<const MemberSpec*>& specs, const PackStepNorm& norm,
+           const std::vector<int64_t>& step_offsets);
+
+  // The test hook's NaN per member (trainer.cpp PoisonMask) [K], or undefined.
+  void SetPoison(const torch::Tensor& poison);
+  // A warm member's moments, shaped as PackOptimizer::MemberMoments gives them.
+  void SetMemberMoments(int64_t k, const PackOptimizer::Moments& s);
+  PackOptimizer::Moments MemberMoments(int64_t k) const;
+  int64_t MemberSteps(int64_t k) const { return offsets_[static_cast<size_t>(k)] + steps_; }
+
+  // Every step of a window of whole batches: ix [K, len] row indices of `all` [N, F + 1]
+  // (contiguous float32). Blocks none of whose members run (running[k]) are skipped.
+  void Window(const torch::Tensor& all, const torch::Tensor& ix, int64_t batch, const std::vector<bool>& running);
+  // After an epoch's windows: adds each member's loss and metric sums (mae, mse in the
+  // target's units) to loss_sum [K] and sums[i] [K] (double) and writes the parameters back
+  // into the model's tensors.
+  void EndEpoch(torch::Tensor& loss_sum, std::vector<torch::Tensor>& sums);
+  // Validation with the parameters as the epoch left them: a window of whole batches of
+  // validation rows, forward only (the same operations, in the same order, as FusedMlp's
+  // forward and the objective's loss and metrics); EndValidation adds the sums as EndEpoch does.
+  void Validate(const torch::Tensor& all, const torch::Tensor& ix, int64_t batch, const std::vector<bool>& running);
+  void EndValidation(torch::Tensor& loss_sum, std::vector<torch::Tensor>& sums);
+
+ private:
+  void RunWindow(const torch::Tensor& all, const torch::Tensor& ix, int64_t batch, const std::vector<bool>& running,
+                 bool train);
+  void MoveSums(torch::Tensor& from, torch::Tensor& loss_sum, std::vector<torch::Tensor>& sums);
+  float* Lanes(torch::Tensor& t, int64_t block) { return t.data_ptr<float>() + block * t.stride(0); }
+  void DrawMasks(int64_t len, int64_t batch);
+
+  LaneNet net_;
+  LaneIsa isa_;
+  int64_t members_ = 0, blocks_ = 0, params_ = 0, hidden_ = 0;
+  std::vector<torch::Tensor> weights_, biases_;  // the model's [K, O, I] and [K, 1, O]
+  std::function<torch::Tensor(int64_t batch, int64_t units, size_t layer)> dropout_;
+  bool dropout_any_ = false;
+  torch::Tensor params_t_, m_, v_;  // [blocks, P, 16]
+  torch::Tensor hyper_;             // [blocks, kLaneHyperRows + 2F, 16]
+  torch::Tensor sums_, val_sums_;   // [blocks, 3, 16] double: this epoch's, its validation's
+  torch::Tensor offsets_t_;         // window: [blocks, len, 16] int64 (row starts in the table)
+  torch::Tensor corrections_;       // window: [blocks, steps, 2, 16] (LaneWindow::corrections)
+  torch::Tensor masks_;             // window, with dropout: [blocks, len, hidden, 16]
+  std::vector<double> beta1_pow_, beta2_pow_;  // per member: beta^(its steps so far)
+  std::vector<int64_t> offsets_;    // per member: steps before this pack
+  int64_t steps_ = 0;
+};
+
+}  // namespace ens
