@@ -124,7 +124,7 @@ TEST_CASE("DiscoverGpus honours ENSEMBLED_GPU_COUNT", "[gpu]") {
   CHECK((*plan)[11].gpu == "2");
 }
 
-TEST_CASE("gpu_memory_gb: each GPU worker's part of its GPU; unknown memory or a share past it is refused",
+TEST_CASE("gpu_memory_gb: each GPU worker's part of its GPU - unknown memory or a share past it is refused",
           "[gpu][share]") {
   GpuInventory inv{"nvml", "", {{0, "GPU-a", "H200", "0000:10:00.0", uint64_t{16} << 30, {}},
                                 {1, "GPU-b", "H200", "0000:20:00.0", uint64_t{16} << 30, {}}}};

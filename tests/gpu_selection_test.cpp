@@ -23,7 +23,7 @@ std::string Why(const GpuSelection& sel, const std::vector<GpuCandidate>& usable
   return ids.status().message();
 }
 
-TEST_CASE("a list entry of digits is a physical index; anything else an id or its start", "[gpu][selection]") {
+TEST_CASE("a list entry of digits is a physical index - anything else an id or its start", "[gpu][selection]") {
   CHECK(GpuEntryNames("2", {"GPU-bb33", 2}));
   CHECK_FALSE(GpuEntryNames("2", {"GPU-2xyz", 0}));  // digits are never a prefix
   CHECK(GpuEntryNames("GPU-bb", {"GPU-bb33", 2}));
@@ -48,7 +48,7 @@ TEST_CASE("what cannot be resolved is an error at its pointer", "[gpu][selection
   CHECK(Why(GpuSelection::List({"1", "GPU-aa22"})) == "/resources/gpus/1: 'GPU-aa22' names GPU GPU-aa22 again");
 }
 
-TEST_CASE("an index names each MIG instance of its GPU; a MIG id names one", "[gpu][selection]") {
+TEST_CASE("an index names each MIG instance of its GPU - a MIG id names one", "[gpu][selection]") {
   const std::vector<GpuCandidate> mig = {{"MIG-1111", 0}, {"MIG-2222", 0}, {"GPU-ff", 1}};
   CHECK(Picked(GpuSelection::List({"0"}), mig) == std::vector<std::string>{"MIG-1111", "MIG-2222"});
   CHECK(Picked(GpuSelection::List({"MIG-2"}), mig) == std::vector<std::string>{"MIG-2222"});

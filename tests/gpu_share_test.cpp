@@ -7,7 +7,7 @@
 namespace ens {
 namespace {
 
-TEST_CASE("a worker's part becomes per_process_memory_fraction; the user's other options are kept", "[gpu][share]") {
+TEST_CASE("a worker's part becomes per_process_memory_fraction - the user's other options are kept", "[gpu][share]") {
   CHECK(AllocatorConfWithFraction("", 0.125) == "per_process_memory_fraction:0.125");
   CHECK(AllocatorConfWithFraction("expandable_segments:True", 0.25) ==
         "expandable_segments:True,per_process_memory_fraction:0.25");

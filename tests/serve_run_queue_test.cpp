@@ -273,7 +273,7 @@ TEST_CASE("shares of GPU memory pack onto one GPU while they fit - a whole-GPU a
   CHECK(late.grant.gpus == std::vector<std::string>{"GPU-aaaa"});
 }
 
-TEST_CASE("a share goes to the fullest GPU it fits on; a share no GPU can hold is refused", "[serve][queue][share]") {
+TEST_CASE("a share goes to the fullest GPU it fits on - a share no GPU can hold is refused", "[serve][queue][share]") {
   RunQueue q(GrantPool(TwoGpusOf16Gb(), 2));
   ServedRun big = Queued("big", 1, *q.pool().AskOf(Share(1, 11.5)));   // 12 GB
   ServedRun mid = Queued("mid", 2, *q.pool().AskOf(Share(1, 7.5)));    // 8 GB: not beside big
