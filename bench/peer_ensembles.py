@@ -10,6 +10,9 @@ E epochs), `--reps` interleaved repeats of:
   vmap               torch.func: stacked parameters [K, ...], functional_call under vmap, one
                      Adam over the stacked tensors (Adam is elementwise: each member its own)
   vmap + compile     the same step under torch.compile
+  vmap(grad) + Adam  bench/vmap_ensemble.py: vmap over the members of the loss's gradient and a
+    compiled         vectorised Adam, the whole step under torch.compile (the fastest peer we
+                     wrote; 640 rows of its own synthetic data, a separate process)
   one at a time      K nn.Sequential models, each with its own Adam, trained one after another
                      (skipped above --one-max members: ~2k member-steps/s)
 and prints the median member-steps/s of each (steps = K x E x ceil(800 / 32)) and each peer's
@@ -19,7 +22,7 @@ compiler (g++ is there).
 Usage: bench/peer_ensembles.py [--cases 512x20,64x20] [--reps 3] [--build build] [--one-max 64]
                                [--out bench/results/peer_ensembles.json]
 """
-import argparse, json, math, os, statistics, sys, tempfile, time
+import argparse, json, math, os, statistics, subprocess, sys, tempfile, time
 
 import torch
 
@@ -96,6 +99,14 @@ def one_at_a_time_steps_per_s(k, epochs):
     return k * epochs * steps_per_epoch / (time.perf_counter() - t0)
 
 
+def vmap_grad_compiled_steps_per_s(k, epochs, work):
+    out = os.path.join(work, "vmap_ensemble.json")
+    subprocess.run([sys.executable, os.path.join(ROOT, "bench", "vmap_ensemble.py"), "--members", str(k),
+                    "--epochs", str(epochs), "--threads", "1", "--out", out], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    return json.load(open(out))["member_steps_per_s"]
+
+
 def ensembled_steps_per_s(build, k, epochs, work):
     return pack_throughput.run(build, k, epochs, k, work)["train_member_steps_per_s"]
 
@@ -113,11 +124,13 @@ def main():
     with tempfile.TemporaryDirectory(prefix="ens-peers-", dir=pack_throughput.default_work_root()) as work:
         for case in a.cases.split(","):
             k, e = (int(v) for v in case.split("x"))
-            got = {"ensembled": [], "vmap": [], "vmap + compile": [], "one at a time": []}
+            got = {"ensembled": [], "vmap": [], "vmap + compile": [], "vmap(grad)+Adam compiled": [],
+                   "one at a time": []}
             for _ in range(a.reps):  # interleaved: machine noise falls on every method alike
                 got["ensembled"].append(ensembled_steps_per_s(a.build, k, e, work))
                 got["vmap"].append(vmap_steps_per_s(k, e, compiled=False))
                 got["vmap + compile"].append(vmap_steps_per_s(k, e, compiled=True))
+                got["vmap(grad)+Adam compiled"].append(vmap_grad_compiled_steps_per_s(k, e, work))
                 if k <= a.one_max:
                     got["one at a time"].append(one_at_a_time_steps_per_s(k, e))
             med = {m: statistics.median(v) for m, v in got.items() if v}
@@ -126,7 +139,7 @@ def main():
             print(f"{k} x {e}:")
             for m, v in med.items():
                 ratio = med["ensembled"] / v
-                print(f"  {m:16} {v:12.0f} member-steps/s" + ("" if m == "ensembled" else f"   ensembled is {ratio:.2f}x"))
+                print(f"  {m:26} {v:12.0f} member-steps/s" + ("" if m == "ensembled" else f"   ensembled is {ratio:.2f}x"))
     out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "command": f"bench/peer_ensembles.py --cases {a.cases} --reps {a.reps} --one-max {a.one_max}",
            "machine": "this machine, one thread each", "torch": torch.__version__, "cases": rows}
