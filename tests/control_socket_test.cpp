@@ -27,9 +27,9 @@ constexpr int kMembers = 6, kWorkers = 2;
 
 // Slow enough members (about 2 s each on one CPU thread) to act while they train.
 std::string CtlConfig(const std::string& state_dir, int rounds, uint64_t seed = 17, const std::string& name = "ctl",
-                      int epochs = 60, int rows = 2000) {
+                      int epochs = 240, int rows = 2000) {
   return R"({
-    // control socket test: 6 members x 60 epochs x 2000 rows on 2 CPU workers, one member
+    // control socket test: 6 members x 240 epochs x 2000 rows on 2 CPU workers, one member
     // per task (pack_size 1), so members run and finish one by one
     "run_name": ")" + name + R"(", "state_dir": ")" + state_dir + R"(", "run_seed": )" + std::to_string(seed) + R"(,
     "resources": {"gpus": "none", "cpu_workers": )" + std::to_string(kWorkers) + R"(, "threads_per_worker": 1},

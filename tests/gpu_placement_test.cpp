@@ -112,7 +112,7 @@ TEST_CASE("GPU metrics reach status.json, ensemblectl status, the status page an
   TempDir tmp;
   int port = FreeTcpPort();
   REQUIRE(port > 0);
-  WriteText(tmp / "c.json", Config(tmp / "s", "\"auto\"", 400, port));
+  WriteText(tmp / "c.json", Config(tmp / "s", "\"auto\"", 1600, port));
   RunLayout layout(tmp / "s");
   pid_t sup = SpawnEnv({BinaryPath("ensembled"), "run", "--config", tmp / "c.json"}, tmp / "o", tmp / "e",
                        FakeGpus(2, "given"));

@@ -119,7 +119,7 @@ TimedRun CalmThenStart(const TempDir& tmp, int rounds, int members, int epochs, 
 
 TEST_CASE("SIGTERM once lets running members finish and exits 0 and the run resumes to the same bits",
           "[resilience][stop]") {
-  const int rounds = 2, members = 4, epochs = 60;
+  const int rounds = 2, members = 4, epochs = 240;
   TempDir tmp;
   Watched run;
   TimedRun calm = CalmThenStart(tmp, rounds, members, epochs, &run);
@@ -181,7 +181,7 @@ TEST_CASE("SIGTERM twice stops at once and the run still resumes to the same bit
   // Slow members (~5 s each here): a graceful stop would take seconds, a stop at once does
   // not. With 200 epochs they took ~1 s on this machine, and under ctest -j2 a member could
   // finish in the 0.8 s between "both running" and the second signal.
-  const int rounds = 1, members = 2, epochs = 800;
+  const int rounds = 1, members = 2, epochs = 3200;
   TempDir tmp;
   Watched run;
   TimedRun calm = CalmThenStart(tmp, rounds, members, epochs, &run);

@@ -185,14 +185,14 @@ void Storm(const std::string& pack_size, int epochs) {
 }
 
 TEST_CASE("a storm of SIGKILLs on random workers changes no bit of the result", "[resilience][kill_storm]") {
-  Storm("1", 300);  // long enough for ten kills of workers past kMinVictimAgeS
+  Storm("1", 1200);  // long enough for ten kills of workers past kMinVictimAgeS
 }
 
 // A kill can land between the reports of a pack: the retried pack then holds journaled
 // members, which it trains again without rewriting (task publish false).
 TEST_CASE("a storm of SIGKILLs on workers training fused packs changes no bit of the result",
           "[resilience][kill_storm][pack]") {
-  Storm("\"auto\"", 450);
+  Storm("\"auto\"", 1800);
 }
 
 }  // namespace

@@ -96,7 +96,7 @@ TEST_CASE("a SIGKILLed 16-worker run leaves nothing that stops a 64-worker run o
   TempDir tmp;
   // Members long enough that the first run is mid-round when it is killed.
   std::string first = Config("killed16", tmp / "k", 16, 32);
-  first.replace(first.find(R"("epochs": 2)"), 11, R"("epochs": 400)");
+  first.replace(first.find(R"("epochs": 2)"), 11, R"("epochs": 1600)");
   WriteText(tmp / "k.json", first);
   RunLayout layout(tmp / "k");
   pid_t sup = SpawnEnv({BinaryPath("ensembled"), "run", "--config", tmp / "k.json"}, tmp / "k.out", tmp / "k.err");

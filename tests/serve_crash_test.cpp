@@ -87,10 +87,10 @@ TEST_CASE("a run that crash-loops is restarted with backoff until its budget is 
   // Every `ensembled run` of this daemon SIGKILLs itself after its 3rd member_done: "loops"
   // crashes again after each restart; "calm" (1 member) never gets there. member_done records
   // are journaled in batches of up to a second (round_runner.h), so loops' members are long
-  // enough (200 epochs) and many enough (120) that six starts cannot finish them.
+  // enough (10,000 epochs: the lane kernel trains a lone member fast) and many enough (120) that six starts cannot finish them.
   EnvChanges env;
   env.set = {{"ENSEMBLED_CRASH_AT", "after_member_done:3"}};
-  WriteText(d.runs_dir() + "/loops.json", TinyRunConfig("loops", 2, 1, "", 120, 200));
+  WriteText(d.runs_dir() + "/loops.json", TinyRunConfig("loops", 2, 1, "", 120, 10000));
   WriteText(d.runs_dir() + "/calm.json", TinyRunConfig("calm", 1, 1, "", 1, 2));
   auto t0 = SteadyClock::now();
   d.Start(env);
