@@ -145,7 +145,7 @@ class RunAsDaemon {
   void WaitFor(const std::string& name, const std::function<bool(const json&)>& done, const std::string& what) {
     auto t0 = SteadyClock::now();
     for (json r = Run(name); !(r.is_object() && done(r)); r = Run(name)) {
-      if (SecondsSince(t0) > 60) FAIL("run " << name << " not " << what << ": " << r.dump() << "\n" << Log());
+      if (SecondsSince(t0) > 180) FAIL("run " << name << " not " << what << ": " << r.dump() << "\n" << Log());
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }

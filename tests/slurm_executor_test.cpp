@@ -77,7 +77,7 @@ std::string Config(const std::string& state, const std::string& resources) {
     "members": {"defaults": {"epochs": 10, "batch_size": 16, "layers": [{"units": 16}]},
                 "count": 4,
                 "variants": [{"split": "random"},
-                             {"split": "bootstrap", "epochs": 300, "layers": [{"units": 12}, {"units": 8}]}]},
+                             {"split": "bootstrap", "epochs": 3000, "layers": [{"units": 12}, {"units": 8}]}]},
     "mutation": {"policy": "query_by_committee", "k": 10},
     "heartbeat_timeout_s": 30,
     "pack_size": 1,
