@@ -23,8 +23,9 @@ using namespace ens::testing;
 TEST_CASE("the daemon SIGKILLed mid-run leaves no process - restarted, everything finishes with the same bits",
           "[serve][integration][crash]") {
   ServeDaemonHarness d(2);
-  // 300 epochs: the run must still be going when the daemon is killed after its second member.
-  constexpr int kRounds = 2, kMembers = 8, kEpochs = 300;
+  // 15000 epochs: the run must still be going when the daemon is killed after its second member
+  // (at 300 the lane kernel finished the whole run within the second of member_done batching).
+  constexpr int kRounds = 2, kMembers = 8, kEpochs = 15000;
   WriteText(d.runs_dir() + "/first.json", TinyRunConfig("first", 2, kRounds, "", kMembers, kEpochs));
   d.Start();
   d.WaitForState("first", "running", 20);
