@@ -110,14 +110,24 @@ json ToRecord(const RunStartedRecord& r) {
           {"train_rows", r.train_rows}, {"holdout_rows", r.holdout_rows}, {"pool_rows", r.pool_rows}};
 }
 
+namespace {
+// "time" of a record read back; a record not yet written has none (Append adds it).
+json WithTime(json j, int64_t time) {
+  if (time != 0) j["time"] = time;
+  return j;
+}
+}  // namespace
+
 json ToRecord(const MemberDoneRecord& r) {
-  return {{"event", r.kEvent}, {"round", r.round}, {"member", r.member}, {"index", r.index}, {"attempt", r.attempt},
-          {"slot", r.slot}, {"pid", r.pid}, {"metrics", r.metrics}};
+  return WithTime({{"event", r.kEvent}, {"round", r.round}, {"member", r.member}, {"index", r.index},
+                   {"attempt", r.attempt}, {"slot", r.slot}, {"pid", r.pid}, {"metrics", r.metrics}},
+                  r.time);
 }
 
 json ToRecord(const MemberFailedRecord& r) {
-  return {{"event", r.kEvent}, {"round", r.round}, {"member", r.member}, {"index", r.index},
-          {"attempt", r.attempt}, {"error", r.error}, {"permanent", r.permanent}};
+  return WithTime({{"event", r.kEvent}, {"round", r.round}, {"member", r.member}, {"index", r.index},
+                   {"attempt", r.attempt}, {"error", r.error}, {"permanent", r.permanent}},
+                  r.time);
 }
 
 json ToRecord(const RoundCommittedRecord& r) {
@@ -125,7 +135,7 @@ json ToRecord(const RoundCommittedRecord& r) {
             {"train_rows", r.train_rows}, {"dropped_rows", r.dropped_rows}, {"pool_used", r.pool_used},
             {"excluded_file", r.excluded_file}, {"summary", r.summary}, {"wall_seconds", r.wall_seconds}};
   if (r.mutation_skipped) j["mutation_skipped"] = true;  // absent otherwise, as before the key existed
-  return j;
+  return WithTime(std::move(j), r.time);
 }
 
 json ToRecord(const MutationAppliedRecord& r) {
@@ -161,6 +171,13 @@ std::vector<uint64_t> Ids(const json& j, const char* key) {
   return out;
 }
 
+// A number a record of an earlier or damaged journal may lack or spell otherwise.
+template <typename T>
+T NumberOr(const json& j, const char* key, T fallback) {
+  const json v = j.value(key, json());
+  return v.is_number() ? v.get<T>() : fallback;
+}
+
 // The fields round_committed and mutation_applied share: the round, and the generation its
 // mutation published.
 template <typename R>
@@ -177,8 +194,34 @@ R WithGeneration(const json& j) {
 
 }  // namespace
 
+MemberDoneRecord MemberDoneFrom(const json& j) {
+  MemberDoneRecord r;
+  r.round = NumberOr(j, "round", -1);
+  r.member = j.value("member", "");
+  r.index = NumberOr(j, "index", 0);
+  r.attempt = NumberOr(j, "attempt", 0);
+  r.slot = NumberOr(j, "slot", 0);
+  r.pid = NumberOr<int64_t>(j, "pid", 0);
+  r.metrics = j.value("metrics", json::object());
+  r.time = NumberOr<int64_t>(j, "time", 0);
+  return r;
+}
+
+MemberFailedRecord MemberFailedFrom(const json& j) {
+  MemberFailedRecord r;
+  r.round = NumberOr(j, "round", -1);
+  r.member = j.value("member", "");
+  r.index = NumberOr(j, "index", 0);
+  r.attempt = NumberOr(j, "attempt", 0);
+  r.error = j.value("error", "");
+  r.permanent = j.value("permanent", false);
+  r.time = NumberOr<int64_t>(j, "time", 0);
+  return r;
+}
+
 RoundCommittedRecord RoundCommittedFrom(const json& j) {
   auto r = WithGeneration<RoundCommittedRecord>(j);
+  r.time = NumberOr<int64_t>(j, "time", 0);
   r.trained_rows = j.value("trained_rows", uint64_t{0});
   r.summary = j.value("summary", json::object());
   r.wall_seconds = j.value("wall_seconds", 0.0);
@@ -218,13 +261,15 @@ void RunProgress::Apply(const json& r) {
     started = true;
     train_rows = r.value("train_rows", uint64_t{0});
   } else if (ev == MemberDoneRecord::kEvent && round == next_round) {
-    done[r.value("member", "")] = r;
-    failed.erase(r.value("member", ""));
+    MemberDoneRecord d = MemberDoneFrom(r);
+    failed.erase(d.member);
+    done[d.member] = std::move(d);
   } else if (ev == MemberFailedRecord::kEvent && round == next_round) {
-    failed[r.value("member", "")] = r;
+    MemberFailedRecord f = MemberFailedFrom(r);
+    failed[f.member] = std::move(f);
   } else if (ev == RoundCommittedRecord::kEvent && round == next_round) {
-    const RoundCommittedRecord c = RoundCommittedFrom(r);
-    committed.push_back(r);
+    committed.push_back(RoundCommittedFrom(r));
+    const RoundCommittedRecord& c = committed.back();
     next_round += 1;
     generation = r.contains("generation") ? c.generation : generation + 1;
     if (r.contains("train_rows")) train_rows = c.train_rows;
@@ -234,16 +279,15 @@ void RunProgress::Apply(const json& r) {
     failed.clear();
     round_files.push_back(RoundFiles::kAll);
     pruned_since_commit.clear();
-  } else if (ev == MutationAppliedRecord::kEvent && !committed.empty() &&
-             round == committed.back().value("round", -2)) {
+  } else if (ev == MutationAppliedRecord::kEvent && !committed.empty() && round == committed.back().round) {
     // The mutation a last round skipped, decided when the run was extended.
     const MutationAppliedRecord m = MutationAppliedFrom(r);
     generation = r.contains("generation") ? m.generation : generation + 1;
     if (r.contains("train_rows")) train_rows = m.train_rows;
     if (r.contains("dropped_rows")) dropped_rows = m.dropped_rows;
     pool_used.insert(pool_used.end(), m.pool_used.begin(), m.pool_used.end());
-    committed.back()["excluded_file"] = m.excluded_file;
-    committed.back()["mutation_skipped"] = false;
+    committed.back().excluded_file = m.excluded_file;
+    committed.back().mutation_skipped = false;
   } else if (ev == RunFinishedRecord::kEvent) {
     finished = true;
     finish_reason = r.value("reason", "");
@@ -251,7 +295,7 @@ void RunProgress::Apply(const json& r) {
     finished = false;
     finish_reason.clear();
     // A run that finished with all rounds done skipped its last round's mutation.
-    if (!committed.empty()) committed.back()["mutation_skipped"] = true;
+    if (!committed.empty()) committed.back().mutation_skipped = true;
   } else if (RoundPrunedRecord p; ev == RoundPrunedRecord::kEvent && RoundPrunedFrom(r, &p) &&
                                    p.round < static_cast<int>(round_files.size())) {
     RoundFiles& now = round_files[static_cast<size_t>(p.round)];

@@ -6,10 +6,8 @@
 // line number, never guessed around.
 //
 // Records: one struct each below, with its "event" name (kEvent) and its fields; ToRecord and
-// the From* readers in journal.cpp write and read them. RunProgress (below) still hands the
-// member_done, member_failed and round_committed records on as their JSON objects, which its
-// readers (status, the run's view, serve, prune) read by key: a record's keys are spelled there
-// too.
+// the From* readers in journal.cpp write and read them: a record's keys are spelled in
+// journal.cpp only. RunProgress (below) holds the records it keeps as these structs.
 // A Journal is move-only and single-threaded (the supervisor's loop).
 #pragma once
 
@@ -43,6 +41,8 @@ struct MemberDoneRecord {
   int index = 0, attempt = 0, slot = 0;
   int64_t pid = 0;
   nlohmann::json metrics;
+  int64_t time = 0;  // unix seconds, as read back (Append sets it; 0 before)
+  friend bool operator==(const MemberDoneRecord&, const MemberDoneRecord&) = default;
 };
 // member_failed: an attempt that will not be retried (permanent, or the last allowed).
 struct MemberFailedRecord {
@@ -52,6 +52,8 @@ struct MemberFailedRecord {
   int index = 0, attempt = 0;
   std::string error;
   bool permanent = false;
+  int64_t time = 0;  // unix seconds, as read back (Append sets it; 0 before)
+  friend bool operator==(const MemberFailedRecord&, const MemberFailedRecord&) = default;
 };
 // round_committed: the round's summary is written and its mutation appended. trained_rows is
 // what the round trained on (net of drops); generation, train_rows and dropped_rows describe
@@ -66,6 +68,8 @@ struct RoundCommittedRecord {
   double wall_seconds = 0;
   // The last round decides no mutation; extending the run decides it then (mutation_applied).
   bool mutation_skipped = false;
+  int64_t time = 0;  // unix seconds, as read back (Append sets it; 0 before)
+  friend bool operator==(const RoundCommittedRecord&, const RoundCommittedRecord&) = default;
 };
 // mutation_applied: the mutation a last round skipped, decided when the run was extended.
 struct MutationAppliedRecord {
@@ -102,7 +106,7 @@ struct RunFinishedRecord {
   std::string reason;
 };
 
-// A record's journal line (less "time", which Append adds).
+// A record's journal line ("time" only where a record read back has it: Append sets it).
 nlohmann::json ToRecord(const RunStartedRecord& r);
 nlohmann::json ToRecord(const MemberDoneRecord& r);
 nlohmann::json ToRecord(const MemberFailedRecord& r);
@@ -114,6 +118,8 @@ nlohmann::json ToRecord(const RunFinishedRecord& r);
 nlohmann::json ToRecord(const RoundPrunedRecord& r);
 // Readers of the records replay needs. A missing key reads as the field's default, as journals
 // of earlier versions lack later keys; the caller has checked the event.
+MemberDoneRecord MemberDoneFrom(const nlohmann::json& j);
+MemberFailedRecord MemberFailedFrom(const nlohmann::json& j);
 RoundCommittedRecord RoundCommittedFrom(const nlohmann::json& j);
 MutationAppliedRecord MutationAppliedFrom(const nlohmann::json& j);
 ConfigChangedRecord ConfigChangedFrom(const nlohmann::json& j);
@@ -172,9 +178,10 @@ struct RunProgress {
   uint64_t train_rows = 0;            // rows of that generation's train table (row ids below this)
   uint64_t dropped_rows = 0;          // of those, rows a mutation dropped (not trained on)
   std::vector<uint64_t> pool_used;    // pool rows already moved into train
-  std::map<std::string, nlohmann::json> done;    // next_round: member name -> member_done record
-  std::map<std::string, nlohmann::json> failed;  // next_round: member name -> last member_failed
-  std::vector<nlohmann::json> committed;         // round_committed records, in order
+  std::map<std::string, MemberDoneRecord> done;      // next_round: member name -> its member_done
+  std::map<std::string, MemberFailedRecord> failed;  // next_round: member name -> last member_failed
+  std::vector<RoundCommittedRecord> committed;       // round_committed records, in order (a later
+                                                     // mutation_applied folded into its round's)
   int config_epoch = 0;                          // the last config_changed record's epoch
   std::vector<RoundFiles> round_files;           // per committed round: what retention left
   std::vector<RoundPrunedRecord> pruned_since_commit;  // round_pruned after the last commit

@@ -77,7 +77,7 @@ StatusOr<CommittedRound> FindCommittedRound(const std::string& state_dir, int ro
     return out;
   }
   if (p.committed.empty()) return Status::NotFound("no round of " + state_dir + " is committed yet");
-  const int last = p.committed.back().value("round", 0);
+  const int last = p.committed.back().round;
   if (round < 0) round = last;
   if (round >= static_cast<int>(p.committed.size()))
     return Status::InvalidArgument("round " + std::to_string(round) + " is not committed (last: " +

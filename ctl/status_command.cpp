@@ -100,6 +100,13 @@ std::string Bytes(uint64_t n) {
   return b;
 }
 
+// The committed rounds' records as the journal holds them (with a later mutation folded in).
+json CommittedRecords(const RunProgress& p) {
+  json out = json::array();
+  for (const RoundCommittedRecord& c : p.committed) out.push_back(ToRecord(c));
+  return out;
+}
+
 // `ensemblectl status --json`'s object.
 json StatusJson(const std::string& state_dir, const json& run, const RunProgress& p, bool running,
                 const json& live, const json& last, const json* served) {
@@ -116,7 +123,7 @@ json StatusJson(const std::string& state_dir, const json& run, const RunProgress
               {"running", running},
               {"live", live},
               {"last_summary", last},
-              {"rounds", p.committed},
+              {"rounds", CommittedRecords(p)},
               {"state_dir_bytes", DirectoryBytes(state_dir)},
               {"round_files", RoundFilesCounts(p)}};
   if (served != nullptr) out["served"] = (*served)["run"];
@@ -159,7 +166,7 @@ void PrintLive(const json& live) {
 // Gaussian NLL; classification, NLL and ECE; "-" where a round's summary has none (written
 // before them, or a one-member regression).
 void PrintRounds(const RunProgress& p) {
-  const bool classify = !p.committed.empty() && p.committed.back()["summary"].contains("ensemble_accuracy");
+  const bool classify = !p.committed.empty() && p.committed.back().summary.contains("ensemble_accuracy");
   const char* metric = classify ? "accuracy" : "RMSE";
   std::printf("%-6s %12s %28s %18s", "round", "train rows",
               (std::string("member holdout ") + metric + " (mean±std)").c_str(), (std::string("ensemble ") + metric).c_str());
@@ -171,8 +178,7 @@ void PrintRounds(const RunProgress& p) {
   for (size_t i : shown) std::printf(" %10s", kRoundFigures[i].text_header);
   std::printf("\n");
   for (const auto& c : p.committed) {
-    const RoundView r = RoundView::FromSummary(c.value("round", 0), c.value("trained_rows", uint64_t{0}),
-                                               c["summary"], 0);
+    const RoundView r = RoundView::FromSummary(c.round, c.trained_rows, c.summary, 0);
     std::printf("%-6d %12llu %19.4f ± %-7.4f %18.4f", r.round, static_cast<unsigned long long>(r.trained_rows),
                 r.member_mean, r.member_std, r.ensemble);
     for (size_t i : shown) std::printf(" %10s", Figure(r.figures[i]).c_str());
@@ -208,7 +214,7 @@ void PrintStatus(const std::string& state_dir, const json& run, const RunProgres
   std::printf("disk: %s in %s%s\n", Bytes(DirectoryBytes(state_dir)).c_str(), state_dir.c_str(), pruned.c_str());
   PrintRounds(p);
   for (const auto& [name, f] : p.failed)
-    std::printf("failed: %s: %s\n", name.c_str(), f.value("error", "").c_str());
+    std::printf("failed: %s: %s\n", name.c_str(), f.error.c_str());
 }
 
 }  // namespace
@@ -237,8 +243,7 @@ int ShowStatus(const std::string& state_dir, const std::string& socket, bool as_
   RunProgress p = ReplayJournal(*recs);
   bool running = false;
   json live = LiveStatus(layout, state_dir, socket, served, &running);
-  // Indexing the mutable record gives a last round without a summary a null one (the table reads it).
-  json last = p.committed.empty() ? json() : p.committed.back()["summary"];
+  json last = p.committed.empty() ? json() : p.committed.back().summary;
   if (as_json) {
     std::cout << StatusJson(state_dir, run, p, running, live, last, served).dump(2) << "\n";
     return exit_code::kOk;

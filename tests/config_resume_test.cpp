@@ -82,7 +82,7 @@ TEST_CASE("a finished run extended to more rounds equals the run configured long
   REQUIRE(ja.ok());
   auto pa = ReplayJournal((*ja)->records());
   REQUIRE(pa.committed.size() == 4);
-  CHECK(pa.committed[2].value("trained_rows", 0) == pa.committed[1].value("trained_rows", 0) + 5);
+  CHECK(pa.committed[2].trained_rows == pa.committed[1].trained_rows + 5);
 }
 
 TEST_CASE("a results-changing config change is refused on resume, naming each key, unless accepted", "[resume]") {

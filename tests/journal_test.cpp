@@ -208,7 +208,7 @@ TEST_CASE("ReplayJournal follows rounds, generations and pool use", "[journal]")
   CHECK(p.done.count("m000") == 1);
   CHECK(p.done.count("m002") == 1);
   CHECK(p.done.count("m007") == 0);
-  CHECK(p.done["m002"]["attempt"] == 2);
+  CHECK(p.done["m002"].attempt == 2);
   REQUIRE(p.failed.size() == 1);  // m002's failure was superseded by its success
   CHECK(p.failed.count("m001") == 1);
 
@@ -273,6 +273,14 @@ TEST_CASE("journal records: each type's line names its event and carries its fie
   CHECK(k.changes == std::vector<std::string>{"rounds.count: 3 -> 4"});
 
   CHECK(IsRecord<MemberDoneRecord>(ToRecord(MemberDoneRecord{0, "m1", 1, 1, 0, 42, {{"seconds", 1.0}}})));
+  // The records RunProgress keeps read back as written, with the time Append gave them.
+  const MemberDoneRecord done{2, "m1", 1, 3, 4, 42, {{"seconds", 1.0}}, 1700000000};
+  CHECK(MemberDoneFrom(ToRecord(done)) == done);
+  const MemberFailedRecord failed{2, "m7", 7, 2, "boom", true, 1700000001};
+  CHECK(MemberFailedFrom(ToRecord(failed)) == failed);
+  c.time = 1700000002;
+  CHECK(RoundCommittedFrom(ToRecord(c)) == c);
+  CHECK_FALSE(ToRecord(MemberDoneRecord{}).contains("time"));  // not written yet: Append adds it
   CHECK_FALSE(IsRecord<MemberDoneRecord>(ToRecord(MemberFailedRecord{0, "m1", 1, 2, "boom", true})));
   CHECK(ToRecord(MemberFailedRecord{0, "m1", 1, 2, "boom", true})["permanent"] == true);
   CHECK(ToRecord(RunFinishedRecord{4, "all rounds done"})["rounds"] == 4);
@@ -287,6 +295,11 @@ TEST_CASE("journal records: a line of an earlier version reads with each missing
   CHECK(r.pool_used.empty());
   CHECK(r.excluded_file.empty());
   CHECK_FALSE(r.mutation_skipped);
+  MemberDoneRecord d = MemberDoneFrom(Rec("member_done", {{"round", 1}, {"member", "m3"}, {"attempt", "two"}}));
+  CHECK(d.member == "m3");
+  CHECK(d.attempt == 0);  // a key of another type reads as its default, not an exception
+  CHECK(d.metrics == json::object());
+  CHECK(MemberFailedFrom(Rec("member_failed", {{"member", "m4"}})).error.empty());
   // A typed record appended and replayed is what the json one was.
   TempDir dir;
   auto j = MustOpen(dir.path() + "/journal.jsonl");
@@ -377,8 +390,8 @@ TEST_CASE("RunProgress::Apply of each record appended equals a replay of the who
   CHECK(p.dropped_rows == 1);
   CHECK(p.pool_used == std::vector<uint64_t>{5, 6, 7, 8, 9, 10});
   REQUIRE(p.committed.size() == 3);
-  CHECK(p.committed[1]["excluded_file"] == "x3");
-  CHECK(p.committed[1]["mutation_skipped"] == false);
+  CHECK(p.committed[1].excluded_file == "x3");
+  CHECK_FALSE(p.committed[1].mutation_skipped);
   CHECK(p.done.empty());
   CHECK(p.failed.count("m0") == 1);
   CHECK(p.config_epoch == 2);

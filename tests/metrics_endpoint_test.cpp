@@ -447,10 +447,15 @@ TEST_CASE("per-round series cover the snapshot's window and rounds_completed cou
   RunSnapshot s;
   s.run_name = "w";
   s.task_seconds_buckets.assign(s.task_seconds_bucket_bounds.size(), 0);
-  std::vector<nlohmann::json> committed;
+  std::vector<RoundCommittedRecord> committed;
   const int n = kRecentRounds + 40;
-  for (int r = 0; r < n; ++r)
-    committed.push_back({{"round", r}, {"summary", {{"ensemble_rmse", 1.0 / (r + 1)}}}, {"wall_seconds", 0.5}});
+  for (int r = 0; r < n; ++r) {
+    RoundCommittedRecord c;
+    c.round = r;
+    c.summary = {{"ensemble_rmse", 1.0 / (r + 1)}};
+    c.wall_seconds = 0.5;
+    committed.push_back(c);
+  }
   SetCommittedRounds(&s, committed);
   Exposition e = ParseExposition(RenderPrometheus(s));
   INFO(Joined(e.problems, "\n"));

@@ -233,12 +233,16 @@ TEST_CASE("the page plots the ensemble's error against training rows when they g
 }
 
 // `n` round_committed records as RunProgress::committed holds them; round r's ensemble RMSE is r.
-std::vector<json> Committed(int n) {
-  std::vector<json> out;
-  for (int r = 0; r < n; ++r)
-    out.push_back({{"event", "round_committed"}, {"round", r}, {"trained_rows", 100 + 2 * r},
-                   {"summary", {{"ensemble_rmse", static_cast<double>(r)}, {"member_rmse_mean", r + 0.5}}},
-                   {"wall_seconds", 0.25}});
+std::vector<RoundCommittedRecord> Committed(int n) {
+  std::vector<RoundCommittedRecord> out;
+  for (int r = 0; r < n; ++r) {
+    RoundCommittedRecord c;
+    c.round = r;
+    c.trained_rows = static_cast<uint64_t>(100 + 2 * r);
+    c.summary = {{"ensemble_rmse", static_cast<double>(r)}, {"member_rmse_mean", r + 0.5}};
+    c.wall_seconds = 0.25;
+    out.push_back(c);
+  }
   return out;
 }
 

@@ -105,11 +105,11 @@ TEST_CASE("a tiny closed loop runs end to end with persistent workers", "[integr
   SECTION("the journal records both rounds and the run's end") {
     CHECK(p.finished);
     REQUIRE(p.committed.size() == 2);
-    CHECK(p.committed[0]["trained_rows"] == 400);
-    CHECK(p.committed[0]["train_rows"] == 425);  // query_by_committee added k = 25 rows
-    CHECK(p.committed[0]["pool_used"].size() == 25);
-    CHECK(p.committed[1]["trained_rows"] == 425);
-    CHECK(p.committed[0]["generation"] == 1);
+    CHECK(p.committed[0].trained_rows == 400);
+    CHECK(p.committed[0].train_rows == 425);  // query_by_committee added k = 25 rows
+    CHECK(p.committed[0].pool_used.size() == 25);
+    CHECK(p.committed[1].trained_rows == 425);
+    CHECK(p.committed[0].generation == 1);
   }
 
   SECTION("every member was trained by one of the two original workers in both rounds") {
@@ -224,7 +224,7 @@ TEST_CASE("a failing mutation command stops the run without losing finished memb
   p = ReplayJournal(*recs);
   CHECK(p.finished);
   REQUIRE(p.committed.size() == 2);
-  CHECK(p.committed[0]["train_rows"] == 401);
+  CHECK(p.committed[0].train_rows == 401);
   // Round 0's members were not retrained on resume.
   CHECK(std::filesystem::last_write_time(layout.MemberDir(0, "m002") + "/checkpoint.pt") == ckpt_time);
   json m = json::parse(ReadText(layout.MemberDir(1, "m000") + "/metrics.json"));

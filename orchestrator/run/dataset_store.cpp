@@ -117,7 +117,7 @@ Status DatasetStore::Reopen(const Config& cfg, const RunProgress& p) {
   pool_used_.assign(pool_.rows(), false);
   for (uint64_t id : p.pool_used)
     if (id < pool_used_.size()) pool_used_[id] = true;
-  if (!p.committed.empty()) excluded_file_ = p.committed.back().value("excluded_file", "");
+  if (!p.committed.empty()) excluded_file_ = p.committed.back().excluded_file;
   return ReadExcluded();
 }
 

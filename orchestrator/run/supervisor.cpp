@@ -220,7 +220,7 @@ bool Supervisor::Tick(size_t failed) {
 }
 
 void Supervisor::MemberJournaled(const MemberDoneRecord& record, const std::string& out_dir, MemberResult result) {
-  progress_.done[record.member] = ToRecord(record);
+  progress_.done[record.member] = record;
   if (reported_round_ != record.round) reported_.clear();
   reported_round_ = record.round;
   reported_[record.member] = std::move(result);
@@ -375,12 +375,13 @@ StatusOr<MutationView> Supervisor::CommandMutationView(int round, uint64_t gener
 }
 
 Status Supervisor::ApplyDeferredMutation() {
-  const RoundCommittedRecord last = RoundCommittedFrom(progress_.committed.back());
+  const RoundCommittedRecord& last = progress_.committed.back();
   auto results = LoadRoundResults(last.round, /*journaled_only=*/false);
   if (!results.ok()) return results.status();
   EnsembleSummary ens = SummariseEnsemble(*results, data_.holdout().y, Head());
   // What round `round` would have handed its mutation had it not been the last round.
-  const uint64_t generation = progress_.committed.back().value("generation", uint64_t{1}) - 1;
+  // (A record of a journal too old to have "generation" reads 0: taken as 1, as before.)
+  const uint64_t generation = std::max<uint64_t>(last.generation, 1) - 1;
   json summary = {{"round", last.round}, {"generation", generation}, {"train_rows", last.trained_rows},
                   {"ensemble", ens.ToJson()}, {"wall_seconds", last.wall_seconds}};
   AppliedMutation mut;
@@ -403,12 +404,12 @@ void Supervisor::PrintFinalTable() const {
   if (!data_.classes().empty()) {
     std::printf("\n%-6s %12s %32s %18s %12s %10s\n", "round", "train rows", "member holdout accuracy (mean±std)",
                 "ensemble accuracy", "ensemble NLL", "wall (s)");
-    for (const json& c : progress_.committed) {
-      const json& s = c["summary"];
-      std::printf("%-6d %12llu %23.4f ± %-7.4f %18.4f %12.4f %10.1f\n", c.value("round", 0),
-                  static_cast<unsigned long long>(c.value("trained_rows", uint64_t{0})),
-                  s.value("member_accuracy_mean", 0.0), s.value("member_accuracy_std", 0.0),
-                  s.value("ensemble_accuracy", 0.0), s.value("ensemble_nll", 0.0), c.value("wall_seconds", 0.0));
+    for (const RoundCommittedRecord& c : progress_.committed) {
+      const json& s = c.summary;
+      std::printf("%-6d %12llu %23.4f ± %-7.4f %18.4f %12.4f %10.1f\n", c.round,
+                  static_cast<unsigned long long>(c.trained_rows), s.value("member_accuracy_mean", 0.0),
+                  s.value("member_accuracy_std", 0.0), s.value("ensemble_accuracy", 0.0),
+                  s.value("ensemble_nll", 0.0), c.wall_seconds);
     }
     std::fflush(stdout);
     return;
@@ -416,15 +417,14 @@ void Supervisor::PrintFinalTable() const {
   // The calibrated coverage of +-2 sigma (sigma_calibration.h) where the summary has it.
   std::printf("\n%-6s %12s %28s %14s %12s %10s\n", "round", "train rows", "member holdout RMSE (mean±std)",
               "ensemble RMSE", "cal. 2sd", "wall (s)");
-  for (const json& c : progress_.committed) {
-    const json& s = c["summary"];
+  for (const RoundCommittedRecord& c : progress_.committed) {
+    const json& s = c.summary;
     char cover[32] = "-";
     const std::optional<double>& cal = RoundView::FromSummary(0, 0, s, 0).figure("calibrated_coverage_2sigma");
     if (cal) std::snprintf(cover, sizeof(cover), "%.3f", *cal);
-    std::printf("%-6d %12llu %19.4f ± %-7.4f %14.4f %12s %10.1f\n", c.value("round", 0),
-                static_cast<unsigned long long>(c.value("trained_rows", uint64_t{0})),
-                s.value("member_rmse_mean", 0.0), s.value("member_rmse_std", 0.0), s.value("ensemble_rmse", 0.0),
-                cover, c.value("wall_seconds", 0.0));
+    std::printf("%-6d %12llu %19.4f ± %-7.4f %14.4f %12s %10.1f\n", c.round,
+                static_cast<unsigned long long>(c.trained_rows), s.value("member_rmse_mean", 0.0),
+                s.value("member_rmse_std", 0.0), s.value("ensemble_rmse", 0.0), cover, c.wall_seconds);
   }
   std::fflush(stdout);
 }
@@ -436,7 +436,7 @@ int Supervisor::Run() {
     return ExitCodeFor(s);
   }
   if (std::optional<int> code = FinishedOrExtended()) return *code;
-  if (!progress_.committed.empty() && progress_.committed.back().value("mutation_skipped", false)) {
+  if (!progress_.committed.empty() && progress_.committed.back().mutation_skipped) {
     s = ApplyDeferredMutation();
     if (!s.ok()) {
       spdlog::error("{}", s.ToString());
@@ -480,7 +480,7 @@ std::optional<int> Supervisor::FinishedOrExtended() {
   }
   // A crash between the last round's commit and run_finished: the run is in fact complete.
   bool converged_last = !progress_.committed.empty() && cfg_.rounds.stop_below_error &&
-                        SummaryError(progress_.committed.back()["summary"]) < *cfg_.rounds.stop_below_error;
+                        SummaryError(progress_.committed.back().summary) < *cfg_.rounds.stop_below_error;
   if (!progress_.started || (progress_.next_round < cfg_.rounds.count && !converged_last)) return std::nullopt;
   if (progress_.next_round > cfg_.rounds.count)
     std::printf("rounds.count is %d but %d rounds are committed: the run finishes here; nothing committed is "

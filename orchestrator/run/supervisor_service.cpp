@@ -107,7 +107,7 @@ RunSnapshot Supervisor::BuildSnapshot() const {
   double per_member = 0;
   int timed = 0;
   for (const auto& [name, rec] : progress_.done) {
-    per_member += rec["metrics"].value("seconds", 0.0);
+    per_member += rec.metrics.value("seconds", 0.0);
     ++timed;
   }
   size_t left = cfg_.members.size() - std::min(cfg_.members.size(), progress_.done.size() + round_failed_);

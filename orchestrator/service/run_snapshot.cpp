@@ -39,17 +39,13 @@ RoundView RoundView::FromSummary(int round, uint64_t trained_rows, const nlohman
   return r;
 }
 
-void SetCommittedRounds(RunSnapshot* s, const std::vector<nlohmann::json>& committed) {
+void SetCommittedRounds(RunSnapshot* s, const std::vector<RoundCommittedRecord>& committed) {
   const size_t n = committed.size();
   s->rounds_committed = static_cast<int>(n);
   s->rounds_done.clear();
-  static const nlohmann::json kNoSummary = nlohmann::json::object();
   for (size_t i = n - std::min<size_t>(n, kRecentRounds); i < n; ++i) {
-    const nlohmann::json& c = committed[i];
-    const auto summary = c.find("summary");
-    s->rounds_done.push_back(RoundView::FromSummary(c.value("round", 0), c.value("trained_rows", uint64_t{0}),
-                                                    summary != c.end() ? *summary : kNoSummary,
-                                                    c.value("wall_seconds", 0.0)));
+    const RoundCommittedRecord& c = committed[i];
+    s->rounds_done.push_back(RoundView::FromSummary(c.round, c.trained_rows, c.summary, c.wall_seconds));
   }
 }
 

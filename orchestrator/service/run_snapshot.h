@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/journal.h"
 #include "orchestrator/gpu/gpu_view.h"
 #include "orchestrator/service/round_figures.h"
 
@@ -101,7 +102,7 @@ std::string RoundPosition(int round, int rounds);
 // Sets s->rounds_committed to committed.size() and s->rounds_done to the views of its last
 // kRecentRounds records (round_committed records, in order, as RunProgress::committed holds
 // them): O(kRecentRounds) however long the run.
-void SetCommittedRounds(RunSnapshot* s, const std::vector<nlohmann::json>& committed);
+void SetCommittedRounds(RunSnapshot* s, const std::vector<RoundCommittedRecord>& committed);
 
 // status.json / `ensemblectl status` live view.
 nlohmann::json SnapshotToJson(const RunSnapshot& s);
