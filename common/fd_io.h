@@ -1,7 +1,10 @@
 // FdIo: whole reads and writes on blocking descriptors (pipes, files), retried across EINTR
-// and short transfers. New code loops over write/read/pwrite/pread only through these; some
-// older code keeps loops of its own (sockets with deadlines, the log relay). Errors name
-// `what` (a path, "predict stream") and the errno text.
+// and short transfers. Every whole transfer on a blocking descriptor goes through these. The
+// read/write/send/recv calls elsewhere do another thing: non-blocking sockets that give up
+// at a deadline or on EAGAIN (worker_channel.cpp, control_socket.cpp), draining a signalfd or
+// an inotify descriptor, and a child's stdin and stdout served in turn under poll
+// (subprocess.cpp, command_member.cpp). Errors name `what` (a path, "predict stream") and the
+// errno text.
 // Thread-safe (no state).
 #pragma once
 

@@ -144,7 +144,8 @@ class Journal {
   Status Append(const R& record, nlohmann::json* written = nullptr) {
     return Append(ToRecord(record), written);
   }
-  // Appends every record with one write and one fdatasync (a pack's member_done records):
+  // Appends every record with one write and one fdatasync (the member_done records of
+  // RoundRunner's batch, which spans packs and is flushed by time, round_runner.h):
   // after an ok, all are durable; a crash mid-way leaves a prefix of them (and at most one
   // torn line, dropped on Open).
   Status AppendBatch(std::vector<nlohmann::json> batch);

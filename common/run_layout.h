@@ -6,14 +6,20 @@
 //     journal.jsonl                append-only journal (journal.h)
 //     supervisor.lock              flock held by the running supervisor
 //     status.json                  live view (workers, progress), rewritten ~1/s while running
+//     control.sock                 the run's control socket (unless service.control_socket or
+//                                  systemd's RUNTIME_DIRECTORY puts it elsewhere)
 //     data/train.bin               dataset segment: training rows, grows by mutation
 //     data/holdout.bin             dataset segment: fixed holdout the ensemble is scored on
 //     data/pool.bin                dataset segment: candidate pool for mutation
 //     data/holdout_x.npy           the holdout's features as float32 [rows, features] (for
 //                                  command members and mutation commands; never the targets)
 //     data/pool_x.npy              the pool's features, the same way
+//     data/slot<N>.pack.json       the pack assigned to worker slot N, while it is (worker_pool.cpp)
 //     rounds/r0002/summary.json    ensemble summary of round 2 (after commit)
 //     rounds/r0002/packs/<task>-a<attempt>.json   one per trained pack of K > 1 (member.json's "pack")
+//     rounds/r0002/mutation/       what a mutation command reads (mutation_view.h):
+//         train_row_ids.npy        the table rows round 2 trained on
+//         pool_unused_ids.npy      the pool rows no mutation has taken yet
 //     rounds/r0002/members/m005/   one member of round 2:
 //         checkpoint.pt            weights + normalisation tensors (torch archive)
 //         member.json              member spec, seed, generation, rows, norm stats
@@ -28,10 +34,12 @@
 //     slurm/worker-<token>.sh      executor "slurm": one job script per worker launch
 //     slurm/slot<N>-<job>.log      ... and its job's output
 //     serve.log                    a run of `ensembled serve`: its output (orchestrator/serve/serve_daemon.h)
-// A member directory's files are named by MemberFiles, every other file by RunLayout; new code
-// names files through them. Older code still spells some names itself (the tests, a few
-// readers in ctl/ and orchestrator/): a renamed file must be searched for. Pure path
-// arithmetic; thread-safe.
+// A member directory's files are named by MemberFiles, every other file of a state directory by
+// RunLayout: no product code spells one of these names. What is named elsewhere is not a
+// run's state: the serve daemon's own files (orchestrator/serve/serve_layout.h), the files a
+// command member's program exchanges with its worker (worker/command_member.cpp, documented in
+// docs/models.md), an ensemblectl command's scratch files, and the user's own data files. The
+// tests spell names themselves, as a user's script would. Pure path arithmetic; thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +71,7 @@ class RunLayout {
     return SlurmDir() + "/slot" + std::to_string(slot) + "-" + job + ".log";
   }
   std::string ServeLog() const { return root_ + "/serve.log"; }
+  std::string ControlSocket() const { return root_ + "/control.sock"; }
   // A fused pack's description, relative to its round's directory (member.json's "pack").
   static std::string PackFile(const std::string& first_task_id, int attempt) {
     return "packs/" + first_task_id + "-a" + std::to_string(attempt) + ".json";
@@ -73,6 +82,17 @@ class RunLayout {
   static std::string PoolSegment(const std::string& data_dir) { return data_dir + "/pool.bin"; }
   static std::string HoldoutFeatures(const std::string& data_dir) { return data_dir + "/holdout_x.npy"; }
   static std::string PoolFeatures(const std::string& data_dir) { return data_dir + "/pool_x.npy"; }
+  static std::string SlotPackFile(const std::string& data_dir, int slot) {
+    return data_dir + "/slot" + std::to_string(slot) + ".pack.json";
+  }
+  // A round directory's mutation view (RoundDir(round)/mutation) and its two files.
+  static std::string MutationDir(const std::string& round_dir) { return round_dir + "/mutation"; }
+  static std::string MutationTrainRowIds(const std::string& round_dir) {
+    return MutationDir(round_dir) + "/train_row_ids.npy";
+  }
+  static std::string MutationPoolUnusedIds(const std::string& round_dir) {
+    return MutationDir(round_dir) + "/pool_unused_ids.npy";
+  }
   // The train row ids dropped as of `generation` (uint64 each, native order).
   static std::string ExcludedRows(const std::string& data_dir, uint64_t generation);
 

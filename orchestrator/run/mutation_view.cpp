@@ -8,7 +8,7 @@
 namespace ens {
 
 StatusOr<MutationView> WriteMutationView(const MutationViewInputs& in) {
-  const std::string dir = in.round_dir + "/mutation";
+  const std::string dir = RunLayout::MutationDir(in.round_dir);
   Status s = MakeDirs(dir);
   if (!s.ok()) return s;
   std::vector<int64_t> rows;
@@ -24,7 +24,8 @@ StatusOr<MutationView> WriteMutationView(const MutationViewInputs& in) {
   std::vector<int64_t> unused;
   for (size_t i = 0; i < in.pool_used->size(); ++i)
     if (!(*in.pool_used)[i]) unused.push_back(static_cast<int64_t>(i));
-  const std::string row_ids = dir + "/train_row_ids.npy", pool_ids = dir + "/pool_unused_ids.npy";
+  const std::string row_ids = RunLayout::MutationTrainRowIds(in.round_dir);
+  const std::string pool_ids = RunLayout::MutationPoolUnusedIds(in.round_dir);
   s = WriteNpyInt64(row_ids, rows);
   if (s.ok()) s = WriteNpyInt64(pool_ids, unused);
   if (!s.ok()) return s;

@@ -420,7 +420,7 @@ void Supervisor::PrintFinalTable() const {
   for (const RoundCommittedRecord& c : progress_.committed) {
     const json& s = c.summary;
     char cover[32] = "-";
-    const std::optional<double>& cal = RoundView::FromSummary(0, 0, s, 0).figure("calibrated_coverage_2sigma");
+    const std::optional<double> cal = RoundView::FromSummary(0, 0, s, 0).figure("calibrated_coverage_2sigma");
     if (cal) std::snprintf(cover, sizeof(cover), "%.3f", *cal);
     std::printf("%-6d %12llu %19.4f ± %-7.4f %14.4f %12s %10.1f\n", c.round,
                 static_cast<unsigned long long>(c.trained_rows), s.value("member_rmse_mean", 0.0),

@@ -8,6 +8,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/fd_io.h"
+
 namespace ens {
 namespace {
 
@@ -51,16 +53,10 @@ void RunLogRelay::FlushLine() {
 }
 
 void RunLogRelay::WriteLog(const char* data, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(log_fd_, data, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      if (!log_failed_) spdlog::error("writing {}: {} (its lines still go to this log)", log_file_, std::strerror(errno));
-      log_failed_ = true;
-      return;
-    }
-    data += w;
-    n -= static_cast<size_t>(w);
+  if (log_failed_) return;
+  if (Status s = WriteFull(log_fd_, data, n, log_file_); !s.ok()) {
+    spdlog::error("{} (its lines still go to this log)", s.message());
+    log_failed_ = true;
   }
 }
 

@@ -8,6 +8,7 @@
 #include "common/config_validator.h"
 #include "orchestrator/service/control_socket.h"
 #include "orchestrator/serve/run_as.h"
+#include "orchestrator/serve/serve_layout.h"
 
 namespace ens {
 namespace {
@@ -97,7 +98,7 @@ StatusOr<ServeConfig> LoadServeConfigFile(const std::string& path) {
   return Status::InvalidArgument(msg);
 }
 
-std::string ServeStateDir(const ServeConfig& c) { return c.state_root + "/.serve"; }
+std::string ServeStateDir(const ServeConfig& c) { return ServeLayout(c.state_root).dir(); }
 
 std::string ServeControlSocket(const ServeConfig& c) {
   return ControlSocketPath(c.service.control_socket, "ensembled-serve", ServeStateDir(c));

@@ -55,8 +55,9 @@ std::vector<ConfigError> ValidateServeConfigText(const std::string& text, const 
 // Reads and validates a file; InvalidArgument lists every "<file>: <pointer>: <message>".
 StatusOr<ServeConfig> LoadServeConfigFile(const std::string& path);
 
-// Where the daemon keeps its own files: <state_root>/.serve (the queue journal, the runs'
-// effective configs, the default control socket). No run may have it as its state directory.
+// Where the daemon keeps its own files: <state_root>/.serve (ServeLayout, serve_layout.h: the
+// queue journal, the runs' effective configs and logs, the default control socket). No run may
+// have it as its state directory.
 std::string ServeStateDir(const ServeConfig& c);
 // The control socket the daemon listens on (service.control_socket or its default).
 std::string ServeControlSocket(const ServeConfig& c);

@@ -25,6 +25,7 @@
 #include "orchestrator/gpu/gpu_discovery.h"
 #include "orchestrator/gpu/nvml.h"
 #include "orchestrator/serve/serve_journal.h"
+#include "orchestrator/serve/serve_layout.h"
 #include "orchestrator/service/control_protocol.h"
 
 namespace ens {
@@ -187,7 +188,7 @@ void ServeDaemon::Append(json record) {
 }
 
 Status ServeDaemon::Start() {
-  for (const std::string& dir : {cfg_.state_root, ServeStateDir(cfg_) + "/configs"}) {
+  for (const std::string& dir : {cfg_.state_root, ServeLayout(cfg_.state_root).ConfigsDir()}) {
     if (Status s = MakeDirs(dir); !s.ok()) return s;
   }
   if (Status s = PrepareRunAs(); !s.ok()) return s;
@@ -201,7 +202,7 @@ Status ServeDaemon::Start() {
     spdlog::info("serving runs on {} CPU worker slots (no GPU)", cfg_.resources.cpu_workers);
   else
     spdlog::info("serving runs on {} GPUs", gpus->size());
-  auto journal = Journal::Open(ServeStateDir(cfg_) + "/queue.jsonl");
+  auto journal = Journal::Open(ServeLayout(cfg_.state_root).QueueJournal());
   if (!journal.ok()) return journal.status();
   journal_ = std::move(*journal);
 
@@ -271,7 +272,7 @@ Status ServeDaemon::ResumeFromJournal() {
     r.state_dir = cfg.state_dir;
     r.rounds = cfg.rounds.count;
     r.members = static_cast<int>(cfg.members.size());
-    r.config_file = ServeStateDir(cfg_) + "/configs/" + name + ".json";
+    r.config_file = ServeLayout(cfg_.state_root).RunConfig(name);
     StatusOr<std::string> effective = EffectiveConfigText(cfg);
     if (!effective.ok()) return effective.status();
     if (Status s = WriteFileAtomic(r.config_file, *effective); !s.ok()) return s;
@@ -357,7 +358,7 @@ ServedRun* ServeDaemon::AdmitFile(const std::string& file, uid_t owner, int prio
   ServedRun run;
   run.name = name;
   run.file = file;
-  run.config_file = ServeStateDir(cfg_) + "/configs/" + name + ".json";
+  run.config_file = ServeLayout(cfg_.state_root).RunConfig(name);
   run.state_dir = cfg.state_dir;
   run.priority = priority;
   run.seq = next_seq_++;
@@ -725,7 +726,7 @@ int ServeDaemon::Run() {
   notifier_.Stopping();
   PumpLogs("", /*at_exit=*/true);
   relays_.clear();  // (a pipe still open is held by something a run left behind)
-  spdlog::info("stopped; the queue is in {}", ServeStateDir(cfg_) + "/queue.jsonl");
+  spdlog::info("stopped; the queue is in {}", ServeLayout(cfg_.state_root).QueueJournal());
   return exit_code::kOk;
 }
 
@@ -768,7 +769,7 @@ json ServeDaemon::Submit(const json& req, const ControlPeer& peer) {
   std::vector<ConfigError> errors =
       ValidateServedRunConfig(req["config"].get<std::string>(), req["base_dir"].get<std::string>(), cfg_.state_root, &cfg);
   if (errors.empty()) errors = Admissible(cfg);
-  std::string file = Normal(cfg_.runs_dir + "/" + cfg.run_name + ".json");
+  std::string file = Normal(ServeLayout::SubmittedFile(cfg_.runs_dir, cfg.run_name));
   if (errors.empty() && PathExists(file)) errors.push_back({"/run_name", file + " exists already"});
   if (!errors.empty()) {
     json list = json::array();

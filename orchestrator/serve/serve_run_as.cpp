@@ -19,6 +19,7 @@
 #include "common/capabilities.h"
 #include "common/run_layout.h"
 #include "orchestrator/serve/serve_daemon.h"
+#include "orchestrator/serve/serve_layout.h"
 
 namespace ens {
 namespace {
@@ -58,8 +59,8 @@ Status ServeDaemon::PrepareRunAs() {
     run_as_.group = *gid;
     run_as_.group_name = cfg_.submitters_group;
   }
-  const std::string serve = ServeStateDir(cfg_);
-  for (const std::string& dir : {cfg_.state_root, serve, serve + "/configs", serve + "/logs"}) {
+  const ServeLayout serve(cfg_.state_root);
+  for (const std::string& dir : {cfg_.state_root, serve.dir(), serve.ConfigsDir(), serve.LogsDir()}) {
     if (Status s = MakeDirs(dir); !s.ok()) return s;
     if (::chown(dir.c_str(), static_cast<uid_t>(-1), run_as_.group) != 0 || ::chmod(dir.c_str(), 0710) != 0)
       return Status::FromErrno("opening " + dir + " to group " + run_as_.group_name, errno);
@@ -100,7 +101,7 @@ StatusOr<Submitter> ServeDaemon::PrepareSubmitterRun(const ServedRun& run) {
 
 std::string ServeDaemon::LogOf(const ServedRun& run) const {
   if (!run_as_.submitter) return RunLayout(run.state_dir).ServeLog();
-  return ServeStateDir(cfg_) + "/logs/" + run.name + ".log";
+  return ServeLayout(cfg_.state_root).RunLog(run.name);
 }
 
 Status ServeDaemon::ShareWithSubmitter(const std::string& path, gid_t gid) const {

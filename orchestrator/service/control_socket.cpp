@@ -381,7 +381,7 @@ std::string ControlSocketPath(const std::string& configured, const std::string& 
     if (auto colon = dir.find(':'); colon != std::string::npos) dir.resize(colon);
     return dir + "/" + run_name + ".sock";
   }
-  return state_dir + "/control.sock";
+  return RunLayout(state_dir).ControlSocket();
 }
 
 std::string RunControlSocket(const std::string& state_dir) {
@@ -391,7 +391,7 @@ std::string RunControlSocket(const std::string& state_dir) {
     if (j.is_object() && j.contains("control_socket") && j["control_socket"].is_string())
       return j["control_socket"].get<std::string>();
   }
-  return state_dir + "/control.sock";
+  return RunLayout(state_dir).ControlSocket();
 }
 
 }  // namespace ens

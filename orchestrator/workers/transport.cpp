@@ -13,6 +13,8 @@
 #include <set>
 #include <spdlog/spdlog.h>
 
+#include "common/fd_io.h"
+
 namespace ens {
 
 namespace asio = boost::asio;
@@ -45,9 +47,11 @@ Status EnsureSecret(const std::string& path) {
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Status::FromErrno("create " + tmp, errno);
   ::fchmod(fd, 0600);
-  bool ok = ::write(fd, hex.data(), hex.size()) == static_cast<ssize_t>(hex.size()) && ::fsync(fd) == 0;
+  Status written = WriteFull(fd, hex.data(), hex.size(), tmp);
+  if (written.ok() && ::fsync(fd) != 0) written = Status::FromErrno("fsync " + tmp, errno);
   ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) return Status::FromErrno("write " + path, errno);
+  if (!written.ok()) return written;
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return Status::FromErrno("rename " + tmp + " to " + path, errno);
   return Status::Ok();
 }
 

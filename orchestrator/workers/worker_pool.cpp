@@ -12,6 +12,7 @@
 
 #include "common/atomic_file.h"
 #include "common/cublas_workspace.h"
+#include "common/run_layout.h"
 #include "orchestrator/gpu/gpu_share.h"
 #include "orchestrator/workers/process_limits.h"
 
@@ -383,7 +384,7 @@ bool WorkerPool::Assign(const std::vector<TaskSpec>& tasks) {
       // assignment (a restarted supervisor dispatches the pack again), and the rename alone
       // keeps the worker from reading a torn one.
       m.type = MessageType::kPack;
-      m.pack_file = opts_.pack_dir + "/slot" + std::to_string(s.placement.slot) + ".pack.json";
+      m.pack_file = RunLayout::SlotPackFile(opts_.pack_dir, s.placement.slot);
       Status w = WriteFileReplace(m.pack_file, PackFileText(tasks));
       if (!w.ok()) {
         spdlog::error("slot {}: {}", s.placement.slot, w.message());
