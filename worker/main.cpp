@@ -436,6 +436,7 @@ int CheckModel(const WorkerToolOptions& o) {
 
 // predict, export and compare: the subcommands that work on checkpoint files.
 int RunCheckpointTool(const WorkerCommands& cmds, const WorkerToolOptions& o) {
+  ComputeOnOneThread();
   if (*cmds.export_cmd) return Export(o.output, o.checkpoints, o.sigma_scale, o.sigma_noise);
   if (*cmds.predict && o.stream) {
     Status s = PredictStream(o.checkpoints, o.features, 0, 1);

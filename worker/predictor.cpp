@@ -24,6 +24,11 @@ StatusOr<std::vector<torch::jit::Module>> LoadMembers(const std::vector<std::str
 
 }  // namespace
 
+void ComputeOnOneThread() {
+  torch::set_num_threads(1);
+  torch::set_num_interop_threads(1);
+}
+
 StatusOr<std::vector<std::vector<float>>> PredictWithCheckpoints(
     const std::vector<std::string>& checkpoints, const std::vector<float>& rows, int features) {
   int64_t n = features > 0 ? static_cast<int64_t>(rows.size()) / features : 0;

@@ -15,6 +15,12 @@
 
 namespace ens {
 
+// Makes this process's libtorch compute on one thread (intra- and inter-op), as a member trains
+// with threads_per_worker = 1: a prediction's bits then do not depend on how many cores the
+// machine has or how busy they are (a TorchScript member's own layers run torch's kernels,
+// whose results may depend on how a product is split across threads). The tools call it first.
+void ComputeOnOneThread();
+
 // Predictions of each checkpoint on `rows` (row-major [n, features]); result[member][row].
 StatusOr<std::vector<std::vector<float>>> PredictWithCheckpoints(
     const std::vector<std::string>& checkpoints, const std::vector<float>& rows, int features);
