@@ -70,13 +70,13 @@ TEST_CASE("A round's summary calibrates an under-dispersed committee on its hold
   for (auto& m : members) m.metrics["holdout_rmse"] = 1.0;
   const EnsembleSummary s = SummariseEnsemble(members, y);
   REQUIRE(s.calibrated);
-  CHECK(s.coverage_2sigma < 0.6);
-  CHECK(s.calibrated_coverage_1sigma >= 0.63);
-  CHECK(s.calibrated_coverage_1sigma <= 0.73);
-  CHECK(s.calibrated_coverage_2sigma >= 0.93);
-  CHECK(s.calibrated_coverage_2sigma <= 0.97);
-  CHECK(s.calibrated_gaussian_nll < s.ensemble_gaussian_nll);
-  CHECK(s.calibrated_interval_calibration_error < s.interval_calibration_error);
+  CHECK(s.figure("coverage_2sigma").value() < 0.6);
+  CHECK(s.figure("calibrated_coverage_1sigma").value() >= 0.63);
+  CHECK(s.figure("calibrated_coverage_1sigma").value() <= 0.73);
+  CHECK(s.figure("calibrated_coverage_2sigma").value() >= 0.93);
+  CHECK(s.figure("calibrated_coverage_2sigma").value() <= 0.97);
+  CHECK(s.figure("calibrated_nll").value() < s.figure("holdout_nll").value());
+  CHECK(s.figure("calibrated_ice").value() < s.figure("ice").value());
   REQUIRE(s.sigma_maps.size() == 1);
   CHECK(s.sigma_maps[0].scale > 1.5);
   CHECK(s.sigma_maps[0].noise == Approx(0.3).margin(0.1));
@@ -92,10 +92,10 @@ TEST_CASE("Regression calibration: coverage of the +-1 and 2 sigma intervals and
   std::vector<MemberResult> r = {Member("lo", 0, {0, 0, 0}), Member("hi", 0, {2, 2, 2})};
   EnsembleSummary s = SummariseEnsemble(r, {1.5f, 2.5f, 4.0f});
   REQUIRE(s.calibrated);
-  CHECK(s.coverage_1sigma == Approx(1.0 / 3));
-  CHECK(s.coverage_2sigma == Approx(2.0 / 3));
+  CHECK(s.figure("coverage_1sigma").value() == Approx(1.0 / 3));
+  CHECK(s.figure("coverage_2sigma").value() == Approx(2.0 / 3));
   // Per row 0.5 ln(2 pi) + ln 1 + e^2 / 2: e^2 / 2 = 0.125, 1.125, 4.5; mean 5.75 / 3.
-  CHECK(s.ensemble_gaussian_nll == Approx(kHalfLog2Pi + 5.75 / 3));
+  CHECK(s.figure("holdout_nll").value() == Approx(kHalfLog2Pi + 5.75 / 3));
   CHECK(s.coverage_1sigma_per_target.empty());  // one target: no per-target lists
 
   // ThreeMembers (above): per row (error, sigma) = (0, sqrt(2/3)), (0, 0), (1, sqrt 2), (1, sqrt(2/3)).
@@ -103,10 +103,10 @@ TEST_CASE("Regression calibration: coverage of the +-1 and 2 sigma intervals and
   // Row 3's error 1 > sqrt(2/3) = 0.816 but <= 2 sqrt(2/3): coverage 3/4 and 4/4.
   // NLL rows: c + 0.5 ln(2/3); c + ln 1e-6; c + 0.5 ln 2 + 1/4; c + 0.5 ln(2/3) + 3/4 (c = 0.5 ln 2 pi).
   EnsembleSummary t = SummariseEnsemble(ThreeMembers(), kHoldoutY);
-  CHECK(t.coverage_1sigma == Approx(0.75));
-  CHECK(t.coverage_2sigma == Approx(1.0));
+  CHECK(t.figure("coverage_1sigma").value() == Approx(0.75));
+  CHECK(t.figure("coverage_2sigma").value() == Approx(1.0));
   const double nll3 = kHalfLog2Pi + (std::log(2.0 / 3) + std::log(1e-6) + 0.5 * std::log(2.0) + 1.0) / 4;
-  CHECK(t.ensemble_gaussian_nll == Approx(nll3));
+  CHECK(t.figure("holdout_nll").value() == Approx(nll3));
   nlohmann::json j = t.ToJson();
   CHECK(j["coverage_1sigma"].get<double>() == Approx(0.75));
   CHECK(j["coverage_2sigma"].get<double>() == Approx(1.0));
@@ -137,9 +137,9 @@ TEST_CASE("Several targets: calibration per target, and their mean", "[summary][
   const double nll1 = kHalfLog2Pi + 0.5 * std::log(8.0 / 3);
   CHECK(s.ensemble_gaussian_nll_per_target[0] == Approx(nll0));
   CHECK(s.ensemble_gaussian_nll_per_target[1] == Approx(nll1));
-  CHECK(s.coverage_1sigma == Approx(0.875));
-  CHECK(s.coverage_2sigma == Approx(1.0));
-  CHECK(s.ensemble_gaussian_nll == Approx((nll0 + nll1) / 2));
+  CHECK(s.figure("coverage_1sigma").value() == Approx(0.875));
+  CHECK(s.figure("coverage_2sigma").value() == Approx(1.0));
+  CHECK(s.figure("holdout_nll").value() == Approx((nll0 + nll1) / 2));
   nlohmann::json j = s.ToJson();
   CHECK(j["coverage_1sigma_per_target"].size() == 2);
   CHECK(j["coverage_2sigma_per_target"].size() == 2);
@@ -159,9 +159,9 @@ TEST_CASE("Gaussian heads: calibration uses the mixture's total std", "[summary]
   MemberResult b = Member("b", 0, {2.0f, 1.0f, 1.0f, 0.75f, 0.0f, 1.0f});
   EnsembleSummary s = SummariseEnsemble({a, b}, {2.2f, 2.0f, 3.0f}, RunHead::Gaussian());
   REQUIRE(s.calibrated);
-  CHECK(s.coverage_1sigma == Approx(1.0 / 3));
-  CHECK(s.coverage_2sigma == Approx(2.0 / 3));
-  CHECK(s.ensemble_gaussian_nll == Approx(kHalfLog2Pi + (0.36 + 1 + 4.5) / 3).epsilon(1e-6));
+  CHECK(s.figure("coverage_1sigma").value() == Approx(1.0 / 3));
+  CHECK(s.figure("coverage_2sigma").value() == Approx(2.0 / 3));
+  CHECK(s.figure("holdout_nll").value() == Approx(kHalfLog2Pi + (0.36 + 1 + 4.5) / 3).epsilon(1e-6));
   nlohmann::json j = s.ToJson();
   CHECK(j["coverage_1sigma"].get<double>() == Approx(1.0 / 3));
   CHECK(j.contains("ensemble_nll"));  // the mixture's own density's NLL stays beside it
@@ -180,18 +180,18 @@ TEST_CASE("Classification: the expected calibration error over 15 equal-width bi
   MemberResult b = Member("b", 0, {0.85f, 0.15f, 0.10f, 0.90f, 0.50f, 0.50f, 0.80f, 0.20f});
   EnsembleSummary s = SummariseEnsemble({a, b}, {0.0f, 0.0f, 1.0f, 0.0f}, RunHead::Classification(2));
   CHECK(s.ensemble_accuracy == Approx(0.75));
-  CHECK(s.ensemble_ece == Approx(0.38).epsilon(1e-6));
+  CHECK(s.figure("ece").value() == Approx(0.38).epsilon(1e-6));
   CHECK(s.ToJson()["ensemble_ece"].get<double>() == Approx(0.38).epsilon(1e-6));
   CHECK_FALSE(s.ToJson().contains("coverage_1sigma"));
 
   // Certain and right everywhere: confidence 1 is in the last bin, and the ECE is 0.
   EnsembleSummary sure =
       SummariseEnsemble({Member("m", 0, {1.0f, 0.0f, 0.0f, 1.0f})}, {0.0f, 1.0f}, RunHead::Classification(2));
-  CHECK(sure.ensemble_ece == Approx(0.0).margin(1e-12));
+  CHECK(sure.figure("ece").value() == Approx(0.0).margin(1e-12));
   // Certain and wrong everywhere: ECE 1.
   EnsembleSummary wrong =
       SummariseEnsemble({Member("m", 0, {1.0f, 0.0f, 0.0f, 1.0f})}, {1.0f, 0.0f}, RunHead::Classification(2));
-  CHECK(wrong.ensemble_ece == Approx(1.0));
+  CHECK(wrong.figure("ece").value() == Approx(1.0));
 }
 
 TEST_CASE("Several targets: each target's ensemble RMSE, their mean, and the disagreement averaged", "[summary]") {

@@ -36,18 +36,20 @@ void SetCalibration(const std::vector<TargetErrors>& targets, EnsembleSummary* s
   s->calibrated = true;
   s->reliability_raw.fill(0.0);
   s->reliability_calibrated.fill(0.0);
+  // Each figure the mean over targets, summed in target order.
+  auto add = [s](RoundFigureName name, double v) { s->figures[name.index] = s->figures[name.index].value_or(0.0) + v; };
   for (const TargetErrors& t : targets) {
     const IntervalScore raw = ScoreIntervals(t.errors, t.sigmas, kCalibrationSigmaFloor);
     const IntervalScore cal = CrossFittedScore(t.errors, t.sigmas, kCalibrationSigmaFloor);
     s->sigma_maps.push_back(FitSigmaMap(t.errors, t.sigmas, kCalibrationSigmaFloor));
-    s->coverage_1sigma += raw.coverage_1sigma / w;
-    s->coverage_2sigma += raw.coverage_2sigma / w;
-    s->ensemble_gaussian_nll += raw.gaussian_nll / w;
-    s->interval_calibration_error += raw.ice / w;
-    s->calibrated_coverage_1sigma += cal.coverage_1sigma / w;
-    s->calibrated_coverage_2sigma += cal.coverage_2sigma / w;
-    s->calibrated_gaussian_nll += cal.gaussian_nll / w;
-    s->calibrated_interval_calibration_error += cal.ice / w;
+    add("coverage_1sigma", raw.coverage_1sigma / w);
+    add("coverage_2sigma", raw.coverage_2sigma / w);
+    add("holdout_nll", raw.gaussian_nll / w);
+    add("ice", raw.ice / w);
+    add("calibrated_coverage_1sigma", cal.coverage_1sigma / w);
+    add("calibrated_coverage_2sigma", cal.coverage_2sigma / w);
+    add("calibrated_nll", cal.gaussian_nll / w);
+    add("calibrated_ice", cal.ice / w);
     for (int j = 0; j < kReliabilityLevels; ++j) {
       s->reliability_raw[j] += raw.observed[j] / w;
       s->reliability_calibrated[j] += cal.observed[j] / w;
@@ -81,15 +83,8 @@ double ExpectedCalibrationError(const std::vector<double>& mean, const std::vect
 
 nlohmann::json EnsembleSummary::ToJson() const {
   auto calibration = [this](nlohmann::json j) {
+    WriteRoundFigures(figures, /*classification=*/false, &j);
     if (!calibrated) return j;
-    j["coverage_1sigma"] = coverage_1sigma;
-    j["coverage_2sigma"] = coverage_2sigma;
-    j["ensemble_gaussian_nll"] = ensemble_gaussian_nll;
-    j["interval_calibration_error"] = interval_calibration_error;
-    j["calibrated_coverage_1sigma"] = calibrated_coverage_1sigma;
-    j["calibrated_coverage_2sigma"] = calibrated_coverage_2sigma;
-    j["calibrated_gaussian_nll"] = calibrated_gaussian_nll;
-    j["calibrated_interval_calibration_error"] = calibrated_interval_calibration_error;
     nlohmann::json maps = nlohmann::json::array();
     for (const SigmaMap& m : sigma_maps) maps.push_back({{"scale", m.scale}, {"noise", m.noise}});
     j["sigma_calibration"] = maps;
@@ -122,19 +117,18 @@ nlohmann::json EnsembleSummary::ToJson() const {
     if (!ensemble_rmse_per_target.empty()) j["ensemble_rmse_per_target"] = ensemble_rmse_per_target;
     return calibration(std::move(j));
   }
-  return {{"members", members},
-          {"classes", classes},
-          {"member_accuracy_mean", member_accuracy_mean},
-          {"member_accuracy_std", member_accuracy_std},
-          {"ensemble_accuracy", ensemble_accuracy},
-          {"ensemble_nll", ensemble_nll},
-          {"ensemble_brier", ensemble_brier},
-          {"ensemble_ece", ensemble_ece},
-          {"temperature", temperature},
-          {"calibrated_nll", calibrated_nll},
-          {"calibrated_ece", calibrated_ece},
-          {"ensemble_error", ensemble_error},
-          {"mean_disagreement", mean_disagreement}};
+  nlohmann::json j = {{"members", members},
+                      {"classes", classes},
+                      {"member_accuracy_mean", member_accuracy_mean},
+                      {"member_accuracy_std", member_accuracy_std},
+                      {"ensemble_accuracy", ensemble_accuracy},
+                      {"ensemble_nll", ensemble_nll},
+                      {"ensemble_brier", ensemble_brier},
+                      {"temperature", temperature},
+                      {"ensemble_error", ensemble_error},
+                      {"mean_disagreement", mean_disagreement}};
+  WriteRoundFigures(figures, /*classification=*/true, &j);
+  return j;
 }
 
 namespace {
@@ -226,16 +220,17 @@ void SummariseClassification(const std::vector<MemberResult>& results,
   s->ensemble_error = 1.0 - s->ensemble_accuracy;
   s->ensemble_nll = nll / n;
   s->ensemble_brier = brier / n;
-  s->ensemble_ece = ExpectedCalibrationError(mean, holdout_y, w);
+  s->figure("holdout_nll") = s->ensemble_nll;
+  s->figure("ece") = ExpectedCalibrationError(mean, holdout_y, w);
   // Temperature scaling (sigma_calibration.h): the kept temperature from every row, the
   // reported figures cross-fitted.
   s->temperature = FitTemperature(mean, holdout_y, w);
   const std::vector<double> tempered = CrossFittedTemper(mean, holdout_y, w);
-  s->calibrated_ece = ExpectedCalibrationError(tempered, holdout_y, w);
+  s->figure("calibrated_ece") = ExpectedCalibrationError(tempered, holdout_y, w);
   double tempered_nll = 0;
   for (size_t i = 0; i < holdout_y.size(); ++i)
     tempered_nll -= std::log(std::max(tempered[i * w + static_cast<size_t>(holdout_y[i])], 1e-12));
-  s->calibrated_nll = tempered_nll / n;
+  s->figure("calibrated_nll") = tempered_nll / n;
   s->mean_disagreement = dis / n;
 }
 

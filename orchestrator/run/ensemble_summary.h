@@ -53,6 +53,7 @@
 // Pure function. Thread-safe.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -60,6 +61,7 @@
 #include "common/member_result.h"
 #include "common/run_head.h"
 #include "orchestrator/run/sigma_calibration.h"
+#include "orchestrator/service/round_figures.h"
 
 namespace ens {
 
@@ -75,19 +77,19 @@ struct EnsembleSummary {
   bool gaussian = false;
   double member_nll_mean = 0, mean_aleatoric_std = 0, mean_epistemic_std = 0;  // ensemble_nll: above
   std::vector<double> ensemble_rmse_per_target;  // several targets only
-  bool calibrated = false;  // regression: the calibration figures below are there
-  double coverage_1sigma = 0, coverage_2sigma = 0, ensemble_gaussian_nll = 0;
+  // The per-round figures of kRoundFigures (round_figures.h) this round has: a regression's
+  // coverage, Gaussian NLL and ICE, raw and calibrated (cross-fitted on the holdout's halves); a
+  // classifier's NLL and ECE, raw and tempered. ToJson writes each under its summary key.
+  RoundFigureValues figures;
+  std::optional<double>& figure(RoundFigureName name) { return figures[name.index]; }
+  const std::optional<double>& figure(RoundFigureName name) const { return figures[name.index]; }
+  bool calibrated = false;  // regression: the calibration figures, maps and curves are there
   std::vector<double> coverage_1sigma_per_target, coverage_2sigma_per_target,
       ensemble_gaussian_nll_per_target;  // several targets only
-  // The calibrated figures (sigma_calibration.h): cross-fitted on the holdout's halves; the
-  // maps (one per target) fitted on all of it, what predict, export and the loop apply.
-  double interval_calibration_error = 0;
-  double calibrated_coverage_1sigma = 0, calibrated_coverage_2sigma = 0, calibrated_gaussian_nll = 0;
-  double calibrated_interval_calibration_error = 0;
+  // The maps (one per target) fitted on every holdout row: what predict, export and the loop apply.
   std::vector<SigmaMap> sigma_maps;
   std::array<double, kReliabilityLevels> reliability_raw{}, reliability_calibrated{};
-  double ensemble_ece = 0;  // classification
-  double temperature = 1, calibrated_nll = 0, calibrated_ece = 0;  // classification, cross-fitted
+  double temperature = 1;  // classification
   nlohmann::json ToJson() const;
 };
 

@@ -6,13 +6,15 @@
 // kRoundFigures is the one list of the optional per-round figures (calibration and the like):
 // it drives RoundView (run_snapshot.h: read from a summary, written to and read from
 // status.json), /metrics (prometheus_metrics.cpp: a gauge of the last committed round), the
-// status page's and `ensemblectl status`'s round tables. A new figure is a row here and its
-// computation in ensemble_summary (ARCHITECTURE.md "How to add ...").
+// status page's and `ensemblectl status`'s round tables, and EnsembleSummary's figures
+// (ensemble_summary.h), which summary.json is written from. A new figure is a row here and
+// its computation in ensemble_summary.cpp (ARCHITECTURE.md "How to add ...").
 #pragma once
 
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <optional>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -87,6 +89,18 @@ struct RoundFigureName {
 // The summary key of figure `f` for a run of that kind ("" when it has none).
 inline const char* RoundFigureSummaryKey(const RoundFigure& f, bool classification) {
   return classification ? f.classification_key : f.regression_key;
+}
+
+// One value per row of kRoundFigures; absent where a round has no such figure (a kind of run
+// without it, a one-member regression, a summary written before the figure existed).
+using RoundFigureValues = std::array<std::optional<double>, kRoundFigureCount>;
+
+// Writes every present figure into a summary's JSON under its key for that kind of run.
+inline void WriteRoundFigures(const RoundFigureValues& values, bool classification, nlohmann::json* summary) {
+  for (size_t i = 0; i < kRoundFigureCount; ++i) {
+    const char* key = RoundFigureSummaryKey(kRoundFigures[i], classification);
+    if (values[i] && *key != '\0') (*summary)[key] = *values[i];
+  }
 }
 
 // The nominal levels of the reliability curve and ICE (sigma_calibration.h).
