@@ -1,7 +1,8 @@
-// Checkpoints people can use: a member's checkpoint.pt is a TorchScript module whose
-// forward(x) takes raw feature rows and returns predictions in target units, and
-// `ensemblectl export` writes one module returning (mean, std) over the members. Loaded with
-// the venv's Python torch, both reproduce what the worker wrote, bit for bit.
+// Checkpoints people can use: `ensemblectl export --member` writes a member's TorchScript module
+// (built then from its weights.bin) whose forward(x) takes raw feature rows and returns
+// predictions in target units, and `ensemblectl export` writes one module returning (mean, std)
+// over the members. Loaded with the venv's Python torch, both reproduce what the worker wrote,
+// bit for bit.
 #include <catch2/catch.hpp>
 
 #include "common/run_layout.h"
@@ -20,7 +21,7 @@ import struct, sys
 import numpy as np
 import torch
 torch.set_num_threads(1)
-state, export = sys.argv[1], sys.argv[2]
+state, export, modules = sys.argv[1], sys.argv[2], sys.argv[3]
 raw = open(state + "/data/holdout.bin", "rb").read()
 rows = struct.unpack_from("<Q", raw, 24)[0]
 features = struct.unpack_from("<I", raw, 40)[0]
@@ -29,7 +30,7 @@ x = torch.from_numpy(np.ascontiguousarray(table[:, :features]))
 preds = []
 for m in ("m000", "m001", "m002"):
     d = f"{state}/rounds/r0001/members/{m}"
-    member = torch.jit.load(d + "/checkpoint.pt")
+    member = torch.jit.load(f"{modules}/{m}.pt")
     with torch.no_grad():
         p = member(x)
     want = np.fromfile(d + "/holdout_pred.f32", dtype="<f4")
@@ -65,8 +66,16 @@ TEST_CASE("checkpoints and the export reproduce the worker's predictions from Py
   INFO(exp.out << exp.err);
   REQUIRE(exp.code == 0);
   CHECK_THAT(exp.out, Catch::Contains("3 members of round 1"));
+  for (const char* m : {"m000", "m001", "m002"}) {
+    auto one = Run({BinaryPath("ensemblectl"), "export", "--state-dir", tmp / "state", "--member", m, "-o",
+                    tmp / (std::string(m) + ".pt")},
+                   tmp.path());
+    INFO(one.out << one.err);
+    REQUIRE(one.code == 0);
+    CHECK_THAT(one.out, Catch::Contains(std::string("member ") + m + " of round 1"));
+  }
   WriteText(tmp / "check.py", kCheck);
-  auto py = Run({ENS_PYTHON, tmp / "check.py", tmp / "state", tmp / "ensemble.pt"}, tmp.path());
+  auto py = Run({ENS_PYTHON, tmp / "check.py", tmp / "state", tmp / "ensemble.pt", tmp.path()}, tmp.path());
   INFO(py.out << py.err);
   CHECK(py.code == 0);
   CHECK_THAT(py.out, Catch::Contains("ok 150 10"));
