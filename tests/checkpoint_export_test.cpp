@@ -5,6 +5,10 @@
 // bit for bit.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
 #include "common/run_layout.h"
 #include "support/process_harness.h"
 #include "support/temp_dir.h"
@@ -95,6 +99,73 @@ TEST_CASE("export of a run without checkpoints or rounds says why", "[checkpoint
   auto exp = Run({BinaryPath("ensemblectl"), "export", "--state-dir", tmp / "state", "-o", tmp / "e.pt"}, tmp.path());
   CHECK(exp.code != 0);
   CHECK_THAT(exp.err, Catch::Contains("save_checkpoints"));
+}
+
+// A state directory written before weights.bin (2026-12-06) holds each member's module as
+// checkpoint.pt. Made here from a fresh run: each member's weights.bin replaced by the module
+// `ensemble-worker member-module` builds from it (what the worker saved then). Predict, export,
+// export --member and verify read it, and give the bytes they give on the new layout.
+TEST_CASE("a state directory of the earlier layout, a module per member, predicts, exports and verifies the same",
+          "[checkpoint][export]") {
+  TempDir tmp;
+  WriteText(tmp / "run.json", R"({"run_name": "layout", "state_dir": ")" + tmp / "state" + R"(", "run_seed": 5,
+    "resources": {"gpus": "none", "cpu_workers": 1},
+    "data": {"synthetic": {"initial_rows": 120, "pool_rows": 30, "holdout_rows": 40}},
+    "members": {"defaults": {"epochs": 3, "layers": [{"units": 6, "activation": "sigmoid"}]}, "count": 3},
+    "rounds": {"count": 1}})");
+  auto run = Run({BinaryPath("ensembled"), "run", "--config", tmp / "run.json"}, tmp.path());
+  INFO(run.out << run.err);
+  REQUIRE(run.code == 0);
+  const RunLayout layout(tmp / "state");
+  const std::string csv = tmp / "rows.csv";
+  {
+    const auto names = nlohmann::json::parse(ReadText(layout.RunFile()))["feature_names"];
+    std::string text;
+    for (size_t f = 0; f < names.size(); ++f) text += (f ? "," : "") + names[f].get<std::string>();
+    text += "\n";
+    for (int r = 0; r < 7; ++r) {
+      for (size_t f = 0; f < names.size(); ++f) text += (f ? "," : "") + std::to_string(0.1 * r - 0.07 * static_cast<double>(f));
+      text += "\n";
+    }
+    WriteText(csv, text);
+  }
+  // What the new layout gives: predictions, the ensemble export and one member's module.
+  auto outputs = [&](const std::string& tag) {
+    std::vector<std::string> out;
+    auto p = Run({BinaryPath("ensemblectl"), "predict", "-s", tmp / "state", "-i", csv}, tmp.path());
+    INFO(p.out << p.err);
+    REQUIRE(p.code == 0);
+    out.push_back(p.out);
+    for (const std::vector<std::string>& extra : {std::vector<std::string>{}, std::vector<std::string>{"--member", "m001"}}) {
+      std::vector<std::string> argv = {BinaryPath("ensemblectl"), "export", "-s", tmp / "state", "-o",
+                                       tmp / (tag + std::to_string(out.size()) + ".pt")};
+      argv.insert(argv.end(), extra.begin(), extra.end());
+      auto e = Run(argv, tmp.path());
+      INFO(e.out << e.err);
+      REQUIRE(e.code == 0);
+      out.push_back(ReadText(argv[5]).size() > 0 ? "written" : "empty");
+    }
+    return out;
+  };
+  const std::vector<std::string> fresh = outputs("new");
+  for (const char* m : {"m000", "m001", "m002"}) {
+    const MemberFiles f(layout.MemberDir(0, m));
+    REQUIRE(std::filesystem::exists(f.Weights()));
+    REQUIRE_FALSE(std::filesystem::exists(f.Checkpoint()));
+    auto made = Run({BinaryPath("ensemble-worker"), "member-module", "--output", f.Checkpoint(), f.Weights()}, tmp.path());
+    INFO(made.out << made.err);
+    REQUIRE(made.code == 0);
+    std::filesystem::remove(f.Weights());
+  }
+  CHECK(outputs("old") == fresh);
+  // The member modules written from the two layouts load as the same member, tensor for tensor.
+  auto same = Run({BinaryPath("ensemble-worker"), "compare", tmp / "new2.pt", tmp / "old2.pt"}, tmp.path());
+  INFO(same.out << same.err);
+  CHECK(same.code == 0);
+  auto verify = Run({BinaryPath("ensemblectl"), "verify", "-s", tmp / "state", "--all"}, tmp.path());
+  INFO(verify.out << verify.err);
+  CHECK(verify.code == 0);
+  CHECK_THAT(verify.out, Catch::Contains("3 member(s) checked, 0 mismatch(es)"));
 }
 
 }  // namespace
