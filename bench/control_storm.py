@@ -296,8 +296,7 @@ def main():
             compared += 1
             same_pred = open(os.path.join(a_dir, "holdout_pred.f32"), "rb").read() == \
                 open(os.path.join(b_dir, "holdout_pred.f32"), "rb").read()
-            cmp = subprocess.run([C.WORKER, "compare", os.path.join(a_dir, "checkpoint.pt"),
-                                  os.path.join(b_dir, "checkpoint.pt")], capture_output=True)
+            cmp = subprocess.run([C.WORKER, "compare", a_dir, b_dir], capture_output=True)  # each one's checkpoint
             equal += same_pred and cmp.returncode == 0
     result = {"machine": C.machine_info(), "command": "bench/control_storm.py", "phases": phases,
               "watchdog_usec": WATCHDOG_USEC, "watchdog_pings_during_storm": len(gaps) + 1 if gaps else 0,

@@ -40,7 +40,7 @@ def run(build, scratch, name, cfg):
 
 
 def compare(build, a, b):
-    r = subprocess.run([os.path.join(build, "ensemble-worker"), "compare", a + "/checkpoint.pt", b + "/checkpoint.pt"],
+    r = subprocess.run([os.path.join(build, "ensemble-worker"), "compare", a, b],  # the member directories
                        capture_output=True, text=True)
     verdict = json.loads(r.stdout) if r.stdout.strip().startswith("{") else {"equal": False, "tensor": r.stderr}
     if not verdict.get("equal"):

@@ -78,7 +78,7 @@ std::vector<RoundPrune> PrunesDue(const RetentionSpec& spec, const std::vector<R
 std::vector<std::string> RemovedAt(RoundFiles level, const std::string& member_dir) {
   if (level == RoundFiles::kAll) return {};
   const MemberFiles f(member_dir);
-  std::vector<std::string> out = {f.HoldoutPred(), f.PoolPred(), f.Checkpoint(), f.CommandModel()};
+  std::vector<std::string> out = {f.HoldoutPred(), f.PoolPred(), f.Checkpoint(), f.Weights(), f.CommandModel()};
   if (level == RoundFiles::kRecords) out.push_back(f.TrainState());
   return out;
 }

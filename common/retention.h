@@ -3,7 +3,7 @@
 // Every round keeps its summary, pack files and, per member, member.json, metrics.json and
 // history.jsonl: the run's history stays whole. What a retention policy may remove are the
 // big files: the predictions (holdout_pred.f32, pool_pred.f32: pool rows x members x 4 B a
-// round), the checkpoint (checkpoint.pt, or a command member's model/ folder) and the
+// round), the checkpoint (weights.bin or checkpoint.pt, or a command member's model/ folder) and the
 // optimizer's state (train_state.pt).
 //
 // A committed round is *kept* when keep_rounds is 0 (the default: keep everything), when it

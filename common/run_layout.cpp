@@ -1,5 +1,7 @@
 #include "common/run_layout.h"
 
+#include <sys/stat.h>
+
 #include <cstdio>
 
 #include "common/dataset_segment.h"
@@ -17,6 +19,11 @@ std::string RunLayout::RoundDir(int round) const {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "/rounds/r%04d", round);
   return root_ + buf;
+}
+
+std::string MemberFiles::StoredCheckpoint() const {
+  struct stat st;
+  return ::stat(Weights().c_str(), &st) == 0 ? Weights() : Checkpoint();
 }
 
 std::string RunIdFor(const std::string& absolute_state_dir) {

@@ -21,7 +21,10 @@
 //         train_row_ids.npy        the table rows round 2 trained on
 //         pool_unused_ids.npy      the pool rows no mutation has taken yet
 //     rounds/r0002/members/m005/   one member of round 2:
-//         checkpoint.pt            weights + normalisation tensors (torch archive)
+//         weights.bin              weights + normalisation tensors + forward source, no module
+//                                  (member_weights.h): a member the worker predicts eagerly (MLP)
+//         checkpoint.pt            a TorchScript member's module (torch.jit archive), and every
+//                                  member of a state written before weights.bin (2026-12-06)
 //         member.json              member spec, seed, generation, rows, norm stats
 //         history.jsonl            per epoch: loss, val_loss, mae, mse, val_mae, val_mse, lr, seconds
 //         metrics.json             final metrics (MemberMetrics)
@@ -107,6 +110,10 @@ class MemberFiles {
   explicit MemberFiles(std::string dir) : dir_(std::move(dir)) {}
   const std::string& dir() const { return dir_; }
   std::string Checkpoint() const { return dir_ + "/checkpoint.pt"; }
+  std::string Weights() const { return dir_ + "/weights.bin"; }
+  // The member's checkpoint as stored: Weights() where it exists, else Checkpoint() (which may
+  // be missing too: save_checkpoints false, or pruned). One stat.
+  std::string StoredCheckpoint() const;
   std::string Member() const { return dir_ + "/member.json"; }
   std::string History() const { return dir_ + "/history.jsonl"; }
   std::string Metrics() const { return dir_ + "/metrics.json"; }

@@ -41,6 +41,10 @@ int Verify(const std::string& state_dir, int round, const std::string& member, i
 // members of `round` (-1: latest committed), via `ensemble-worker export`. The std is the
 // round's calibrated one (its sigma maps built into the module) unless `raw_sigma`.
 int Export(const std::string& state_dir, int round, const std::string& output, bool raw_sigma = false);
+// Writes member `member` of `round` (-1: latest committed) as its own TorchScript module to
+// `output` (forward(x) -> its predictions in target units), via `ensemble-worker member-module`:
+// a member saved as its weights (weights.bin) gets its module built now.
+int ExportMember(const std::string& state_dir, int round, const std::string& member, const std::string& output);
 // `ensembled serve`'s queue, over its control socket (ctl/serve_commands.cpp). submit sends
 // the file's text and folder (relative paths are resolved against it) with its priority.
 int Submit(const std::string& socket, const std::string& file, int priority);

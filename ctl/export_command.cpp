@@ -20,7 +20,7 @@ StatusOr<std::vector<std::string>> Checkpoints(const CommittedRound& round) {
     return Status::NotFound("round " + std::to_string(round.round) + " has no members to export");
   std::vector<std::string> out;
   for (const auto& dir : round.member_dirs) {
-    std::string path = MemberFiles(dir).Checkpoint();
+    std::string path = MemberFiles(dir).StoredCheckpoint();
     if (PathExists(dir + "/model") && !PathExists(path))  // a command member's output directory
       return Status::InvalidArgument(dir + ": a command member (model kind \"command\"); its model is its "
                                      "program's, which a TorchScript export cannot hold, so round " +
@@ -80,6 +80,30 @@ int Export(const std::string& state_dir, int round, const std::string& output, b
     return exit_code::kTransientFailure;
   }
   std::printf("wrote %s: %zu members of round %d\n", output.c_str(), checkpoints->size(), committed->round);
+  return exit_code::kOk;
+}
+
+int ExportMember(const std::string& state_dir, int round, const std::string& member, const std::string& output) {
+  auto committed = FindCommittedRound(state_dir, round);
+  if (!committed.ok()) {
+    std::cerr << "ensemblectl export: " << committed.status().message() << "\n";
+    return RoundErrorExitCode(committed.status());
+  }
+  std::string checkpoint;
+  for (size_t i = 0; i < committed->members.size(); ++i)
+    if (committed->members[i] == member) checkpoint = MemberFiles(committed->member_dirs[i]).StoredCheckpoint();
+  if (checkpoint.empty() || !PathExists(checkpoint)) {
+    std::cerr << "ensemblectl export: member " << member << " of round " << committed->round
+              << (checkpoint.empty() ? ": no such member" : ": no checkpoint (" + checkpoint + " missing)") << "\n";
+    return exit_code::kPermanentFailure;
+  }
+  const int rc = RunAndWait({WorkerBinary(), "member-module", "--output", output, checkpoint});
+  if (rc != 0) {
+    std::cerr << "ensemblectl export: ensemble-worker member-module failed (exit " << rc << "); " << output
+              << " not written\n";
+    return rc == exit_code::kPermanentFailure ? exit_code::kPermanentFailure : exit_code::kTransientFailure;
+  }
+  std::printf("wrote %s: member %s of round %d\n", output.c_str(), member.c_str(), committed->round);
   return exit_code::kOk;
 }
 

@@ -75,7 +75,7 @@ struct CtlOptions {
   int round = -1;            // predict, verify, export: the round (-1: the latest committed)
   std::string input;         // predict: the input CSV ('-': batches on stdin)
   std::string output = "-";  // predict: the output CSV ('-': stdout)
-  std::string member;        // verify: just this member
+  std::string member;        // verify: just this member; export: this member's own module
   int sample = 0;            // verify: this many members, chosen repeatably
   bool all = false;          // verify: every member (the default)
   std::string export_file;   // export: the TorchScript file to write
@@ -153,7 +153,10 @@ void AddMemberCommands(CLI::App& app, CtlOptions* o, CtlCommands* cmds) {
   cmds->export_cmd->add_option("--round,-r", o->round, "round whose members are exported (default: latest committed)");
   cmds->export_cmd->add_option("--output,-o", o->export_file, "TorchScript file to write (e.g. ensemble.pt)")
       ->required();
-  cmds->export_cmd->add_flag("--raw-sigma", o->raw_sigma, "the members' own spread, not the round's calibrated std");
+  auto* raw = cmds->export_cmd->add_flag("--raw-sigma", o->raw_sigma, "the members' own spread, not the round's calibrated std");
+  cmds->export_cmd->add_option("--member,-m", o->member,
+                               "this member's own module instead: forward(x) -> its predictions (what checkpoint.pt held)")
+      ->excludes(raw);
 }
 
 // submit, list and cancel (an `ensembled serve` daemon's queue), and validate-config.
@@ -209,6 +212,7 @@ int RunCommand(CLI::App& app, const CtlCommands& cmds, CtlOptions& o) {
   }
   if (*cmds.predict) return Predict(o.state_dir, o.round, o.input, o.output, o.raw_sigma);
   if (*cmds.verify) return Verify(o.state_dir, o.round, o.member, o.sample);
+  if (*cmds.export_cmd && !o.member.empty()) return ExportMember(o.state_dir, o.round, o.member, o.export_file);
   if (*cmds.export_cmd) return Export(o.state_dir, o.round, o.export_file, o.raw_sigma);
   return ValidateConfig(o.config);
 }

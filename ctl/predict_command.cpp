@@ -173,7 +173,7 @@ class RoundPredictor {
       // The members' loss says whether the head is Gaussian (every member of the run or none).
       head_ = RunHead::For(spec.loss, static_cast<int>(classes), static_cast<int>(targets));
       builtin_.push_back(m);
-      argv.push_back(MemberFiles(dir).Checkpoint());
+      argv.push_back(MemberFiles(dir).StoredCheckpoint());
     }
     if (builtin_.empty()) return Status::Ok();
     SubprocessSpec spec;

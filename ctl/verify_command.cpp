@@ -154,7 +154,8 @@ Verdict CompareMember(const std::string& recorded, const std::string& fresh, con
   // `compare` exits non-zero when the checkpoints differ, too: its JSON answer is what counts.
   // Without one, its exit status says why.
   const int code =
-      RunAndWait({WorkerBinary(), "compare", MemberFiles(recorded).Checkpoint(), MemberFiles(fresh).Checkpoint()}, out_file);
+      RunAndWait({WorkerBinary(), "compare", MemberFiles(recorded).StoredCheckpoint(), MemberFiles(fresh).StoredCheckpoint()},
+                 out_file);
   json r = ReadJson(out_file);
   if (r.is_discarded() || !r.is_object() || !r.contains("equal"))
     return {Verdict::kNotCompared, "cannot compare checkpoints: ensemble-worker compare " +
@@ -191,9 +192,9 @@ std::string DeviceNote(const std::string& recorded, const std::string& fresh) {
 Verdict VerifyMember(const RunLayout& layout, int round, const std::string& name, const std::string& scratch) {
   const std::string recorded = layout.MemberDir(round, name), fresh = scratch + "/" + name;
   // Checked first: retraining is the slow part, and without a checkpoint nothing compares.
-  if (!PathExists(MemberFiles(recorded).Checkpoint()) && !IsCommandMember(recorded))
+  if (!PathExists(MemberFiles(recorded).StoredCheckpoint()) && !IsCommandMember(recorded))
     return {Verdict::kNotCompared,
-            recorded + "/checkpoint.pt: missing (checkpoints are written only with save_checkpoints true)"};
+            recorded + ": no checkpoint (checkpoints are written only with save_checkpoints true)"};
   auto task = RecordedTask(layout, round, name, fresh);
   if (!task.ok()) return {Verdict::kNotCompared, task.status().message()};
   const std::string task_file = scratch + "/" + name + ".task.json";

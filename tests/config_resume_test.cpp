@@ -71,7 +71,7 @@ TEST_CASE("a finished run extended to more rounds equals the run configured long
   for (int round = 0; round < 4; ++round)
     for (const char* m : {"m000", "m001", "m002"}) {
       INFO("round " << round << " " << m);
-      for (const char* f : {"holdout_pred.f32", "pool_pred.f32", "checkpoint.pt"}) {
+      for (const char* f : {"holdout_pred.f32", "pool_pred.f32", "weights.bin"}) {
         std::string x = MemberFile(a, round, m, f);
         CHECK_FALSE(x.empty());
         CHECK(x == MemberFile(b, round, m, f));

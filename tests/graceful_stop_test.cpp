@@ -132,7 +132,7 @@ TEST_CASE("SIGTERM once lets running members finish and exits 0 and the run resu
   for (const auto& r : JournalOf(tmp / "stop"))
     if (r.value("event", "") == "member_done") {
       std::string dir = layout.MemberDir(r["round"].get<int>(), r["member"].get<std::string>());
-      mtimes[dir] = MtimeNs(dir + "/checkpoint.pt");
+      mtimes[dir] = MtimeNs(dir + "/weights.bin");
     }
   ::kill(run.pid, SIGTERM);
   bool timed_out = false;
@@ -169,7 +169,7 @@ TEST_CASE("SIGTERM once lets running members finish and exits 0 and the run resu
   }
   for (const auto& [dir, t] : mtimes) {
     INFO(dir << " was done before the stop");
-    CHECK(MtimeNs(dir + "/checkpoint.pt") == t);
+    CHECK(MtimeNs(dir + "/weights.bin") == t);
   }
   auto diffs = CompareRuns(tmp / "calm", tmp / "stop", rounds, members, tmp.path());
   INFO(Joined(diffs));

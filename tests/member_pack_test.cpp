@@ -72,7 +72,7 @@ TEST_CASE("packed and unpacked runs give bitwise identical members", "[pack][int
     for (const char* m : {"m000", "m001", "m002", "m003", "m004", "m005"}) {
       const std::string a = packed.MemberDir(round, m), b = plain.MemberDir(round, m);
       INFO(a);
-      for (const char* f : {"checkpoint.pt", "member.json", "history.jsonl", "holdout_pred.f32", "pool_pred.f32"})
+      for (const char* f : {"weights.bin", "member.json", "history.jsonl", "holdout_pred.f32", "pool_pred.f32"})
         CHECK(std::filesystem::exists(a + "/" + f));
       json metrics_a = json::parse(ReadText(a + "/metrics.json"));
       json metrics_b = json::parse(ReadText(b + "/metrics.json"));

@@ -60,7 +60,10 @@ members = sorted(os.listdir(mdir))
 preds = []
 for m in members:
     want = np.fromfile(f"{mdir}/{m}/holdout_pred.f32", dtype="<f4")
-    whole, alone, parts, shifted = runs(torch.jit.load(f"{mdir}/{m}/checkpoint.pt"))
+    r = subprocess.run([ctl, "export", "--state-dir", state, "--round", str(int(rdir[1:])), "--member", m, "-o",
+                        f"{scratch}/{m}.pt"], capture_output=True, text=True)  # its module, built from weights.bin
+    if r.returncode != 0: sys.exit("export --member: " + r.stderr)
+    whole, alone, parts, shifted = runs(torch.jit.load(f"{scratch}/{m}.pt"))
     same(m + " checkpoint on all rows vs holdout_pred.f32", whole.numpy(), want.reshape(whole.shape))
     same(m + " each row alone", torch.cat(alone).numpy(), whole.numpy())
     same(m + " batches of 1-40 and 257 rows", torch.cat(parts).numpy(), whole.numpy())

@@ -34,7 +34,7 @@ const char* kMembers[] = {"m000", "m001", "m002", "m003", "m004"};
 
 // "equal" or what differs, via ensemble-worker compare (bitwise) and the raw predictions.
 std::string Compare(const std::string& a, const std::string& b, const std::string& scratch) {
-  auto r = Run({BinaryPath("ensemble-worker"), "compare", a + "/checkpoint.pt", b + "/checkpoint.pt"}, scratch);
+  auto r = Run({BinaryPath("ensemble-worker"), "compare", a, b}, scratch);  // each directory's checkpoint
   if (r.code != 0) return "checkpoint: " + r.out + r.err;
   if (ReadText(a + "/holdout_pred.f32") != ReadText(b + "/holdout_pred.f32")) return "holdout predictions";
   if (ReadText(a + "/pool_pred.f32") != ReadText(b + "/pool_pred.f32")) return "pool predictions";
@@ -69,8 +69,8 @@ TEST_CASE("one worker and three workers produce bitwise identical members", "[re
     CHECK(v.out.find("(trained in a pack of 3, packs/r1-m000-a1.json)") != std::string::npos);
   }
   {  // ensemblectl verify names the member and tensor of an altered checkpoint
-    std::filesystem::copy_file(one.MemberDir(1, "m000") + "/checkpoint.pt",
-                               one.MemberDir(1, "m002") + "/checkpoint.pt",
+    std::filesystem::copy_file(one.MemberDir(1, "m000") + "/weights.bin",
+                               one.MemberDir(1, "m002") + "/weights.bin",
                                std::filesystem::copy_options::overwrite_existing);
     // Its record says it trained on CUDA: verify, retraining on the CPU, says why it may differ.
     json metrics = json::parse(ReadText(one.MemberDir(1, "m002") + "/metrics.json"));
@@ -126,7 +126,7 @@ TEST_CASE("a worker that trained another member first gives the same bits as a f
 // A member file holds only its member: x_mean, x_std, y_mean and y_std saved as views into a
 // pack's storage would carry every pack-mate's statistics (288 B for a pack of 8 where alone
 // has 36 B), so the file would differ from the lone member's and grow with the pack.
-TEST_CASE("a packed member's checkpoint.pt is byte for byte that of the same member trained alone",
+TEST_CASE("a packed member's weights.bin is byte for byte that of the same member trained alone",
           "[reproducibility][bits]") {
   TempDir tmp;
   for (const char* pack : {"8", "1"}) {
@@ -144,7 +144,7 @@ TEST_CASE("a packed member's checkpoint.pt is byte for byte that of the same mem
   REQUIRE(metrics.value("pack_size", 0) == 8);  // really trained in one pack of 8
   for (const char* m : {"m000", "m003", "m007"}) {
     INFO("member " << m);
-    for (const char* f : {"checkpoint.pt", "holdout_pred.f32", "pool_pred.f32"}) {
+    for (const char* f : {"weights.bin", "holdout_pred.f32", "pool_pred.f32"}) {
       INFO("file " << f);
       const std::string a = ReadText(packed.MemberDir(0, m) + "/" + f), b = ReadText(alone.MemberDir(0, m) + "/" + f);
       CHECK(a.size() == b.size());

@@ -48,7 +48,7 @@ void CheckLevel(const RunLayout& a, int round, const std::string& level) {
   for (const char* record : {"member.json", "metrics.json", "history.jsonl"}) CHECK(Has(a, round, record));
   CHECK(fs::exists(a.SummaryFile(round)));
   const bool all = level == "all";
-  CHECK(Has(a, round, "checkpoint.pt") == all);
+  CHECK(Has(a, round, "weights.bin") == all);
   CHECK(Has(a, round, "pool_pred.f32") == all);
   CHECK(Has(a, round, "holdout_pred.f32") == all);
   CHECK(Has(a, round, "train_state.pt") == (level != "records"));
@@ -109,7 +109,7 @@ TEST_CASE("a supervisor killed after journaling a pruning removes the files when
   RunLayout b(tmp / "b");
   // Killed after round 1's commit had journaled round 0 down to its train state (round 1 is
   // pinned): nothing removed yet.
-  CHECK(Has(b, 0, "checkpoint.pt"));
+  CHECK(Has(b, 0, "weights.bin"));
   auto resumed = RunEnsembled(tmp / "b.json", tmp.path(), {{}, {"ENSEMBLED_CRASH_AT"}}, 600);
   INFO(resumed.out << resumed.err);
   REQUIRE(resumed.code == 0);

@@ -88,7 +88,8 @@ void Fill(const std::string& dir, bool command_member) {
     std::filesystem::create_directories(f.CommandModel() + "/sub");
     WriteText(f.CommandModel() + "/sub/weights.bin", std::string(50, 'w'));
   } else {
-    WriteText(f.Checkpoint(), std::string(200, 'c'));
+    WriteText(f.Weights(), std::string(150, 'c'));    // a member saved as its weights
+    WriteText(f.Checkpoint(), std::string(50, 'c'));  // and one of an earlier layout's module
   }
 }
 
@@ -109,6 +110,7 @@ TEST_CASE("removing a round's files keeps its records, and train_state.pt until 
     CHECK_FALSE(std::filesystem::exists(f.HoldoutPred()));
     CHECK_FALSE(std::filesystem::exists(f.PoolPred()));
     CHECK_FALSE(std::filesystem::exists(f.Checkpoint()));
+    CHECK_FALSE(std::filesystem::exists(f.Weights()));
     CHECK_FALSE(std::filesystem::exists(f.CommandModel()));
     CHECK(std::filesystem::exists(f.TrainState()));
     CHECK(std::filesystem::exists(f.Member()));

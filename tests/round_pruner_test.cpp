@@ -45,7 +45,7 @@ struct Run {
     for (const char* m : {"m000", "m001"}) {
       MemberFiles f(layout.MemberDir(r, m));
       for (const std::string& p : {f.Member(), f.Metrics(), f.History(), f.HoldoutPred(), f.PoolPred(),
-                                   f.Checkpoint(), f.TrainState()})
+                                   f.Checkpoint(), f.Weights(), f.TrainState()})
         WriteText(p, "x");
     }
     RoundCommittedRecord c;
@@ -57,7 +57,7 @@ struct Run {
            fs::exists((MemberFiles(layout.MemberDir(round, "m001")).*file)());
   }
   bool Whole(int round) const {
-    return Has(round, &MemberFiles::Checkpoint) && Has(round, &MemberFiles::PoolPred) &&
+    return Has(round, &MemberFiles::Checkpoint) && Has(round, &MemberFiles::Weights) && Has(round, &MemberFiles::PoolPred) &&
            Has(round, &MemberFiles::HoldoutPred) && Has(round, &MemberFiles::TrainState);
   }
   bool NoneOf(int round, std::string (MemberFiles::*file)() const) const {
@@ -65,7 +65,8 @@ struct Run {
            !fs::exists((MemberFiles(layout.MemberDir(round, "m001")).*file)());
   }
   bool RecordsOnly(int round) const {
-    return NoneOf(round, &MemberFiles::Checkpoint) && NoneOf(round, &MemberFiles::PoolPred) &&
+    return NoneOf(round, &MemberFiles::Checkpoint) && NoneOf(round, &MemberFiles::Weights) &&
+           NoneOf(round, &MemberFiles::PoolPred) &&
            NoneOf(round, &MemberFiles::HoldoutPred) && NoneOf(round, &MemberFiles::TrainState) &&
            Has(round, &MemberFiles::Metrics) && Has(round, &MemberFiles::History) && Has(round, &MemberFiles::Member);
   }
@@ -83,9 +84,11 @@ TEST_CASE("commit by commit, rounds outside the window keep their records and th
   auto out = PruneRounds(spec, run.layout, run.journal.get(), &run.progress, false);
   REQUIRE(out.ok());
   CHECK(out->rounds_lowered == 2);
-  CHECK(out->bytes_freed == 2 * 1 + 2 * 3);  // round 1: train states; round 2: predictions, checkpoints
+  // Round 1: train states; round 2: predictions, checkpoints (weights.bin and an old checkpoint.pt).
+  CHECK(out->bytes_freed == 2 * 1 + 2 * 4);
   for (int r = 0; r < 2; ++r) CHECK(run.RecordsOnly(r));
   CHECK(run.NoneOf(2, &MemberFiles::Checkpoint));
+  CHECK(run.NoneOf(2, &MemberFiles::Weights));
   CHECK(run.NoneOf(2, &MemberFiles::PoolPred));
   CHECK(run.NoneOf(2, &MemberFiles::HoldoutPred));
   CHECK(run.Has(2, &MemberFiles::TrainState));

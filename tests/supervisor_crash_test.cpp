@@ -74,7 +74,7 @@ CrashSnapshot Snapshot(const std::string& state) {
   for (const auto& r : s.recs)
     if (r.value("event", "") == "member_done") {
       std::string dir = layout.MemberDir(r["round"].get<int>(), r["member"].get<std::string>());
-      s.done_mtimes[dir] = MtimeNs(dir + "/checkpoint.pt");
+      s.done_mtimes[dir] = MtimeNs(dir + "/weights.bin");
     }
   return s;
 }
@@ -108,7 +108,7 @@ void CheckResumedEqualsBaseline(const std::string& base, const std::string& stat
   // ... and its files were not rewritten either.
   for (const auto& [dir, mtime] : before.done_mtimes) {
     INFO(dir << " was done before the crash");
-    CHECK(MtimeNs(dir + "/checkpoint.pt") == mtime);
+    CHECK(MtimeNs(dir + "/weights.bin") == mtime);
   }
   // Nothing of the run left: no named IPC object, no worker.
   std::string run_id = RunIdOf(state);
@@ -287,8 +287,8 @@ namespace {
 // after its rename but before its "done" was journaled leaves a complete member directory the
 // journal does not know. Both are normal debris of a crash, and the resumed run retrains those
 // members over them. Here the crash is ENSEMBLED_CRASH_AT=after_dispatch and the debris is laid
-// down as such killed workers leave it: m000.tmp/checkpoint.pt cut at 4 KiB (a torch writer
-// killed mid-save) and m001/ complete (the very bits its retraining gives).
+// down as such killed workers leave it: m000.tmp/weights.bin cut in half (a worker killed
+// mid-write) and m001/ complete (the very bits its retraining gives).
 TEST_CASE("members whose killed attempts left <member>.tmp files or an unjournaled directory are retrained on resume",
           "[resilience][crash]") {
   TempDir tmp;
@@ -305,7 +305,8 @@ TEST_CASE("members whose killed attempts left <member>.tmp files or an unjournal
   RunLayout b(tmp / "base"), s(state);
   std::string partial = s.MemberDir(0, "m000") + ".tmp";
   std::filesystem::create_directories(partial);
-  WriteText(partial + "/checkpoint.pt", ReadText(b.MemberDir(0, "m000") + "/checkpoint.pt").substr(0, 4096));
+  const std::string weights = ReadText(b.MemberDir(0, "m000") + "/weights.bin");
+  WriteText(partial + "/weights.bin", weights.substr(0, weights.size() / 2));
   std::filesystem::copy(b.MemberDir(0, "m001"), s.MemberDir(0, "m001"), std::filesystem::copy_options::recursive);
   REQUIRE(ReplayJournal(JournalOf(state)).done.empty());
 

@@ -130,7 +130,7 @@ TEST_CASE("a tiny closed loop runs end to end with persistent workers", "[integr
     for (int round : {0, 1}) {
       for (const char* name : {"m000", "m001", "m002", "m003"}) {
         std::string dir = layout.MemberDir(round, name);
-        for (const char* f : {"checkpoint.pt", "member.json", "history.jsonl", "metrics.json", "holdout_pred.f32",
+        for (const char* f : {"weights.bin", "member.json", "history.jsonl", "metrics.json", "holdout_pred.f32",
                               "pool_pred.f32"})
           CHECK(std::filesystem::exists(dir + "/" + f));
         CHECK(std::filesystem::file_size(dir + "/holdout_pred.f32") == 300 * sizeof(float));
@@ -210,7 +210,7 @@ TEST_CASE("a failing mutation command stops the run without losing finished memb
   RunProgress p = ReplayJournal(*recs);
   CHECK(p.committed.empty());
   CHECK(p.done.size() == 4);
-  auto ckpt_time = std::filesystem::last_write_time(layout.MemberDir(0, "m002") + "/checkpoint.pt");
+  auto ckpt_time = std::filesystem::last_write_time(layout.MemberDir(0, "m002") + "/weights.bin");
 
   // Fixed command: adds one row (10 features + target) and drops train row 3.
   WriteText(tmp / "mutate.sh",
@@ -226,7 +226,7 @@ TEST_CASE("a failing mutation command stops the run without losing finished memb
   REQUIRE(p.committed.size() == 2);
   CHECK(p.committed[0].train_rows == 401);
   // Round 0's members were not retrained on resume.
-  CHECK(std::filesystem::last_write_time(layout.MemberDir(0, "m002") + "/checkpoint.pt") == ckpt_time);
+  CHECK(std::filesystem::last_write_time(layout.MemberDir(0, "m002") + "/weights.bin") == ckpt_time);
   json m = json::parse(ReadText(layout.MemberDir(1, "m000") + "/metrics.json"));
   CHECK(m["train_rows"].get<int>() + m["val_rows"].get<int>() == 400);  // 401 rows minus the dropped one
 }

@@ -21,20 +21,6 @@ MemberSpec Classifier(int index) {
   return m;
 }
 
-// The seed-000 model: 9 -> 6 sigmoid -> 1, Huber 0.35, L1 1e-5, L2 1e-4, Adam.
-MemberSpec Seed000(int index) {
-  MemberSpec m;
-  m.name = "m" + std::to_string(1000 + index).substr(1);
-  m.layers = {{6, Activation::kSigmoid, 0.0}};
-  m.loss = LossKind::kHuber;
-  m.huber_delta = 0.35;
-  m.l1 = 1e-5;
-  m.l2 = 1e-4;
-  m.epochs = 4;
-  m.batch_size = 32;
-  return m;
-}
-
 // A member whose every per-member hyperparameter differs from Seed000's, by index.
 MemberSpec Mixed(int index) {
   MemberSpec m = Seed000(index);

@@ -48,8 +48,8 @@ TEST_CASE("recycling every 2 tasks restarts the worker and keeps every checkpoin
   RunLayout plain(tmp / "s0"), recycled(tmp / "s2");
   for (const char* m : {"m000", "m001", "m002", "m003", "m004", "m005"}) {
     INFO(m);
-    auto c = Run({BinaryPath("ensemble-worker"), "compare", plain.MemberDir(0, m) + "/checkpoint.pt",
-                  recycled.MemberDir(0, m) + "/checkpoint.pt"},
+    auto c = Run({BinaryPath("ensemble-worker"), "compare", plain.MemberDir(0, m),
+                  recycled.MemberDir(0, m)},
                  tmp.path());
     CHECK(c.code == 0);
     CHECK(json::parse(c.out)["equal"] == true);

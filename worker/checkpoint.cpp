@@ -4,7 +4,11 @@
 #include <memory>
 #include <sstream>
 
+#include <sys/stat.h>
+
 #include "common/atomic_file.h"
+#include "common/member_weights.h"
+#include "common/run_layout.h"
 #include "common/run_head.h"
 #include "worker/script_model.h"
 
@@ -117,6 +121,11 @@ torch::Tensor HeadEager(const RunHead& head, const torch::Tensor& h, const torch
 // A tensor as BuildMemberModule registers it as a buffer.
 torch::Tensor AsBuffer(const torch::Tensor& t) { return t.detach().to(torch::kCPU).contiguous(); }
 
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 // Runs `forward_block` on x [n, features] in blocks of exactly kPredictBlockRows rows (the last
 // padded with zero rows) and gathers the rows' outputs.
 std::vector<float> PredictInBlocks(const torch::Tensor& x, const std::function<torch::Tensor(const torch::Tensor&)>& forward_block) {
@@ -135,28 +144,61 @@ std::vector<float> PredictInBlocks(const torch::Tensor& x, const std::function<t
   return out;
 }
 
-}  // namespace
+// The module's buffers in checkpoint order: the model's tensors, then the standardisation.
+NamedTensors BufferList(const MemberParts& parts) {
+  NamedTensors out;
+  for (const auto& [name, t] : parts.tensors) out.emplace_back(name, AsBuffer(t));
+  const torch::Tensor norm[] = {parts.x_mean, parts.x_std, parts.y_mean, parts.y_std};
+  for (int i = 0; i < 4; ++i) out.emplace_back(kNormNames[i], AsBuffer(norm[i]));
+  return out;
+}
 
-StatusOr<torch::jit::Module> BuildMemberModule(const MemberParts& parts) {
+// A member module from its parts: the "spec" attribute, the buffers in order, the submodule
+// "net" (a TorchScript member), and the methods of `source`. The class is named after the
+// architecture (its source): members of one pack share it, and an export's serializer tells
+// different architectures apart. `who` names the member in errors.
+StatusOr<torch::jit::Module> BuildModule(const std::string& who, const std::string& spec_json, const std::string& source,
+                                         const NamedTensors& buffers, const std::optional<torch::jit::Module>& net) {
   try {
-    // The class is named after the architecture (its forward source): members of one pack
-    // share it, and an export's serializer tells different architectures apart.
     UsePlainTorchScriptExecutor();
-    const std::string source = ForwardSource(parts);
-    const auto arch = std::hash<std::string>{}(source + (parts.net ? parts.net->type()->repr_str() : ""));
+    const auto arch = std::hash<std::string>{}(source + (net ? net->type()->repr_str() : ""));
     torch::jit::Module m(c10::QualifiedName("ensembled.Member_" + std::to_string(arch)),
                          std::make_shared<torch::jit::CompilationUnit>());
-    m.register_attribute("spec", c10::StringType::get(), MemberToJson(parts.spec).dump());
-    for (const auto& [name, t] : parts.tensors) m.register_buffer(name, t.detach().to(torch::kCPU).contiguous());
-    const torch::Tensor norm[] = {parts.x_mean, parts.x_std, parts.y_mean, parts.y_std};
-    for (int i = 0; i < 4; ++i) m.register_buffer(kNormNames[i], norm[i].detach().to(torch::kCPU).contiguous());
-    if (parts.net) m.register_module("net", *parts.net);
+    m.register_attribute("spec", c10::StringType::get(), spec_json);
+    for (const auto& [name, t] : buffers) m.register_buffer(name, t);
+    if (net) m.register_module("net", *net);
     m.define(source);
     m.eval();
     return m;
   } catch (const std::exception& e) {  // c10::Error, or a TorchScript compile error
-    return Status::Internal("member " + parts.spec.name + ": cannot build its module: " + e.what());
+    return Status::Internal(who + ": cannot build its module: " + e.what());
   }
+}
+
+}  // namespace
+
+StatusOr<torch::jit::Module> BuildMemberModule(const MemberParts& parts) {
+  return BuildModule("member " + parts.spec.name, MemberToJson(parts.spec).dump(), ForwardSource(parts),
+                     BufferList(parts), parts.net);
+}
+
+StatusOr<torch::jit::Module> BuildMemberModule(const MemberWeights& weights, const std::string& origin) {
+  NamedTensors buffers;
+  for (const StoredTensor& t : weights.tensors)  // copied: the module owns its buffers
+    buffers.emplace_back(t.name, torch::from_blob(const_cast<float*>(t.values.data()), t.shape, torch::kFloat).clone());
+  return BuildModule(origin, weights.spec_json, weights.source, buffers, std::nullopt);
+}
+
+StatusOr<std::string> MemberWeightsFileBytes(const MemberParts& parts) {
+  if (parts.net) return Status::InvalidArgument("member " + parts.spec.name + ": a TorchScript member is saved as its module");
+  MemberWeights w{MemberToJson(parts.spec).dump(), ForwardSource(parts), {}};
+  for (auto& [name, t] : BufferList(parts)) {
+    if (t.scalar_type() != torch::kFloat)
+      return Status::InvalidArgument("member " + parts.spec.name + ": tensor " + name + " is not float32");
+    const float* p = t.data_ptr<float>();
+    w.tensors.push_back({name, t.sizes().vec(), std::vector<float>(p, p + t.numel())});
+  }
+  return MemberWeightsBytes(w);
 }
 
 StatusOr<torch::jit::Module> MemberModuleBuilder::Build(const MemberParts& parts) {
@@ -195,14 +237,23 @@ Status SaveModule(const torch::jit::Module& module, const std::string& path, boo
 
 StatusOr<torch::jit::Module> LoadMember(const std::string& path) {
   UsePlainTorchScriptExecutor();
+  const std::string file = IsDirectory(path) ? MemberFiles(path).StoredCheckpoint() : path;
+  auto bytes = ReadFile(file);
+  if (!bytes.ok()) return Status::Corruption("load checkpoint " + file + ": " + bytes.status().message());
+  if (LooksLikeMemberWeights(*bytes)) {  // weights.bin: its module is built now
+    auto weights = ParseMemberWeights(*bytes, file);
+    if (!weights.ok()) return weights.status();
+    return BuildMemberModule(*weights, file);
+  }
   try {
-    torch::jit::Module m = torch::jit::load(path, torch::kCPU);
+    std::istringstream in(*bytes);
+    torch::jit::Module m = torch::jit::load(in, torch::kCPU);
     if (!m.hasattr("spec") || !m.attr("spec").isString() || !m.hasattr("x_mean"))
-      return Status::Corruption(path + ": not an ensembled member checkpoint (no spec or norm)");
+      return Status::Corruption(file + ": not an ensembled member checkpoint (no spec or norm)");
     m.eval();
     return m;
   } catch (const c10::Error& e) {
-    return Status::Corruption("load checkpoint " + path + ": " + e.what_without_backtrace());
+    return Status::Corruption("load checkpoint " + file + ": " + e.what_without_backtrace());
   }
 }
 

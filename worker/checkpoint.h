@@ -1,6 +1,10 @@
 // Checkpoint: one member as a callable TorchScript module, and an ensemble of them.
 //
-// checkpoint.pt is a TorchScript archive (torch.jit.save format) holding
+// A member the worker predicts eagerly (an MLP) is saved as weights.bin (common/member_weights.h:
+// its spec, buffers and this module's source, no module), and its module is built from it when
+// someone loads it (LoadMember); a TorchScript member is saved as its module, checkpoint.pt (as
+// every member was before 2026-12-06; LoadMember reads both). The module, either way:
+// a TorchScript archive (torch.jit.save format) holding
 //   attribute "spec"   str: the MemberSpec JSON
 //   buffers            the model's named tensors (MLP: layer<i>_weight [out, in], layer<i>_bias [out])
 //                      then x_mean, x_std [features], y_mean, y_std [1] (float32; several
@@ -31,6 +35,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/member_weights.h"
 #include "common/status.h"
 #include "worker/model.h"
 
@@ -57,6 +62,12 @@ struct MemberParts {
 
 // The member module (in memory; nothing is written).
 StatusOr<torch::jit::Module> BuildMemberModule(const MemberParts& parts);
+// The same module from a weights file's contents (`origin` names it in errors): buffer for
+// buffer and method for method what BuildMemberModule made of the parts that were saved.
+StatusOr<torch::jit::Module> BuildMemberModule(const MemberWeights& weights, const std::string& origin);
+// weights.bin's bytes for a member (the module's spec, buffers and source; no module is built).
+// REQUIRES: no parts.net (a TorchScript member is saved as its module); float32 tensors.
+StatusOr<std::string> MemberWeightsFileBytes(const MemberParts& parts);
 
 // Member modules of one architecture (one pack): the first is compiled, every later one is a
 // copy of it holding its own spec and buffers. Compiling TorchScript costs milliseconds, which
@@ -73,7 +84,9 @@ class MemberModuleBuilder {
 // Writes `module` with the project's checked write (0600); durable: fsynced, else left for
 // a later SyncFileSystem (atomic_file.h).
 Status SaveModule(const torch::jit::Module& module, const std::string& path, bool durable = true);
-// Loads a member checkpoint; a file that is not one is Corruption naming the path.
+// Loads a member checkpoint: a weights file (its module built now), a member module file, or a
+// member directory (its MemberFiles::StoredCheckpoint). A file that is not one is Corruption
+// naming the path.
 StatusOr<torch::jit::Module> LoadMember(const std::string& path);
 // Every buffer of a member module, in checkpoint order, then the parameters and buffers of its
 // "net" (verify compares them bit for bit).

@@ -7,6 +7,7 @@
 //   ensemble-worker predict --input F32 --features N --output F32 CHECKPOINT...
 //   ensemble-worker predict --stream --features N CHECKPOINT...   batches on stdin/stdout (predictor.h)
 //   ensemble-worker compare A B                  bitwise checkpoint comparison, JSON on stdout
+//   ensemble-worker member-module --output F C   one member's TorchScript module (its checkpoint's)
 //   ensemble-worker export --output F CHECKPOINT...   one TorchScript module: (mean, std) of members
 #include <signal.h>
 #include <unistd.h>
@@ -354,7 +355,7 @@ struct WorkerToolOptions {
   bool stream = false;                   // predict: batches on stdin/stdout instead of input and output
   int features = 0;                      // predict, check-model: features per row
   std::vector<std::string> checkpoints;  // predict, export: member checkpoint files
-  std::string a, b;                      // compare: the two checkpoints
+  std::string a, b;                      // compare: the two checkpoints (member-module: a)
   std::string model_path;                // check-model: the saved module
   int outputs = 0;                       // check-model: the output width it must have (0: any)
   std::vector<double> sigma_scale, sigma_noise;  // export: the round's calibration per target (none: raw std)
@@ -367,6 +368,7 @@ struct WorkerCommands {
   CLI::App* predict = nullptr;
   CLI::App* compare = nullptr;
   CLI::App* export_cmd = nullptr;
+  CLI::App* member_module = nullptr;
   CLI::App* check_model = nullptr;
 };
 
@@ -411,6 +413,10 @@ void AddToolCommands(CLI::App& app, WorkerToolOptions* o, WorkerCommands* cmds) 
       ->delimiter(',')
       ->allow_extra_args(false);
   exp->add_option("checkpoints", o->checkpoints, "member checkpoint files")->required();
+  auto* member = app.add_subcommand("member-module", "write one member's TorchScript module: forward(x) -> predictions");
+  member->add_option("--output", o->output, "the module file to write")->required();
+  member->add_option("checkpoint", o->a, "the member's checkpoint (weights.bin, checkpoint.pt) or directory")->required();
+  cmds->member_module = member;
   auto* check = app.add_subcommand("check-model", "load a TorchScript member's module and run it on a zero batch");
   check->add_option("--path", o->model_path, "the saved module")->required();
   check->add_option("--features", o->features, "features per row")->required()->check(CLI::PositiveNumber);
@@ -438,6 +444,11 @@ int CheckModel(const WorkerToolOptions& o) {
 int RunCheckpointTool(const WorkerCommands& cmds, const WorkerToolOptions& o) {
   ComputeOnOneThread();
   if (*cmds.export_cmd) return Export(o.output, o.checkpoints, o.sigma_scale, o.sigma_noise);
+  if (*cmds.member_module) {
+    Status s = WriteMemberModule(o.a, o.output);
+    if (!s.ok()) std::cerr << "member-module: " << s.ToString() << "\n";
+    return ExitCodeFor(s);
+  }
   if (*cmds.predict && o.stream) {
     Status s = PredictStream(o.checkpoints, o.features, 0, 1);
     if (!s.ok()) std::cerr << s.ToString() << "\n";

@@ -115,6 +115,12 @@ Status ExportEnsemble(const std::vector<std::string>& checkpoints, const std::st
   return SaveModule(*module, output);
 }
 
+Status WriteMemberModule(const std::string& checkpoint, const std::string& output) {
+  auto module = LoadMember(checkpoint);
+  if (!module.ok()) return module.status();
+  return SaveModule(*module, output);
+}
+
 StatusOr<int> CheckUserModel(const std::string& path, int features, int outputs) {
   int width = 0;
   auto m = LoadUserModule(path, features, outputs, &width);

@@ -1,7 +1,7 @@
 // Predictor: the libtorch side of ensemblectl's predict, verify and export.
 //
 // Used by `ensemble-worker predict` (ensemblectl predict), `ensemble-worker compare`
-// (ensemblectl verify), `ensemble-worker export` (ensemblectl export) and `ensemble-worker
+// (ensemblectl verify), `ensemble-worker export` and `member-module` (ensemblectl export) and `ensemble-worker
 // check-model` (ensemblectl validate-config, ensembled at run start), so neither ensemblectl
 // nor ensembled ever loads libtorch. Checkpoints are member modules (checkpoint.h). Not thread-safe.
 #pragma once
@@ -43,6 +43,10 @@ StatusOr<nlohmann::json> CompareCheckpoints(const std::string& a, const std::str
 // `scale` and `noise` are given (one value per target each; empty: the raw std).
 Status ExportEnsemble(const std::vector<std::string>& checkpoints, const std::string& output,
                       const std::vector<double>& scale = {}, const std::vector<double>& noise = {});
+
+// Writes the member module of `checkpoint` (a weights file, whose module is built now, a module
+// file, or a member directory) to `output` (0600, durable): what a user loads with torch.jit.load.
+Status WriteMemberModule(const std::string& checkpoint, const std::string& output);
 
 // A TorchScript member's module (script_model.h: LoadUserModule): loads `path` and runs forward
 // on a zero batch [2, features]; the output must be [2, outputs] (outputs 0: [2, n >= 1]).

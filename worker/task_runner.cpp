@@ -195,7 +195,9 @@ Status TaskRunner::Prepare(const TaskSpec& task, TrainInputs* in, bool* permanen
   std::string tmp = task.out_dir + ".tmp";
   st = RemoveTree(tmp);
   if (st.ok()) st = MakeDirs(tmp);
-  if (task.save_checkpoint) in->checkpoint_path = MemberFiles(tmp).Checkpoint();
+  // A kind built from layers (an MLP) predicts eagerly: its weights, no module (checkpoint.h).
+  if (task.save_checkpoint)
+    in->checkpoint_path = TraitsOf(task.member.model.kind).layers ? MemberFiles(tmp).Weights() : MemberFiles(tmp).Checkpoint();
   return st;
 }
 

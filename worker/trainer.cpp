@@ -5,6 +5,7 @@
 #include <cmath>
 #include <optional>
 
+#include "common/atomic_file.h"
 #include "common/fault_injection.h"
 #include "common/run_head.h"
 #include "common/seed.h"
@@ -607,8 +608,8 @@ class PackLoop {
   int64_t steps_ = 0;
 };
 
-// Member k's outputs: its module (built only to be saved, or for a kind without
-// MemberStatements), predictions and final metrics.
+// Member k's outputs: its checkpoint (weights.bin, or the module of a kind without
+// MemberStatements, built then), predictions and final metrics.
 void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train_seconds,
                   MemberModuleBuilder* builder, const std::string& device, TrainOutputs* o) {
   const MemberRun& r = loop.run(k);
@@ -618,7 +619,7 @@ void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train
   const MemberParts parts = loop.Parts(k);
   const bool eager = !parts.statements.empty() && !parts.net;  // the same bits as the module's forward
   std::optional<torch::jit::Module> module;
-  if (!eager || !in.checkpoint_path.empty()) {
+  if (!eager) {
     auto built = builder->Build(parts);
     if (!built.ok()) {
       o->status = built.status();
@@ -628,8 +629,14 @@ void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train
     module = std::move(*built);
   }
   if (!in.checkpoint_path.empty()) {
-    // Not flushed here: the caller makes the pack's files durable in one batch.
-    o->status = SaveModule(*module, in.checkpoint_path, /*durable=*/false);  // a failed write is transient
+    // Not flushed here: the caller makes the pack's files durable in one batch. A failed
+    // write is transient.
+    if (eager) {
+      auto bytes = MemberWeightsFileBytes(parts);
+      o->status = bytes.ok() ? WriteFileUnsynced(in.checkpoint_path, *bytes) : bytes.status();
+    } else {
+      o->status = SaveModule(*module, in.checkpoint_path, /*durable=*/false);
+    }
     if (!o->status.ok()) return;
   }
   const int f = in.features;

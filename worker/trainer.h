@@ -76,7 +76,9 @@ struct TrainInputs {
   uint64_t holdout_rows = 0;
   const float* pool = nullptr;
   uint64_t pool_rows = 0;
-  std::string checkpoint_path;          // where to save the member module; "" = no checkpoint
+  // Where to save the member's checkpoint: its weights file (common/member_weights.h) when its
+  // forward runs eagerly (an MLP), else its module (checkpoint.h); "" = no checkpoint.
+  std::string checkpoint_path;
   DeviceDataCache* data_cache = nullptr;  // optional; the pack uses its first member's
   // Where the pack trains (its first member's): REQUIRES Init() returned OK. nullptr: the CPU.
   DeviceRuntime* runtime = nullptr;

@@ -199,7 +199,7 @@ inline std::vector<std::string> MemberNames(int n) {
   return out;
 }
 
-inline const char* const kMemberFiles[] = {"checkpoint.pt",    "member.json",  "history.jsonl",
+inline const char* const kMemberFiles[] = {"weights.bin",      "member.json",  "history.jsonl",
                                            "metrics.json",     "holdout_pred.f32", "pool_pred.f32"};
 
 // "" when every file of a finished member directory is there (non-empty), else what is missing.
@@ -264,8 +264,8 @@ inline std::vector<std::string> CompareMemberDirs(const std::vector<std::pair<st
     const auto& [a, b] = pairs[i];
     if (ReadText(a + "/holdout_pred.f32") != ReadText(b + "/holdout_pred.f32")) result[i] = "holdout predictions";
     else if (ReadText(a + "/pool_pred.f32") != ReadText(b + "/pool_pred.f32")) result[i] = "pool predictions";
-    bool same_bytes = std::filesystem::exists(a + "/checkpoint.pt") &&
-                      ReadText(a + "/checkpoint.pt") == ReadText(b + "/checkpoint.pt");
+    bool same_bytes = std::filesystem::exists(a + "/weights.bin") &&
+                      ReadText(a + "/weights.bin") == ReadText(b + "/weights.bin");
     if (mode == CompareMode::kTool || !same_bytes) todo.push_back(i);
   }
   static int batch = 0;
@@ -275,8 +275,8 @@ inline std::vector<std::string> CompareMemberDirs(const std::vector<std::pair<st
     for (int k = 0; k < parallel && next < todo.size(); ++k, ++next) {
       size_t i = todo[next];
       std::string base = scratch + "/cmp" + std::to_string(batch) + "-" + std::to_string(k);
-      running.emplace_back(i, Spawn({BinaryPath("ensemble-worker"), "compare", pairs[i].first + "/checkpoint.pt",
-                                     pairs[i].second + "/checkpoint.pt"},
+      // The member directories: compare loads each one's checkpoint (weights.bin or checkpoint.pt).
+      running.emplace_back(i, Spawn({BinaryPath("ensemble-worker"), "compare", pairs[i].first, pairs[i].second},
                                     base + ".out", base + ".err"));
     }
     for (size_t k = 0; k < running.size(); ++k) {

@@ -150,10 +150,36 @@ struct Fixture {
   }
 };
 
+// The seed-000 model: 9 -> 6 sigmoid -> 1, Huber 0.35, L1 1e-5, L2 1e-4, Adam.
+inline MemberSpec Seed000(int index) {
+  MemberSpec m;
+  m.name = "m" + std::to_string(1000 + index).substr(1);
+  m.layers = {{6, Activation::kSigmoid, 0.0}};
+  m.loss = LossKind::kHuber;
+  m.huber_delta = 0.35;
+  m.l1 = 1e-5;
+  m.l2 = 1e-4;
+  m.epochs = 4;
+  m.batch_size = 32;
+  return m;
+}
+
 // History without its timings.
 inline std::vector<nlohmann::json> Untimed(std::vector<nlohmann::json> h) {
   for (auto& e : h) e.erase("seconds");
   return h;
+}
+
+// Two member modules hold the same buffers (and "net" tensors), name for name and bit for bit.
+inline void RequireSameBuffers(const torch::jit::Module& ma, const torch::jit::Module& mb) {
+  NamedTensors ta = MemberBuffers(ma), tb = MemberBuffers(mb);
+  REQUIRE(ta.size() == tb.size());
+  for (size_t i = 0; i < ta.size(); ++i) {
+    INFO(ta[i].first);
+    CHECK(ta[i].first == tb[i].first);
+    CHECK(ta[i].second.sizes() == tb[i].second.sizes());
+    CHECK(std::memcmp(ta[i].second.data_ptr(), tb[i].second.data_ptr(), ta[i].second.nbytes()) == 0);
+  }
 }
 
 inline void RequireSameBits(Fixture& f, const TrainOutputs& a, const TrainOutputs& b, const std::string& ca,
@@ -169,14 +195,7 @@ inline void RequireSameBits(Fixture& f, const TrainOutputs& a, const TrainOutput
   auto ma = LoadMember(f.dir.File(ca)), mb = LoadMember(f.dir.File(cb));
   REQUIRE(ma.ok());
   REQUIRE(mb.ok());
-  NamedTensors ta = MemberBuffers(*ma), tb = MemberBuffers(*mb);
-  REQUIRE(ta.size() == tb.size());
-  for (size_t i = 0; i < ta.size(); ++i) {
-    INFO(ta[i].first);
-    CHECK(ta[i].first == tb[i].first);
-    CHECK(ta[i].second.sizes() == tb[i].second.sizes());
-    CHECK(std::memcmp(ta[i].second.data_ptr(), tb[i].second.data_ptr(), ta[i].second.nbytes()) == 0);
-  }
+  RequireSameBuffers(*ma, *mb);
 }
 
 }  // namespace ens::testing
