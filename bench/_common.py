@@ -16,7 +16,8 @@ import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BUILD = os.path.join(REPO, "build")
+# ENSEMBLED_BUILD: the folder of the ensembled binaries under test (default: this checkout's build/).
+BUILD = os.environ.get("ENSEMBLED_BUILD", os.path.join(REPO, "build"))
 ENSEMBLED = os.path.join(BUILD, "ensembled")
 WORKER = os.path.join(BUILD, "ensemble-worker")
 RESULTS_DIR = os.path.join(REPO, "bench", "results")
