@@ -178,6 +178,18 @@ T NumberOr(const json& j, const char* key, T fallback) {
   return v.is_number() ? v.get<T>() : fallback;
 }
 
+// The fields member_done and member_failed share: which attempt of which member, and when.
+template <typename R>
+R WithMemberAttempt(const json& j) {
+  R r;
+  r.round = NumberOr(j, "round", -1);
+  r.member = j.value("member", "");
+  r.index = NumberOr(j, "index", 0);
+  r.attempt = NumberOr(j, "attempt", 0);
+  r.time = NumberOr<int64_t>(j, "time", 0);
+  return r;
+}
+
 // The fields round_committed and mutation_applied share: the round, and the generation its
 // mutation published.
 template <typename R>
@@ -195,27 +207,17 @@ R WithGeneration(const json& j) {
 }  // namespace
 
 MemberDoneRecord MemberDoneFrom(const json& j) {
-  MemberDoneRecord r;
-  r.round = NumberOr(j, "round", -1);
-  r.member = j.value("member", "");
-  r.index = NumberOr(j, "index", 0);
-  r.attempt = NumberOr(j, "attempt", 0);
+  auto r = WithMemberAttempt<MemberDoneRecord>(j);
   r.slot = NumberOr(j, "slot", 0);
   r.pid = NumberOr<int64_t>(j, "pid", 0);
   r.metrics = j.value("metrics", json::object());
-  r.time = NumberOr<int64_t>(j, "time", 0);
   return r;
 }
 
 MemberFailedRecord MemberFailedFrom(const json& j) {
-  MemberFailedRecord r;
-  r.round = NumberOr(j, "round", -1);
-  r.member = j.value("member", "");
-  r.index = NumberOr(j, "index", 0);
-  r.attempt = NumberOr(j, "attempt", 0);
+  auto r = WithMemberAttempt<MemberFailedRecord>(j);
   r.error = j.value("error", "");
   r.permanent = j.value("permanent", false);
-  r.time = NumberOr<int64_t>(j, "time", 0);
   return r;
 }
 
