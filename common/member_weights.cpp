@@ -26,8 +26,16 @@ std::string MemberWeightsBytes(const MemberWeights& weights) {
     tensors.push_back({{"name", t.name}, {"shape", t.shape}});
     floats += t.values.size();
   }
-  const std::string header =
-      nlohmann::json{{"spec", weights.spec_json}, {"source", weights.source}, {"tensors", tensors}}.dump();
+  // The header is the object {"source", "spec", "tensors"} as json's dump() writes it (keys
+  // sorted), spelled out so that the source, the same for every member of a pack, is escaped
+  // once per thread and source rather than once per member.
+  thread_local std::string last_source, last_source_json;
+  if (last_source_json.empty() || last_source != weights.source) {
+    last_source = weights.source;
+    last_source_json = nlohmann::json(weights.source).dump();
+  }
+  const std::string header = "{\"source\":" + last_source_json + ",\"spec\":" + nlohmann::json(weights.spec_json).dump() +
+                             ",\"tensors\":" + tensors.dump() + "}";
   const uint64_t length = header.size();
   std::string out;
   out.reserve(kPrefix + header.size() + floats * sizeof(float));

@@ -9,6 +9,8 @@
 #include <limits>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace ens {
 namespace {
 
@@ -44,6 +46,29 @@ TEST_CASE("a weights file reads back bit for bit", "[member_weights]") {
                       w.tensors[i].values.size() * sizeof(float)) == 0);
   }
   CHECK(MemberWeightsBytes(*back) == bytes);  // one member, one byte sequence
+}
+
+// The header is written by hand (the source escaped once per pack): it must stay the JSON
+// object json's own dump() writes, whichever source came before, so files written before and
+// after the change are the same bytes.
+TEST_CASE("a weights file's header is json's dump of spec, source and tensors, whatever source came before",
+          "[member_weights]") {
+  MemberWeights a = Sample(), b = Sample();
+  b.source = "def forward(self, x):\n    return x * \"2\"\t\\\n";
+  b.spec_json = R"({"name":"m008","layers":[{"units":6}]})";
+  for (const MemberWeights* w : {&a, &b, &a, &a, &b}) {
+    const std::string bytes = MemberWeightsBytes(*w);
+    uint64_t length = 0;
+    std::memcpy(&length, bytes.data() + 8, sizeof(length));
+    nlohmann::json tensors = nlohmann::json::array();
+    for (const StoredTensor& t : w->tensors) tensors.push_back({{"name", t.name}, {"shape", t.shape}});
+    const std::string expected = nlohmann::json{{"spec", w->spec_json}, {"source", w->source}, {"tensors", tensors}}.dump();
+    CHECK(bytes.substr(16, length) == expected);
+    auto back = ParseMemberWeights(bytes, "weights.bin");
+    REQUIRE(back.ok());
+    CHECK(back->source == w->source);
+    CHECK(back->spec_json == w->spec_json);
+  }
 }
 
 TEST_CASE("a TorchScript archive or any other file is not a weights file", "[member_weights]") {

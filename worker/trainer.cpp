@@ -255,6 +255,9 @@ class PackLoop {
     const TrainPath path = in[0].path;
     tensor_ops_ = path != TrainPath::kByDevice;
     if (tensor_ops_) model_->UseTensorOps();
+    // The same for every member of the pack: made once, not once per member's outputs.
+    forward_source_ = model_->MemberForwardSource();
+    statements_ = model_->MemberStatements();
     objective_ = classes > 0 ? MakeClassificationObjective(specs, dev_)
                              : MakeRegressionObjective(specs, norm_.ym, norm_.ys, dev_, tensor_ops_);
     const std::vector<int64_t> offsets = WarmStart(warm);
@@ -327,8 +330,8 @@ class PackLoop {
   // After Run: each member's stand-alone parts (its kept parameters and standardisation).
   MemberParts Parts(size_t k) const {
     const MemberRun& r = runs_[k];
-    return {*r.spec, r.in->task->classes, model_->MemberTensors(r.kept), model_->MemberForwardSource(),
-            model_->MemberStatements(), model_->MemberNet(r.kept), norm_.Member(norm_.xm, k), norm_.Member(norm_.xs, k),
+    return {*r.spec, r.in->task->classes, model_->MemberTensors(r.kept), forward_source_,
+            statements_, model_->MemberNet(r.kept), norm_.Member(norm_.xm, k), norm_.Member(norm_.xs, k),
             norm_.Member(norm_.ym, k), norm_.Member(norm_.ys, k)};
   }
   const MemberRun& run(size_t k) const { return runs_[k]; }
@@ -606,6 +609,8 @@ class PackLoop {
   double ops_per_step_ = -1;
   int max_epochs_ = 0;
   int64_t steps_ = 0;
+  std::string forward_source_;                // Model::MemberForwardSource, once a pack
+  std::vector<MemberStatement> statements_;   // Model::MemberStatements, once a pack
 };
 
 // Member k's outputs: its checkpoint (weights.bin, or the module of a kind without
