@@ -171,11 +171,25 @@ std::vector<uint64_t> Ids(const json& j, const char* key) {
   return out;
 }
 
-// A number a record of an earlier or damaged journal may lack or spell otherwise.
+// A field a record of an earlier or damaged journal may lack or spell otherwise: the
+// fallback, never an exception (json's value() throws on a key of another type, and a
+// journal is the user's file).
 template <typename T>
 T NumberOr(const json& j, const char* key, T fallback) {
-  const json v = j.value(key, json());
-  return v.is_number() ? v.get<T>() : fallback;
+  auto v = j.find(key);
+  return v != j.end() && v->is_number() ? v->get<T>() : fallback;
+}
+std::string StringOr(const json& j, const char* key) {
+  auto v = j.find(key);
+  return v != j.end() && v->is_string() ? v->get<std::string>() : std::string();
+}
+bool BoolOr(const json& j, const char* key, bool fallback) {
+  auto v = j.find(key);
+  return v != j.end() && v->is_boolean() ? v->get<bool>() : fallback;
+}
+json ObjectOr(const json& j, const char* key) {
+  auto v = j.find(key);
+  return v != j.end() && v->is_object() ? *v : json::object();
 }
 
 // The fields member_done and member_failed share: which attempt of which member, and when.
@@ -183,7 +197,7 @@ template <typename R>
 R WithMemberAttempt(const json& j) {
   R r;
   r.round = NumberOr(j, "round", -1);
-  r.member = j.value("member", "");
+  r.member = StringOr(j, "member");
   r.index = NumberOr(j, "index", 0);
   r.attempt = NumberOr(j, "attempt", 0);
   r.time = NumberOr<int64_t>(j, "time", 0);
@@ -195,12 +209,12 @@ R WithMemberAttempt(const json& j) {
 template <typename R>
 R WithGeneration(const json& j) {
   R r;
-  r.round = j.value("round", -1);
-  r.generation = j.value("generation", uint64_t{0});
-  r.train_rows = j.value("train_rows", uint64_t{0});
-  r.dropped_rows = j.value("dropped_rows", uint64_t{0});
+  r.round = NumberOr(j, "round", -1);
+  r.generation = NumberOr(j, "generation", uint64_t{0});
+  r.train_rows = NumberOr(j, "train_rows", uint64_t{0});
+  r.dropped_rows = NumberOr(j, "dropped_rows", uint64_t{0});
   r.pool_used = Ids(j, "pool_used");
-  r.excluded_file = j.value("excluded_file", "");
+  r.excluded_file = StringOr(j, "excluded_file");
   return r;
 }
 
@@ -210,39 +224,39 @@ MemberDoneRecord MemberDoneFrom(const json& j) {
   auto r = WithMemberAttempt<MemberDoneRecord>(j);
   r.slot = NumberOr(j, "slot", 0);
   r.pid = NumberOr<int64_t>(j, "pid", 0);
-  r.metrics = j.value("metrics", json::object());
+  r.metrics = ObjectOr(j, "metrics");
   return r;
 }
 
 MemberFailedRecord MemberFailedFrom(const json& j) {
   auto r = WithMemberAttempt<MemberFailedRecord>(j);
-  r.error = j.value("error", "");
-  r.permanent = j.value("permanent", false);
+  r.error = StringOr(j, "error");
+  r.permanent = BoolOr(j, "permanent", false);
   return r;
 }
 
 RoundCommittedRecord RoundCommittedFrom(const json& j) {
   auto r = WithGeneration<RoundCommittedRecord>(j);
   r.time = NumberOr<int64_t>(j, "time", 0);
-  r.trained_rows = j.value("trained_rows", uint64_t{0});
-  r.summary = j.value("summary", json::object());
-  r.wall_seconds = j.value("wall_seconds", 0.0);
-  r.mutation_skipped = j.value("mutation_skipped", false);
+  r.trained_rows = NumberOr(j, "trained_rows", uint64_t{0});
+  r.summary = ObjectOr(j, "summary");
+  r.wall_seconds = NumberOr(j, "wall_seconds", 0.0);
+  r.mutation_skipped = BoolOr(j, "mutation_skipped", false);
   return r;
 }
 
 MutationAppliedRecord MutationAppliedFrom(const json& j) {
   auto r = WithGeneration<MutationAppliedRecord>(j);
-  r.added = j.value("added", uint64_t{0});
-  r.dropped = j.value("dropped", uint64_t{0});
+  r.added = NumberOr(j, "added", uint64_t{0});
+  r.dropped = NumberOr(j, "dropped", uint64_t{0});
   return r;
 }
 
 ConfigChangedRecord ConfigChangedFrom(const json& j) {
   ConfigChangedRecord r;
-  r.epoch = j.value("epoch", 0);
-  r.from_round = j.value("from_round", 0);
-  r.fingerprint = j.value("fingerprint", "");
+  r.epoch = NumberOr(j, "epoch", 0);
+  r.from_round = NumberOr(j, "from_round", 0);
+  r.fingerprint = StringOr(j, "fingerprint");
   if (j.contains("changes") && j["changes"].is_array())
     for (const auto& c : j["changes"])
       if (c.is_string()) r.changes.push_back(c.get<std::string>());
@@ -253,15 +267,15 @@ bool RoundPrunedFrom(const json& j, RoundPrunedRecord* out) {
   const json round = j.value("round", json());
   if (!round.is_number_integer() || round.get<int64_t>() < 0 || round.get<int64_t>() > INT_MAX) return false;
   out->round = round.get<int>();
-  return ParseRoundFiles(j.value("files", ""), &out->files);
+  return ParseRoundFiles(StringOr(j, "files"), &out->files);
 }
 
 void RunProgress::Apply(const json& r) {
-  const std::string ev = r.value("event", "");
-  const int round = r.value("round", -1);
+  const std::string ev = StringOr(r, "event");
+  const int round = NumberOr(r, "round", -1);
   if (ev == RunStartedRecord::kEvent) {
     started = true;
-    train_rows = r.value("train_rows", uint64_t{0});
+    train_rows = NumberOr(r, "train_rows", uint64_t{0});
   } else if (ev == MemberDoneRecord::kEvent && round == next_round) {
     MemberDoneRecord d = MemberDoneFrom(r);
     failed.erase(d.member);
@@ -292,7 +306,7 @@ void RunProgress::Apply(const json& r) {
     committed.back().mutation_skipped = false;
   } else if (ev == RunFinishedRecord::kEvent) {
     finished = true;
-    finish_reason = r.value("reason", "");
+    finish_reason = StringOr(r, "reason");
   } else if (ev == RunExtendedRecord::kEvent) {
     finished = false;
     finish_reason.clear();

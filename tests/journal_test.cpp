@@ -311,6 +311,44 @@ TEST_CASE("journal records: a line of an earlier version reads with each missing
   CHECK(p.pool_used == std::vector<uint64_t>{4});
 }
 
+// A journal is the user's file: a line whose fields have other types (hand-edited, or written
+// by another program) replays with those fields at their defaults, never an exception that
+// would end the supervisor, `ensemblectl status` or the serve daemon.
+TEST_CASE("journal records: a field of another type in any record reads as its default, not an exception",
+          "[journal]") {
+  const json odd[] = {json(7), json("x"), json(true), json::array({1}), json::object(), json(-1.5), json()};
+  const char* keys[] = {"round", "member", "index", "attempt", "time", "slot", "pid", "metrics", "error",
+                        "permanent", "generation", "train_rows", "dropped_rows", "pool_used", "excluded_file",
+                        "trained_rows", "summary", "wall_seconds", "mutation_skipped", "added", "dropped",
+                        "epoch", "from_round", "fingerprint", "reason", "files", "changes"};
+  const char* events[] = {"run_started", "member_done", "member_failed", "round_committed", "mutation_applied",
+                          "config_changed", "run_finished", "run_extended", "round_pruned"};
+  for (const json& value : odd)
+    for (const char* key : keys) {
+      INFO(key << " = " << value.dump());
+      std::vector<json> records;
+      for (const char* event : events) {
+        json r = Rec(event, {{"round", 0}, {"member", "m0"}});
+        r[key] = value;
+        records.push_back(r);
+      }
+      RunProgress p;
+      REQUIRE_NOTHROW(p = ReplayJournal(records));
+      REQUIRE_NOTHROW(MemberDoneFrom(records[1]));
+      REQUIRE_NOTHROW(MemberFailedFrom(records[2]));
+      REQUIRE_NOTHROW(RoundCommittedFrom(records[3]));
+      REQUIRE_NOTHROW(MutationAppliedFrom(records[4]));
+      REQUIRE_NOTHROW(ConfigChangedFrom(records[5]));
+      RoundPrunedRecord pruned;
+      REQUIRE_NOTHROW(RoundPrunedFrom(records[8], &pruned));
+      const MemberDoneRecord d = MemberDoneFrom(records[1]);
+      CHECK(d.metrics.is_object());
+      if (std::string(key) == "member" && !value.is_string()) CHECK(d.member.empty());
+      if (std::string(key) == "round" && !value.is_number()) CHECK(d.round == -1);
+      CHECK(RoundCommittedFrom(records[3]).summary.is_object());
+    }
+}
+
 // Every field of two progresses, one CHECK each (so a failure names the field).
 void CheckSameProgress(const RunProgress& got, const RunProgress& want) {
   CHECK(got.started == want.started);
