@@ -50,6 +50,8 @@ def config(state, members, epochs, pack_size, rounds=2):
 
 def run(build, members, epochs, pack_size, work, strace=False, rounds=2):
     state = os.path.join(work, f"k{members}-e{epochs}-p{pack_size}-r{rounds}" + ("-strace" if strace else ""))
+    if os.path.exists(state):  # the daemon would resume the finished run: no training, its old figures again
+        sys.exit(f"{state}: exists; each run needs a fresh work directory")
     path = state + ".json"
     json.dump(config(state, members, epochs, pack_size, rounds), open(path, "w"))
     cmd = [os.path.join(build, "ensembled"), "run", "--config", path]

@@ -108,7 +108,10 @@ def vmap_grad_compiled_steps_per_s(k, epochs, work):
 
 
 def ensembled_steps_per_s(build, k, epochs, work):
-    return pack_throughput.run(build, k, epochs, k, work)["train_member_steps_per_s"]
+    # A fresh directory each repeat: in one already used, the daemon resumes the finished run
+    # (until 2026-12-06 every repeat reported the first one's figure).
+    d = tempfile.mkdtemp(prefix=f"k{k}x{epochs}-", dir=work)
+    return pack_throughput.run(build, k, epochs, k, d)["train_member_steps_per_s"]
 
 
 def main():
