@@ -28,9 +28,9 @@ for i in range(a.n):
     order += [a.a, a.b] if i % 2 == 0 else [a.b, a.a]
 print("build wall_s train_s wall/train outside_ms = set-up + outputs + rest (ms a member)")
 # Every run's state stays until the end: on ext4 without a journal (this machine's disk) the
-# kernel skips inodes freed in the last 5-35 s when it allocates new ones, so deleting a run's
-# thousands of files makes the next run's files several times dearer (the first run of a
-# series was then 3-4x faster than the rest). A daemon's rounds do not delete a round's worth
+# kernel skips inodes freed in the last 60 s (360 s while their inode-table block is dirty)
+# when it allocates new ones, so deleting a run's thousands of files makes the next run's
+# files several times dearer (the first run of a series was then 3-4x faster than the rest). A daemon's rounds do not delete a round's worth
 # of files before the next (retention removes a few files of rounds outside its window).
 keep = tempfile.TemporaryDirectory(dir=root)
 for i, build in enumerate(order):
