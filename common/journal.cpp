@@ -5,8 +5,10 @@
 
 #include <cerrno>
 #include <climits>
+#include <limits>
 #include <ctime>
 #include <sstream>
+#include <type_traits>
 
 #include "common/atomic_file.h"
 #include "common/fault_injection.h"
@@ -177,7 +179,26 @@ std::vector<uint64_t> Ids(const json& j, const char* key) {
 template <typename T>
 T NumberOr(const json& j, const char* key, T fallback) {
   auto v = j.find(key);
-  return v != j.end() && v->is_number() ? v->get<T>() : fallback;
+  if (v == j.end() || !v->is_number()) return fallback;
+  if constexpr (std::is_integral_v<T>) {
+    // Outside T's range, the fallback: converting such a double is undefined behaviour, and a
+    // negative count would wrap to a huge one.
+    using Limits = std::numeric_limits<T>;
+    if (v->is_number_float()) {
+      const double d = v->get<double>();
+      const bool fits = d >= static_cast<double>(Limits::min()) && d < static_cast<double>(Limits::max()) + 1.0;
+      return fits ? static_cast<T>(d) : fallback;
+    }
+    if (v->is_number_unsigned()) {
+      const uint64_t u = v->get<uint64_t>();
+      return u <= static_cast<uint64_t>(Limits::max()) ? static_cast<T>(u) : fallback;
+    }
+    const int64_t i = v->get<int64_t>();
+    if (i < 0) return Limits::is_signed && i >= static_cast<int64_t>(Limits::min()) ? static_cast<T>(i) : fallback;
+    return static_cast<uint64_t>(i) <= static_cast<uint64_t>(Limits::max()) ? static_cast<T>(i) : fallback;
+  } else {
+    return v->get<T>();
+  }
 }
 std::string StringOr(const json& j, const char* key) {
   auto v = j.find(key);

@@ -347,6 +347,21 @@ TEST_CASE("journal records: a field of another type in any record reads as its d
       if (std::string(key) == "round" && !value.is_number()) CHECK(d.round == -1);
       CHECK(RoundCommittedFrom(records[3]).summary.is_object());
     }
+  // Numbers outside a field's range read as its default too (a double too large for an int is
+  // undefined behaviour to convert; a negative count would wrap); whole numbers written as
+  // doubles read as the number.
+  const MemberDoneRecord big = MemberDoneFrom(Rec("member_done", {{"round", 1e300}, {"index", -1e300}, {"attempt", 3.0},
+                                                                   {"slot", 4294967296LL}, {"time", 1.5e19}}));
+  CHECK(big.round == -1);
+  CHECK(big.index == 0);
+  CHECK(big.attempt == 3);
+  CHECK(big.slot == 0);
+  CHECK(big.time == 0);
+  const RoundCommittedRecord neg = RoundCommittedFrom(Rec("round_committed", {{"round", 2}, {"generation", -5},
+                                                                             {"train_rows", 18446744073709551615ULL}}));
+  CHECK(neg.round == 2);
+  CHECK(neg.generation == 0);
+  CHECK(neg.train_rows == 18446744073709551615ULL);
 }
 
 // Every field of two progresses, one CHECK each (so a failure names the field).
