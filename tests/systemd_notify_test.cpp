@@ -51,7 +51,10 @@ TEST_CASE("ensembled speaks systemd's notify protocol: READY after the workers, 
           "[service][notify]") {
   TempDir tmp;
   std::string state = tmp / "state";
-  WriteText(tmp / "cfg.json", NotifyConfig(state, 4, 30, 1500, 50));
+  // Long enough to be running 3 s after READY, when the test sends SIGTERM: with 30 epochs a
+  // member, its 50 rounds ended in 2.9 s once members trained in the lanes (a CI failure of
+  // 2026-12-06); 300 give it ten times that, and the test still stops it at ~3 s.
+  WriteText(tmp / "cfg.json", NotifyConfig(state, 4, 300, 1500, 50));
   NotifyListener notify(tmp / "notify.sock");
   REQUIRE(notify.ok());
   EnvChanges env;

@@ -10,6 +10,7 @@
 #include "common/member_weights.h"
 #include "common/run_layout.h"
 #include "common/run_head.h"
+#include "worker/predict_rows_kernel.h"
 #include "worker/script_model.h"
 
 namespace ens {
@@ -281,8 +282,80 @@ std::vector<float> PredictRows(torch::jit::Module& member, const torch::Tensor& 
   return PredictInBlocks(x, [&](const torch::Tensor& block) { return member.forward({block}).toTensor(); });
 }
 
+namespace {
+
+bool PlainCpuFloats(const torch::Tensor& t) {
+  return t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous();
+}
+
+// A 2-d float tensor on the CPU whose rows are contiguous (any row stride).
+bool CpuRows(const torch::Tensor& t) {
+  return t.defined() && t.dim() == 2 && t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.stride(1) == 1;
+}
+
+// PredictRowsByOps's blocks with its standardisation, row copies and regression head as plain
+// loops (worker/predict_rows_kernel.h: the same exactly rounded operations) around the same
+// statements on the same aligned rows. Empty when a statement's output is not plain rows (a
+// model this does not know): the caller runs PredictRowsByOps.
+std::optional<std::vector<float>> PredictRowsByLoops(const MemberParts& parts, const NamedTensors& tensors,
+                                                     const torch::Tensor& x, const torch::Tensor& x_mean,
+                                                     const torch::Tensor& x_std, const torch::Tensor& y_mean,
+                                                     const torch::Tensor& y_std, int targets) {
+  c10::InferenceMode inference;
+  const int64_t n = x.size(0), f = x.size(1), rows = kPredictBlockRows;
+  auto aligned = [](int64_t w) { return (w + 15) / 16 * 16; };
+  // Each statement's input rows: 64-byte aligned, a stride of a multiple of 16 floats (what
+  // align_rows gives the module's statements). Made once a call, refilled every block.
+  std::vector<torch::Tensor> buffers(parts.statements.size()), inputs(parts.statements.size());
+  buffers[0] = torch::empty({rows, aligned(f)}, torch::kFloat);
+  inputs[0] = buffers[0].narrow(1, 0, f);
+  std::vector<float> out(static_cast<size_t>(n * targets));
+  for (int64_t b = 0; b < n; b += rows) {
+    const int64_t len = std::min(rows, n - b);
+    StandardiseRows(x.data_ptr<float>() + b * x.stride(0), x.stride(0), len, f, x_mean.data_ptr<float>(),
+                    x_std.data_ptr<float>(), buffers[0].data_ptr<float>(), buffers[0].stride(0), rows);
+    torch::Tensor h = inputs[0];
+    for (size_t i = 0; i < parts.statements.size(); ++i) {
+      if (i > 0) {
+        if (!CpuRows(h) || h.size(0) != rows) return std::nullopt;
+        if (!buffers[i].defined()) {
+          buffers[i] = torch::empty({rows, aligned(h.size(1))}, torch::kFloat);
+          inputs[i] = buffers[i].narrow(1, 0, h.size(1));
+        }
+        if (inputs[i].size(1) != h.size(1)) return std::nullopt;
+        CopyRows(h.data_ptr<float>(), h.stride(0), rows, h.size(1), buffers[i].data_ptr<float>(), buffers[i].stride(0));
+        h = inputs[i];
+      }
+      h = parts.statements[i](tensors, h);
+    }
+    if (!CpuRows(h) || h.size(0) != rows || h.size(1) != targets) return std::nullopt;
+    AffineRows(h.data_ptr<float>(), h.stride(0), len, targets, y_std.data_ptr<float>(), y_mean.data_ptr<float>(),
+               out.data() + b * targets);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<float> PredictRows(const MemberParts& parts, const torch::Tensor& x) {
   if (x.size(0) == 0) return {};  // an empty pool: no buffers to prepare
+  NamedTensors tensors;
+  for (const auto& [name, t] : parts.tensors) tensors.emplace_back(name, AsBuffer(t));
+  const torch::Tensor x_mean = AsBuffer(parts.x_mean), x_std = AsBuffer(parts.x_std);
+  const torch::Tensor y_mean = AsBuffer(parts.y_mean), y_std = AsBuffer(parts.y_std);
+  const int targets = parts.y_mean.defined() ? static_cast<int>(parts.y_mean.numel()) : 1;
+  const RunHead head = RunHead::For(parts.spec.loss, parts.classes, targets);
+  // A regression head on plain float rows: the loops (most members); anything else, the ops.
+  if (head.kind() == RunHead::Kind::kRegression && CpuRows(x) && PlainCpuFloats(x_mean) && PlainCpuFloats(x_std) &&
+      PlainCpuFloats(y_mean) && PlainCpuFloats(y_std) && x_mean.numel() == x.size(1) && x_std.numel() == x.size(1) &&
+      y_mean.numel() == targets && y_std.numel() == targets) {
+    auto by_loops = PredictRowsByLoops(parts, tensors, x, x_mean, x_std, y_mean, y_std, targets);
+    if (by_loops) return std::move(*by_loops);
+  }
+  return PredictRowsByOps(parts, x);
+}
+
+std::vector<float> PredictRowsByOps(const MemberParts& parts, const torch::Tensor& x) {
   NamedTensors tensors;
   for (const auto& [name, t] : parts.tensors) tensors.emplace_back(name, AsBuffer(t));
   const torch::Tensor x_mean = AsBuffer(parts.x_mean), x_std = AsBuffer(parts.x_std);

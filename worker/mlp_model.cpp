@@ -315,11 +315,15 @@ class PackedMlp : public Model {
   }
 
   NamedTensors MemberTensors(const std::vector<torch::Tensor>& slices) const override {
+    // On the CPU a slice is usually contiguous already: one operator, not three, a tensor.
+    auto on_host = [](const torch::Tensor& t) {
+      return t.device().is_cpu() && t.is_contiguous() ? t.detach() : t.detach().to(torch::kCPU).contiguous();
+    };
     NamedTensors out;
     for (size_t l = 0; l < weights_.size(); ++l) {
       std::string name = "layer" + std::to_string(l);
-      out.emplace_back(name + "_weight", slices[2 * l].detach().to(torch::kCPU).contiguous());
-      out.emplace_back(name + "_bias", slices[2 * l + 1][0].detach().to(torch::kCPU).contiguous());
+      out.emplace_back(name + "_weight", on_host(slices[2 * l]));
+      out.emplace_back(name + "_bias", on_host(slices[2 * l + 1][0]));
     }
     return out;
   }
