@@ -337,37 +337,55 @@ std::optional<std::vector<float>> PredictRowsByLoops(const MemberParts& parts, c
 
 }  // namespace
 
+namespace {
+
+// A member's buffers as its module holds them, and its head.
+struct PreparedMember {
+  NamedTensors tensors;
+  torch::Tensor x_mean, x_std, y_mean, y_std;
+  int targets = 1;
+  RunHead head = RunHead::Regression();
+};
+
+PreparedMember Prepare(const MemberParts& parts) {
+  PreparedMember m;
+  for (const auto& [name, t] : parts.tensors) m.tensors.emplace_back(name, AsBuffer(t));
+  m.x_mean = AsBuffer(parts.x_mean);
+  m.x_std = AsBuffer(parts.x_std);
+  m.y_mean = AsBuffer(parts.y_mean);
+  m.y_std = AsBuffer(parts.y_std);
+  m.targets = parts.y_mean.defined() ? static_cast<int>(parts.y_mean.numel()) : 1;
+  m.head = RunHead::For(parts.spec.loss, parts.classes, m.targets);
+  return m;
+}
+
+std::vector<float> ByOps(const MemberParts& parts, const PreparedMember& m, const torch::Tensor& x) {
+  // forward(x) on one full block is forward_block(x) (BlockLoopSource); ForwardSource's order.
+  return PredictInBlocks(x, [&](const torch::Tensor& block) {
+    torch::Tensor h = (block - m.x_mean) / m.x_std;
+    for (const MemberStatement& statement : parts.statements) h = statement(m.tensors, AlignRows(h));
+    return HeadEager(m.head, h, m.y_mean, m.y_std);
+  });
+}
+
+}  // namespace
+
 std::vector<float> PredictRows(const MemberParts& parts, const torch::Tensor& x) {
   if (x.size(0) == 0) return {};  // an empty pool: no buffers to prepare
-  NamedTensors tensors;
-  for (const auto& [name, t] : parts.tensors) tensors.emplace_back(name, AsBuffer(t));
-  const torch::Tensor x_mean = AsBuffer(parts.x_mean), x_std = AsBuffer(parts.x_std);
-  const torch::Tensor y_mean = AsBuffer(parts.y_mean), y_std = AsBuffer(parts.y_std);
-  const int targets = parts.y_mean.defined() ? static_cast<int>(parts.y_mean.numel()) : 1;
-  const RunHead head = RunHead::For(parts.spec.loss, parts.classes, targets);
+  const PreparedMember m = Prepare(parts);
   // A regression head on plain float rows: the loops (most members); anything else, the ops.
-  if (head.kind() == RunHead::Kind::kRegression && CpuRows(x) && PlainCpuFloats(x_mean) && PlainCpuFloats(x_std) &&
-      PlainCpuFloats(y_mean) && PlainCpuFloats(y_std) && x_mean.numel() == x.size(1) && x_std.numel() == x.size(1) &&
-      y_mean.numel() == targets && y_std.numel() == targets) {
-    auto by_loops = PredictRowsByLoops(parts, tensors, x, x_mean, x_std, y_mean, y_std, targets);
+  const int64_t f = x.size(1);
+  if (m.head.kind() == RunHead::Kind::kRegression && CpuRows(x) && PlainCpuFloats(m.x_mean) &&
+      PlainCpuFloats(m.x_std) && PlainCpuFloats(m.y_mean) && PlainCpuFloats(m.y_std) && m.x_mean.numel() == f &&
+      m.x_std.numel() == f && m.y_mean.numel() == m.targets && m.y_std.numel() == m.targets) {
+    auto by_loops = PredictRowsByLoops(parts, m.tensors, x, m.x_mean, m.x_std, m.y_mean, m.y_std, m.targets);
     if (by_loops) return std::move(*by_loops);
   }
-  return PredictRowsByOps(parts, x);
+  return ByOps(parts, m, x);
 }
 
 std::vector<float> PredictRowsByOps(const MemberParts& parts, const torch::Tensor& x) {
-  NamedTensors tensors;
-  for (const auto& [name, t] : parts.tensors) tensors.emplace_back(name, AsBuffer(t));
-  const torch::Tensor x_mean = AsBuffer(parts.x_mean), x_std = AsBuffer(parts.x_std);
-  const torch::Tensor y_mean = AsBuffer(parts.y_mean), y_std = AsBuffer(parts.y_std);
-  const int targets = parts.y_mean.defined() ? static_cast<int>(parts.y_mean.numel()) : 1;
-  const RunHead head = RunHead::For(parts.spec.loss, parts.classes, targets);
-  // forward(x) on one full block is forward_block(x) (BlockLoopSource); ForwardSource's order.
-  return PredictInBlocks(x, [&](const torch::Tensor& block) {
-    torch::Tensor h = (block - x_mean) / x_std;
-    for (const MemberStatement& statement : parts.statements) h = statement(tensors, AlignRows(h));
-    return HeadEager(head, h, y_mean, y_std);
-  });
+  return ByOps(parts, Prepare(parts), x);
 }
 
 std::string TrainStateBytes(const TrainState& state) {
