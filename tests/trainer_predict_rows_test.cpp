@@ -7,12 +7,14 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
 #include <torch/torch.h>
 
 #include "worker/checkpoint.h"
+#include "worker/dispatch_count.h"
 
 namespace ens {
 namespace {
@@ -89,6 +91,36 @@ TEST_CASE("Gaussian and classification members are predicted through the operato
   const std::vector<float> c = PredictRows(classifier, x);
   CHECK(c.size() == 250 * 4);
   RequireSameBits(c, PredictRowsByOps(classifier, x));
+}
+
+// What the loops are for: a block's kernels are its statements' alone (dispatch_count.h counts
+// operators that compute; views and bare allocations are free there).
+TEST_CASE("by loops a block runs its statements' operators and no others", "[trainer][predict_rows]") {
+  torch::manual_seed(13);
+  torch::set_num_threads(1);
+  const MemberParts p = Member(9, 6, 1, "sigmoid", LossKind::kHuber, 0);  // 5 statements
+  const torch::Tensor table = torch::randn({400, 10});                   // 3 blocks
+  const torch::Tensor x = table.narrow(1, 0, 9);
+  int64_t by_loops = 0, by_ops = 0;
+  std::map<std::string, int64_t> loop_ops;
+  {
+    DispatchCount count;
+    (void)PredictRows(p, x);
+    by_loops = count.total();
+    loop_ops = count.by_name();
+  }
+  {
+    DispatchCount count;
+    (void)PredictRowsByOps(p, x);
+    by_ops = count.total();
+  }
+  INFO("operators by loops " << by_loops << ", by operators " << by_ops);
+  CHECK(loop_ops["aten::addmm"] == 3 * 3);
+  CHECK(loop_ops["aten::sigmoid"] == 3 * 2);
+  for (const auto& [name, n] : loop_ops) UNSCOPED_INFO(name << " " << n);
+  // Nothing else, not even once a call: the member's buffers are taken as they are.
+  CHECK(by_loops == 3 * 5);
+  CHECK(by_ops > 2 * by_loops);
 }
 
 TEST_CASE("an empty input predicts nothing", "[trainer][predict_rows]") {

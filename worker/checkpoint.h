@@ -101,9 +101,9 @@ std::vector<float> PredictRows(torch::jit::Module& member, const torch::Tensor& 
 // About a tenth of a millisecond less a member than building the module and running it through
 // the TorchScript interpreter, which a pack of thousands pays per member.
 // A regression member's standardisation, row copies and head run as plain loops between its
-// statements (worker/predict_rows_kernel.h: the same operations, so the same bits, without
-// ~25 operator calls a block); other heads, and outputs a loop cannot take, through
-// PredictRowsByOps. REQUIRES: !parts.statements.empty() and no parts.net.
+// statements (worker/predict_rows_kernel.h: the same operations, so the same bits; a block
+// runs its statements' operators and no others, tests/trainer_predict_rows_test.cpp); other
+// heads, and outputs a loop cannot take, through PredictRowsByOps. REQUIRES: !parts.statements.empty() and no parts.net.
 std::vector<float> PredictRows(const MemberParts& parts, const torch::Tensor& x);
 // The same predictions with every step a libtorch operator, as the module's forward_block
 // spells it (the reference PredictRows's loops are tested against).

@@ -7,9 +7,10 @@
 // the head. The standardisation, the copies and a regression head are exactly rounded IEEE
 // operations (one subtraction then one division; one multiplication then one addition), so
 // these loops give the module's bits without an operator's dispatch each: a member's
-// prediction goes from ~30 small operators a block to its statements' 5. This file is compiled
-// with -ffp-contract=off (CMakeLists.txt): a fused multiply-add would round once where the
-// module rounds twice. Pure functions on caller-owned memory; thread-safe.
+// prediction runs its statements' operators and no others (a member with two hidden layers:
+// 15 for 3 blocks, against 62 by operators). This file is compiled with -ffp-contract=off
+// (CMakeLists.txt): a fused multiply-add would round once where the module rounds twice.
+// Pure functions on caller-owned memory; thread-safe.
 #pragma once
 
 #include <cstdint>
