@@ -4,13 +4,6 @@
 
 namespace ens {
 
-uint64_t SplitMix64(uint64_t x) {
-  uint64_t z = x + 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
 uint64_t MemberSeed(uint64_t run_seed, uint64_t member_index, uint64_t round) {
   uint64_t h = SplitMix64(run_seed);
   h = SplitMix64(h ^ SplitMix64(member_index + 0x1000));
@@ -22,22 +15,7 @@ uint64_t StreamSeed(uint64_t member_seed, SeedStream stream) {
   return SplitMix64(member_seed ^ SplitMix64(static_cast<uint64_t>(stream) * 0xA24BAED4963EE407ULL));
 }
 
-uint64_t SeededRng::Next() {
-  uint64_t out = SplitMix64(state_);
-  state_ += 0x9E3779B97F4A7C15ULL;
-  return out;
-}
-
 double SeededRng::Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
-
-uint64_t SeededRng::Below(uint64_t n) {
-  uint64_t limit = UINT64_MAX - UINT64_MAX % n;
-  uint64_t v;
-  do {
-    v = Next();
-  } while (v >= limit);
-  return v % n;
-}
 
 double SeededRng::Normal() {
   double u1 = Uniform();

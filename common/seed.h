@@ -9,7 +9,12 @@
 namespace ens {
 
 // One splitmix64 step on x: the output for state x.
-uint64_t SplitMix64(uint64_t x);
+inline uint64_t SplitMix64(uint64_t x) {
+  uint64_t z = x + 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
 
 // The seed of member `member_index` in `round`.
 uint64_t MemberSeed(uint64_t run_seed, uint64_t member_index, uint64_t round);
@@ -22,11 +27,24 @@ uint64_t StreamSeed(uint64_t member_seed, SeedStream stream);
 class SeededRng {
  public:
   explicit SeededRng(uint64_t seed) : state_(seed) {}
-  uint64_t Next();
+  uint64_t Next() {
+    const uint64_t out = SplitMix64(state_);
+    state_ += 0x9E3779B97F4A7C15ULL;
+    return out;
+  }
   // Uniform in [0, 1) with 53 random bits.
   double Uniform();
-  // Uniform integer in [0, n). REQUIRES: n > 0. Unbiased (rejection).
-  uint64_t Below(uint64_t n);
+  // Uniform integer in [0, n): the first Next() v below UINT64_MAX - UINT64_MAX % n (the
+  // largest multiple of n the range holds), taken mod n. REQUIRES: n > 0. Unbiased. Inline:
+  // an epoch's shuffle calls it once a training row and member.
+  uint64_t Below(uint64_t n) {
+    for (;;) {
+      const uint64_t v = Next();
+      // v < UINT64_MAX - r (r = UINT64_MAX % n) is ~v > r; r < n, so r is needed only when ~v < n
+      // (odds n / 2^64): one division a draw instead of two.
+      if (~v >= n || ~v > UINT64_MAX % n) return v % n;
+    }
+  }
   // Standard normal (Box-Muller, no cached second value).
   double Normal();
 

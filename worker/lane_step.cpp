@@ -226,12 +226,14 @@ void LaneStep::RunWindow(const torch::Tensor& all, const torch::Tensor& ix, int6
   const int64_t len = rows.size(1), stride = all.size(1), steps = (len + batch - 1) / batch;
   if (!offsets_t_.defined() || offsets_t_.size(1) < len) offsets_t_ = torch::empty({blocks_, len, kLaneWidth}, torch::kLong);
   const int64_t* r = rows.data_ptr<int64_t>();
+  // Position by position, a lane each: every write fills the cache line being written (lane by
+  // lane, a window's block spans more than the L1 cache and each pass came back for its lines).
   for (int64_t b = 0; b < blocks_; ++b) {
     int64_t* o = offsets_t_.data_ptr<int64_t>() + b * offsets_t_.stride(0);
-    for (int j = 0; j < kLaneWidth; ++j) {
-      const int64_t* from = r + MemberOf(b, j, members_) * len;
-      for (int64_t i = 0; i < len; ++i) o[i * kLaneWidth + j] = from[i] * stride;
-    }
+    const int64_t* from[kLaneWidth];
+    for (int j = 0; j < kLaneWidth; ++j) from[j] = r + MemberOf(b, j, members_) * len;
+    for (int64_t i = 0; i < len; ++i)
+      for (int j = 0; j < kLaneWidth; ++j) o[i * kLaneWidth + j] = from[j][i] * stride;
   }
   // Adam's bias corrections of each step and member, as PackOptimizer::StepOnCpu makes them.
   if (train) corrections_ = torch::empty({blocks_, steps, 2, kLaneWidth});
