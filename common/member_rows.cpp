@@ -189,9 +189,16 @@ EpochOrder::EpochOrder(const MemberRows& rows)
 }
 
 void EpochOrder::NextEpoch() {
+  if (!rows_->listed()) return NextEpoch({});
+  ++epoch_;
+  for (size_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[shuffle_.Below(i)]);
+}
+
+void EpochOrder::NextEpoch(const std::vector<DrawBound>& bounds) {
   ++epoch_;
   if (rows_->listed()) {
-    for (size_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[shuffle_.Below(i)]);
+    const DrawBound* bound = bounds.data();
+    for (size_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[shuffle_.Below(bound[i])]);
     return;
   }
   const uint64_t shuffle_seed = StreamSeed(rows_->member_seed(), SeedStream::kShuffle);

@@ -15,6 +15,12 @@ uint64_t StreamSeed(uint64_t member_seed, SeedStream stream) {
   return SplitMix64(member_seed ^ SplitMix64(static_cast<uint64_t>(stream) * 0xA24BAED4963EE407ULL));
 }
 
+std::vector<DrawBound> ShuffleBounds(uint64_t size) {
+  std::vector<DrawBound> out(size + 1);
+  for (uint64_t i = 1; i <= size; ++i) out[i] = DrawBound::Of(i);
+  return out;
+}
+
 double SeededRng::Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
 
 double SeededRng::Normal() {

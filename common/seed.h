@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace ens {
 
@@ -23,6 +24,16 @@ uint64_t MemberSeed(uint64_t run_seed, uint64_t member_index, uint64_t round);
 enum class SeedStream : uint64_t { kInit = 1, kDropout = 2, kShuffle = 3, kSplit = 4, kData = 5 };
 uint64_t StreamSeed(uint64_t member_seed, SeedStream stream);
 
+// A bound n > 0 for SeededRng::Below with floor((2^64 - 1) / n), made once for many draws.
+struct DrawBound {
+  uint64_t n = 1, reciprocal = UINT64_MAX;
+  static DrawBound Of(uint64_t n) { return {n, UINT64_MAX / n}; }
+};
+
+// The bounds a Fisher-Yates shuffle of `size` elements draws below, indexed by the bound:
+// element i is DrawBound::Of(i) (element 0 unused). Shared by every member of a pack.
+std::vector<DrawBound> ShuffleBounds(uint64_t size);
+
 // A tiny deterministic generator (splitmix64 sequence) for shuffles, splits and synthetic data.
 class SeededRng {
  public:
@@ -35,14 +46,19 @@ class SeededRng {
   // Uniform in [0, 1) with 53 random bits.
   double Uniform();
   // Uniform integer in [0, n): the first Next() v below UINT64_MAX - UINT64_MAX % n (the
-  // largest multiple of n the range holds), taken mod n. REQUIRES: n > 0. Unbiased. Inline:
-  // an epoch's shuffle calls it once a training row and member.
-  uint64_t Below(uint64_t n) {
+  // largest multiple of n the range holds), taken mod n. REQUIRES: n > 0. Unbiased.
+  uint64_t Below(uint64_t n) { return Below(DrawBound::Of(n)); }
+  // The same draw with n's reciprocal made beforehand: no division (an epoch's shuffle draws
+  // once a training row and member, each member with the same bounds: ShuffleBounds).
+  uint64_t Below(const DrawBound& b) {
     for (;;) {
       const uint64_t v = Next();
-      // v < UINT64_MAX - r (r = UINT64_MAX % n) is ~v > r; r < n, so r is needed only when ~v < n
-      // (odds n / 2^64): one division a draw instead of two.
-      if (~v >= n || ~v > UINT64_MAX % n) return v % n;
+      // v / n is the high word of v * reciprocal or one more (reciprocal >= 2^64 / n - 1), so
+      // v - that * n is v mod n or v mod n + n (< 2^64: it is at most v).
+      uint64_t r = v - static_cast<uint64_t>((static_cast<unsigned __int128>(v) * b.reciprocal) >> 64) * b.n;
+      if (r >= b.n) r -= b.n;
+      // v < UINT64_MAX - UINT64_MAX % n, as ~v > UINT64_MAX % n = UINT64_MAX - reciprocal * n.
+      if (~v > UINT64_MAX - b.reciprocal * b.n) return r;
     }
   }
   // Standard normal (Box-Muller, no cached second value).

@@ -83,12 +83,17 @@ TEST_CASE("up to kListedRowsMax rows the split and epoch orders are the earlier 
     CHECK(TrainOf(*m) == train);
     CHECK(ValOf(*m) == val);
     // Epochs: Fisher-Yates passes over the previous epoch's order with the shuffle stream.
+    // The trainer's overload, with a pack's shared bounds (made for more rows than this
+    // member's, as for a pack whose largest member has more), gives the same orders.
     SeededRng shuffle(StreamSeed(seed, SeedStream::kShuffle));
-    EpochOrder order(*m);
+    EpochOrder order(*m), by_bounds(*m);
+    const std::vector<DrawBound> bounds = ShuffleBounds(m->train_size() + 17);
     for (int epoch = 0; epoch < 3; ++epoch) {
       for (size_t i = train.size(); i > 1; --i) std::swap(train[i - 1], train[shuffle.Below(i)]);
       order.NextEpoch();
+      by_bounds.NextEpoch(bounds);
       CHECK(EpochOf(order, train.size()) == train);
+      CHECK(EpochOf(by_bounds, train.size()) == train);
     }
   }
 }
@@ -124,7 +129,7 @@ TEST_CASE("above kListedRowsMax nothing per row is held and the split is still e
   std::vector<int64_t> previous;
   for (int epoch = 0; epoch < 2; ++epoch) {
     a.NextEpoch();
-    b.NextEpoch();
+    b.NextEpoch({});  // a keyed member's order needs no bounds
     std::vector<int64_t> e = EpochOf(a, m->train_size());
     CHECK(e == EpochOf(b, m->train_size()));
     CHECK(e != previous);

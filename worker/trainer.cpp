@@ -243,6 +243,11 @@ class PackLoop {
       specs.push_back(&t.member);
       mm.push_back({&t.member, StreamSeed(t.seed, SeedStream::kInit), StreamSeed(t.seed, SeedStream::kDropout)});
     }
+    // One table of the epoch shuffles' bounds for the pack (listed members: at most 2^20 rows).
+    uint64_t listed_rows = 0;
+    for (const TrainInputs& i : in)
+      if (i.split.listed()) listed_rows = std::max<uint64_t>(listed_rows, i.split.train_size());
+    if (listed_rows > 0) shuffle_bounds_ = ShuffleBounds(listed_rows);
     norm_ = StandardiseAll(in, out, dev_);
     const int classes = in[0].task->classes;
     const int outputs = OutputsOf(in[0]);
@@ -410,7 +415,7 @@ class PackLoop {
   // window of batches at a time (their sums once a window or epoch).
   EpochSums TrainEpoch(const torch::Tensor& all, int epoch, const torch::Tensor& poison) {
     for (auto& r : runs_)
-      if (!r.stopped) r.order->NextEpoch();
+      if (!r.stopped) r.order->NextEpoch(shuffle_bounds_);
     const int64_t members = static_cast<int64_t>(runs_.size());
     const int64_t n = static_cast<int64_t>(in_[0].split.train_size()), batch = runs_[0].spec->batch_size;
     auto acc = torch::TensorOptions().device(dev_).dtype(torch::kDouble);
@@ -598,6 +603,7 @@ class PackLoop {
   DeviceRuntime& rt_;
   torch::Device dev_;
   std::vector<MemberRun> runs_;
+  std::vector<DrawBound> shuffle_bounds_;  // ShuffleBounds of the largest listed member's training rows
   PackNorm norm_;
   Status status_;
   std::unique_ptr<Model> model_;
