@@ -102,7 +102,8 @@ class EpochOrder {
   // Moves to the next epoch's order; call before every epoch, the first one too.
   void NextEpoch();
   // The same order, its shuffle's bounds made beforehand (no division a row): a pack's members
-  // share one ShuffleBounds(train_size). REQUIRES: bounds.size() > rows.train_size().
+  // share one ShuffleBounds(train_size). REQUIRES: bounds.size() > rows.train_size() for a
+  // listed member (a keyed one reads no bounds: {} will do).
   void NextEpoch(const std::vector<DrawBound>& bounds);
   // Table rows at positions [pos, pos + len) of this epoch's order.
   // REQUIRES: NextEpoch called at least once; pos + len <= rows.train_size().

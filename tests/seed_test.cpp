@@ -148,7 +148,7 @@ TEST_CASE("SeededRng::Below draws exactly its definition's values", "[seed]") {
       if (probe.Next() >= UINT64_MAX - UINT64_MAX % n) ++rejected;
   }
   CHECK(rejected > 5000);  // the rejection path ran (about 10,000 + 5,000 of the draws above)
-  // Every bound from 1 to 5000 with a few draws each, and a Fisher-Yates shuffle as EpochOrder's.
+  // Every bound from 1 to 5000 with a few draws each (an epoch shuffle's bounds).
   SeededRng fast(5), slow(5);
   for (uint64_t n = 1; n <= 5000; ++n)
     for (int i = 0; i < 3; ++i) REQUIRE(fast.Below(n) == BelowByDefinition(slow, n));
