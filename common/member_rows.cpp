@@ -189,9 +189,7 @@ EpochOrder::EpochOrder(const MemberRows& rows)
 }
 
 void EpochOrder::NextEpoch() {
-  if (!rows_->listed()) return NextEpoch({});
-  ++epoch_;
-  for (size_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[shuffle_.Below(i)]);
+  NextEpoch(rows_->listed() ? ShuffleBounds(order_.size()) : std::vector<DrawBound>{});
 }
 
 void EpochOrder::NextEpoch(const std::vector<DrawBound>& bounds) {

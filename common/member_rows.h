@@ -99,10 +99,11 @@ class MemberRows {
 class EpochOrder {
  public:
   explicit EpochOrder(const MemberRows& rows);
-  // Moves to the next epoch's order; call before every epoch, the first one too.
+  // Moves to the next epoch's order; call before every epoch, the first one too. Makes the
+  // shuffle's bounds each call (a division a row): a pack's loop uses the overload below.
   void NextEpoch();
-  // The same order, its shuffle's bounds made beforehand (no division a row): a pack's members
-  // share one ShuffleBounds(train_size). REQUIRES: bounds.size() > rows.train_size() for a
+  // The same order, its shuffle's bounds made beforehand: a pack's members share one
+  // ShuffleBounds(train_size). REQUIRES: bounds.size() > rows.train_size() for a
   // listed member (a keyed one reads no bounds: {} will do).
   void NextEpoch(const std::vector<DrawBound>& bounds);
   // Table rows at positions [pos, pos + len) of this epoch's order.
