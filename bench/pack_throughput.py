@@ -34,7 +34,7 @@ def default_work_root():
     return root
 
 
-def config(state, members, epochs, pack_size, rounds=2):
+def config(state, members, epochs, pack_size, rounds=2, layout=None):
     resources = {"gpus": GPUS, "cpu_workers": 1, "threads_per_worker": 1}
     if GPUS != "none":
         resources["workers_per_gpu"] = 1
@@ -45,15 +45,18 @@ def config(state, members, epochs, pack_size, rounds=2):
                                      "huber_delta": 0.35, "optimizer": "adam", "lr": 0.001, "epochs": epochs,
                                      "batch_size": 32, "validation_split": 0.2},
                         "count": members},
-            "rounds": {"count": rounds}, "save_checkpoints": CHECKPOINTS}
+            "rounds": {"count": rounds}, "save_checkpoints": CHECKPOINTS,
+            **({"results_layout": layout} if layout else {})}
 
 
-def run(build, members, epochs, pack_size, work, strace=False, rounds=2):
-    state = os.path.join(work, f"k{members}-e{epochs}-p{pack_size}-r{rounds}" + ("-strace" if strace else ""))
+def run(build, members, epochs, pack_size, work, strace=False, rounds=2, layout=None):
+    """layout: config results_layout ("members", "packs"); None: the build's default."""
+    state = os.path.join(work, f"k{members}-e{epochs}-p{pack_size}-r{rounds}" + ("-strace" if strace else "") +
+                         (f"-{layout}" if layout else ""))
     if os.path.exists(state):  # the daemon would resume the finished run: no training, its old figures again
         sys.exit(f"{state}: exists; each run needs a fresh work directory")
     path = state + ".json"
-    json.dump(config(state, members, epochs, pack_size, rounds), open(path, "w"))
+    json.dump(config(state, members, epochs, pack_size, rounds, layout), open(path, "w"))
     cmd = [os.path.join(build, "ensembled"), "run", "--config", path]
     os.sync()  # the last run's writes are not this run's to flush
     trace = state + ".strace"

@@ -603,6 +603,10 @@ void ReadTop(Validator& v, const json& root, const std::string& base_dir, Config
     v.Error("/min_members", "is larger than the number of members (" + std::to_string(c->members.size()) + ")");
   v.Number(root, "", "stop_timeout_s", kPositive, &c->stop_timeout_s);
   v.Bool(root, "", "save_checkpoints", &c->save_checkpoints);
+  if (const json* layout = Find(root, "results_layout"); layout != nullptr) {
+    if (layout->is_string() && (*layout == "packs" || *layout == "members")) c->pack_results = *layout == "packs";
+    else v.Error("/results_layout", "must be \"packs\" or \"members\", got " + layout->dump());
+  }
   ReadRetention(v, root, &c->retention);
   ReadService(v, root, base_dir, &c->service);
   if (const json* ps = Find(root, "pack_size"); ps != nullptr) {
@@ -826,6 +830,7 @@ nlohmann::json ConfigToJson(const Config& c) {
           {"stop_timeout_s", c.stop_timeout_s},
           {"pack_size", c.pack_size == 0 ? json("auto") : json(c.pack_size)},
           {"save_checkpoints", c.save_checkpoints}};
+  if (c.pack_results) out["results_layout"] = "packs";  // the default stays unwritten: older configs compare equal
   if (c.resources.cuda_graphs) out["resources"]["cuda_graphs"] = true;  // older normalised configs stay equal
   if (c.resources.gpu_memory_gb > 0) out["resources"]["gpu_memory_gb"] = c.resources.gpu_memory_gb;
   if (c.resources.executor == ExecutorKind::kSlurm) out["resources"]["slurm"] = SlurmToJson(c.resources.slurm);

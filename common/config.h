@@ -219,6 +219,12 @@ struct Config {
   // together, at most kAutoPackMaxMembers = 512), 1 = no packing. Default: "auto"
   int pack_size = 0;
   bool save_checkpoints = true;          // false: no checkpoint.pt (predict/verify then unavailable). Default: true
+  // Where a fused pack's members' results go (common/pack_results.h): true ("packs"), one pack
+  // directory of a few files for all its members; false ("members"), a directory of six files
+  // a member (for scripts that read member directories). Members trained alone always have
+  // their directory. Default: "members" (until the tests and tools that read member
+  // directories read them through member_view.h)
+  bool pack_results = false;
   // Which committed rounds keep their predictions and checkpoints (common/retention.h).
   // Default: every round
   RetentionSpec retention;

@@ -89,6 +89,7 @@ constexpr K kTop[] = {{"run_name", R::kRestart, {}},
                       {"min_members", R::kLive, {}},
                       {"stop_timeout_s", R::kLive, {}},
                       {"save_checkpoints", R::kResults, {}},
+                      {"results_layout", R::kLive, {}},
                       {"retention", R::kLive, kRetention},
                       {"service", R::kRestart, kService},
                       {"pack_size", R::kResults, {}}};

@@ -4,12 +4,13 @@
 #include <cstring>
 
 #include "common/atomic_file.h"
+#include "common/member_view.h"
 #include "common/run_layout.h"
 
 namespace ens {
 
 StatusOr<std::vector<float>> ReadFloats(const std::string& path, size_t expected) {
-  auto bytes = ReadFile(path);
+  auto bytes = ReadMemberFile(path);
   if (!bytes.ok()) return bytes.status();
   if (bytes->size() != expected * sizeof(float))
     return Status::Corruption(path + ": holds " + std::to_string(bytes->size() / sizeof(float)) +
@@ -29,7 +30,7 @@ std::string FloatsToBytes(const std::vector<float>& v) {
 StatusOr<MemberResult> LoadMemberResult(const std::string& member_dir, size_t holdout_rows,
                                         size_t pool_rows) {
   MemberResult r;
-  auto text = ReadFile(MemberFiles(member_dir).Metrics());
+  auto text = ReadMemberFile(MemberFiles(member_dir).Metrics());
   if (!text.ok()) return text.status();
   r.metrics = nlohmann::json::parse(*text, nullptr, false);
   // A regressor's score is holdout_rmse, a classifier's holdout_accuracy.

@@ -1,8 +1,9 @@
 // MemberResult: what a finished member left on disk, as the supervisor and ensemblectl read it.
 //
-// The worker writes a member directory (see run_layout.h) to <dir>.tmp and renames it into
-// place once every file is durable (one syncfs per pack), so a member directory that exists
-// is complete.
+// The worker writes a member directory (see run_layout.h), or a pack's files
+// (pack_results.h), to <dir>.tmp and renames it into place once every file is durable (one
+// syncfs per pack), so a member that exists is complete. Its files are read through
+// member_view.h, whichever layout holds them.
 // metrics.json keys (all numbers unless said): member (string), round, index, seed,
 // generation, train_rows, val_rows, epochs_run, best_epoch, best_val_loss, holdout_rmse and
 // holdout_mae (regression; several targets: the means over the targets of
@@ -31,10 +32,11 @@ struct MemberResult {
   std::vector<float> pool_pred;
 };
 
-// Reads metrics.json and both prediction files; checks the prediction counts.
+// Reads metrics.json and both prediction files (member_view.h); checks the prediction counts.
 StatusOr<MemberResult> LoadMemberResult(const std::string& member_dir, size_t holdout_rows,
                                         size_t pool_rows);
-// Raw little-endian float32 array; `expected` count is checked. Errors name the path.
+// A member's raw little-endian float32 file (member_view.h: its own, or its pack's span);
+// `expected` count is checked. Errors name the path.
 StatusOr<std::vector<float>> ReadFloats(const std::string& path, size_t expected);
 std::string FloatsToBytes(const std::vector<float>& v);
 

@@ -128,6 +128,7 @@ json TaskToJson(const TaskSpec& t) {
               {"publish", t.publish}, {"classes", t.classes}, {"member", MemberToJson(t.member)}};
   if (!t.warm_from.empty()) j["warm_from"] = t.warm_from;
   if (t.cuda_graphs) j["cuda_graphs"] = true;
+  if (t.pack_results) j["pack_results"] = true;
   return j;
 }
 
@@ -166,6 +167,10 @@ Status TaskFromJson(const json& j, TaskSpec* out) {
   if (graphs != j.end() && !graphs->is_boolean())
     return Status::InvalidArgument("task: field 'cuda_graphs' is not a boolean");
   out->cuda_graphs = graphs != j.end() && graphs->get<bool>();
+  auto packed = j.find("pack_results");
+  if (packed != j.end() && !packed->is_boolean())
+    return Status::InvalidArgument("task: field 'pack_results' is not a boolean");
+  out->pack_results = packed != j.end() && packed->get<bool>();
   out->warm_from.clear();
   if (j.contains("warm_from") && !GetString(j, "warm_from", 4096, &out->warm_from, &err))
     return Status::InvalidArgument("task: " + err);

@@ -67,6 +67,10 @@ struct TaskSpec {
   std::string warm_from;
   // resources.cuda_graphs of the run (config.h). Optional on the wire, default false.
   bool cuda_graphs = false;
+  // A pack of K > 1 writes its members' results as one pack directory (config results_layout
+  // "packs": common/pack_results.h) instead of a member directory each. Read from the pack's
+  // first task. Optional on the wire, default false (a directory a member).
+  bool pack_results = false;
   MemberSpec member;
 };
 

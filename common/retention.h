@@ -57,7 +57,8 @@ std::vector<RoundPrune> PrunesDue(const RetentionSpec& spec, const std::vector<R
 // command member's model folder), whether they exist or not.
 std::vector<std::string> RemovedAt(RoundFiles level, const std::string& member_dir);
 
-// Removes RemovedAt(level, dir) for each member directory; absent paths are fine (a removal
+// Removes RemovedAt(level, dir) for each member directory, or pack directory (pack_results.h:
+// its files carry the member files' names); absent paths are fine (a removal
 // already done, a member without a checkpoint). Returns the bytes freed; a path that cannot be
 // removed is added to `problems` ("<path>: <reason>") and skipped.
 uint64_t RemoveRoundFiles(RoundFiles level, const std::vector<std::string>& member_dirs,

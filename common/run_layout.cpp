@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "common/dataset_segment.h"
+#include "common/member_view.h"
 #include "common/seed.h"
 
 namespace ens {
@@ -22,8 +23,7 @@ std::string RunLayout::RoundDir(int round) const {
 }
 
 std::string MemberFiles::StoredCheckpoint() const {
-  struct stat st;
-  return ::stat(Weights().c_str(), &st) == 0 ? Weights() : Checkpoint();
+  return MemberFileExists(Weights()) ? Weights() : Checkpoint();
 }
 
 std::string RunIdFor(const std::string& absolute_state_dir) {

@@ -17,6 +17,10 @@
 //     data/slot<N>.pack.json       the pack assigned to worker slot N, while it is (worker_pool.cpp)
 //     rounds/r0002/summary.json    ensemble summary of round 2 (after commit)
 //     rounds/r0002/packs/<task>-a<attempt>.json   one per trained pack of K > 1 (member.json's "pack")
+//     rounds/r0002/packs/<task>-a<attempt>/       results_layout "packs": the pack's members' files
+//                                  (members.jsonl, weights.bin, history.jsonl, holdout_pred.f32,
+//                                  pool_pred.f32, [train_state.pt]: pack_results.h), in place of
+//                                  a member directory each (member_view.h serves them by it)
 //     rounds/r0002/mutation/       what a mutation command reads (mutation_view.h):
 //         train_row_ids.npy        the table rows round 2 trained on
 //         pool_unused_ids.npy      the pool rows no mutation has taken yet
@@ -79,6 +83,10 @@ class RunLayout {
   static std::string PackFile(const std::string& first_task_id, int attempt) {
     return "packs/" + first_task_id + "-a" + std::to_string(attempt) + ".json";
   }
+  // A fused pack's results (common/pack_results.h), relative to its round's directory.
+  static std::string PackResultsDir(const std::string& first_task_id, int attempt) {
+    return "packs/" + first_task_id + "-a" + std::to_string(attempt);
+  }
 
   static std::string TrainSegment(const std::string& data_dir) { return data_dir + "/train.bin"; }
   static std::string HoldoutSegment(const std::string& data_dir) { return data_dir + "/holdout.bin"; }
@@ -107,10 +115,14 @@ class RunLayout {
 // before it is renamed into place); see the layout above.
 class MemberFiles {
  public:
+  // The names of the files a checkpoint is saved as (in a member directory, and in a pack
+  // directory: pack_results.h).
+  static constexpr char kCheckpointName[] = "checkpoint.pt";
+  static constexpr char kWeightsName[] = "weights.bin";
   explicit MemberFiles(std::string dir) : dir_(std::move(dir)) {}
   const std::string& dir() const { return dir_; }
-  std::string Checkpoint() const { return dir_ + "/checkpoint.pt"; }
-  std::string Weights() const { return dir_ + "/weights.bin"; }
+  std::string Checkpoint() const { return dir_ + "/" + kCheckpointName; }
+  std::string Weights() const { return dir_ + "/" + kWeightsName; }
   // The member's checkpoint as stored: Weights() where it exists, else Checkpoint() (which may
   // be missing too: save_checkpoints false, or pruned). One stat.
   std::string StoredCheckpoint() const;

@@ -8,6 +8,7 @@
 
 #include "common/atomic_file.h"
 #include "common/exit_codes.h"
+#include "common/member_view.h"
 #include "ctl/commands.h"
 #include "common/run_layout.h"
 
@@ -21,13 +22,13 @@ StatusOr<std::vector<std::string>> Checkpoints(const CommittedRound& round) {
   std::vector<std::string> out;
   for (const auto& dir : round.member_dirs) {
     std::string path = MemberFiles(dir).StoredCheckpoint();
-    if (PathExists(dir + "/model") && !PathExists(path))  // a command member's output directory
+    if (PathExists(dir + "/model") && !MemberFileExists(path))  // a command member's output directory
       return Status::InvalidArgument(dir + ": a command member (model kind \"command\"); its model is its "
                                      "program's, which a TorchScript export cannot hold, so round " +
                                      std::to_string(round.round) + " cannot be exported");
     // The usual cause: the run's config has "save_checkpoints": false (members keep only
     // their predictions and metrics), and nothing can rebuild the weights afterwards.
-    if (!PathExists(path))
+    if (!MemberFileExists(path))
       return Status::NotFound(path + ": missing; checkpoints are written only when the run's config has "
                               "\"save_checkpoints\": true, so round " + std::to_string(round.round) +
                               " cannot be exported");
@@ -92,7 +93,7 @@ int ExportMember(const std::string& state_dir, int round, const std::string& mem
   std::string checkpoint;
   for (size_t i = 0; i < committed->members.size(); ++i)
     if (committed->members[i] == member) checkpoint = MemberFiles(committed->member_dirs[i]).StoredCheckpoint();
-  if (checkpoint.empty() || !PathExists(checkpoint)) {
+  if (checkpoint.empty() || !MemberFileExists(checkpoint)) {
     std::cerr << "ensemblectl export: member " << member << " of round " << committed->round
               << (checkpoint.empty() ? ": no such member" : ": no checkpoint (" + checkpoint + " missing)") << "\n";
     return exit_code::kPermanentFailure;

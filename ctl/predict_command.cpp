@@ -10,6 +10,7 @@
 
 #include "common/atomic_file.h"
 #include "common/class_list.h"
+#include "common/member_view.h"
 #include "common/data_source.h"
 #include "common/exit_codes.h"
 #include "common/fd_io.h"
@@ -157,7 +158,7 @@ class RoundPredictor {
     std::vector<std::string> argv = {WorkerBinary(), "predict", "--stream", "--features", std::to_string(features)};
     for (size_t m = 0; m < committed.member_dirs.size(); ++m) {
       const std::string& dir = committed.member_dirs[m];
-      auto text = ReadFile(MemberFiles(dir).Member());
+      auto text = ReadMemberFile(MemberFiles(dir).Member());
       if (!text.ok()) return text.status();
       json record = json::parse(*text, nullptr, false);
       MemberSpec spec;

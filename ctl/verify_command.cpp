@@ -15,6 +15,7 @@
 #include "common/atomic_file.h"
 #include "common/cublas_workspace.h"
 #include "common/exit_codes.h"
+#include "common/member_view.h"
 #include "common/protocol.h"
 #include "common/run_layout.h"
 #include "common/seed.h"
@@ -25,8 +26,9 @@ namespace {
 
 using json = nlohmann::json;
 
+// A member file (member_view.h: its own, or its record in its pack) or any other JSON file.
 json ReadJson(const std::string& path) {
-  auto text = ReadFile(path);
+  auto text = ReadMemberFile(path);
   return text.ok() ? json::parse(*text, nullptr, false) : json();
 }
 
@@ -49,7 +51,7 @@ Status TaskFromFields(const json& m, const std::string& path, TaskSpec* t) {
 StatusOr<TaskSpec> RecordedTask(const RunLayout& layout, int round, const std::string& name,
                                 const std::string& out_dir) {
   const std::string path = MemberFiles(layout.MemberDir(round, name)).Member();
-  if (!PathExists(path)) return Status::NotFound(path + ": missing");
+  if (!MemberFileExists(path)) return Status::NotFound(path + ": missing");
   json m = ReadJson(path);
   if (!m.is_object()) return Status::Corruption(path + ": not a member record");
   TaskSpec t;
@@ -78,7 +80,7 @@ StatusOr<TaskSpec> RecordedTask(const RunLayout& layout, int round, const std::s
     t.excluded_file = data_dir + "/" + std::filesystem::path(t.excluded_file).filename().string();
   if (!t.warm_from.empty() && round > 0) {
     t.warm_from = MemberFiles(std::filesystem::absolute(layout.MemberDir(round - 1, name)).string()).TrainState();
-    if (!PathExists(t.warm_from))
+    if (!MemberFileExists(t.warm_from))
       return Status::NotFound(t.warm_from + ": missing, and member " + name + " of round " + std::to_string(round) +
                               " warm-started from it (retention removes it once round " + std::to_string(round) +
                               " is not kept; pinning a round keeps its predecessor's train state only from then on)");
@@ -106,7 +108,8 @@ std::string PackNote(const std::string& member_dir, const std::string& name, Ver
     // Shown relative to the round directory (the file's own path is relative to the member's).
     const std::string shown = file.rfind("../../", 0) == 0 ? file.substr(6) : file;
     note = " (trained in a pack of " + std::to_string(ref.value("size", 0)) + ", " + shown;
-    json pack = ReadJson(member_dir + "/" + file);
+    // Lexically: a packed member has no directory to walk up from.
+    json pack = ReadJson(std::filesystem::path(member_dir + "/" + file).lexically_normal().string());
     bool listed = false;
     if (pack.is_object() && pack.contains("members") && pack["members"].is_array())
       for (const auto& m : pack["members"]) listed = listed || (m.is_object() && m.value("member", "") == name);
@@ -134,7 +137,7 @@ bool IsCommandMember(const std::string& member_dir) {
 Verdict ComparePredictions(const std::string& recorded, const std::string& fresh) {
   const MemberFiles r(recorded), f(fresh);
   for (auto [a_path, b_path] : {std::pair{r.HoldoutPred(), f.HoldoutPred()}, std::pair{r.PoolPred(), f.PoolPred()}}) {
-    auto a = ReadFile(a_path), b = ReadFile(b_path);
+    auto a = ReadMemberFile(a_path), b = ReadMemberFile(b_path);
     if (!a.ok() || !b.ok() || *a != *b)
       return {Verdict::kDiffers, a_path.substr(a_path.rfind('/') + 1) + " differs"};
   }
@@ -192,7 +195,7 @@ std::string DeviceNote(const std::string& recorded, const std::string& fresh) {
 Verdict VerifyMember(const RunLayout& layout, int round, const std::string& name, const std::string& scratch) {
   const std::string recorded = layout.MemberDir(round, name), fresh = scratch + "/" + name;
   // Checked first: retraining is the slow part, and without a checkpoint nothing compares.
-  if (!PathExists(MemberFiles(recorded).StoredCheckpoint()) && !IsCommandMember(recorded))
+  if (!MemberFileExists(MemberFiles(recorded).StoredCheckpoint()) && !IsCommandMember(recorded))
     return {Verdict::kNotCompared,
             recorded + ": no checkpoint (checkpoints are written only with save_checkpoints true)"};
   auto task = RecordedTask(layout, round, name, fresh);

@@ -92,6 +92,7 @@ TEST_CASE("example.json parses into the documented demo", "[config]") {
   CHECK(c.heartbeat_timeout_s == 60.0);
   CHECK(c.max_task_attempts == 3);
   CHECK(c.pack_size == 0);  // "auto"
+  CHECK_FALSE(c.pack_results);  // results_layout "members"
   CHECK(c.service.control_socket.empty());
   CHECK(c.service.http_port == 0);
   CHECK(c.service.http_bind == "127.0.0.1");
@@ -240,6 +241,10 @@ TEST_CASE("out-of-range values are errors", "[config]") {
   json lr = Minimal();
   lr["members"]["defaults"]["lr"] = -0.1;
   RequireOnlyError(lr, "/members/defaults/lr", "> 0");
+
+  json layout = Minimal();
+  layout["results_layout"] = "pack";
+  RequireOnlyError(layout, "/results_layout", "must be \"packs\" or \"members\", got \"pack\"");
 
   json seed = Minimal();
   seed["run_seed"] = -1;
@@ -740,6 +745,17 @@ TEST_CASE("task classification: cross_entropy by default, bald scoring, written 
   CHECK_FALSE(plain.contains("task"));
   CHECK_FALSE(plain["mutation"].contains("score"));
   CHECK_FALSE(plain["members"]["list"][0].contains("label_smoothing"));
+}
+
+TEST_CASE("results_layout: members by default and not written back, packs written back", "[config]") {
+  json doc = Minimal();
+  Config members = MustParse(doc);
+  CHECK_FALSE(members.pack_results);
+  CHECK_FALSE(ConfigToJson(members).contains("results_layout"));  // as earlier versions wrote it
+  doc["results_layout"] = "packs";
+  Config packs = MustParse(doc);
+  CHECK(packs.pack_results);
+  CHECK(ConfigToJson(packs)["results_layout"] == "packs");
 }
 
 TEST_CASE("mutation.batch: top by default and not written back, diverse for query_by_committee only", "[config]") {

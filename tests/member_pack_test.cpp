@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/member_view.h"
 #include "common/protocol.h"
 #include "common/run_layout.h"
 #include "support/env_spawn.h"
@@ -20,8 +21,9 @@ namespace {
 using json = nlohmann::json;
 using namespace ens::testing;
 
-std::string Config(const std::string& state_dir, const std::string& pack_size) {
+std::string Config(const std::string& state_dir, const std::string& pack_size, const std::string& layout) {
   return R"({"run_name": "packs", "state_dir": ")" + state_dir + R"(", "run_seed": 21, "pack_size": )" + pack_size + R"(,
+    "results_layout": ")" + layout + R"(",
     "resources": {"gpus": "none", "cpu_workers": 2},
     "data": {"synthetic": {"initial_rows": 300, "pool_rows": 200, "holdout_rows": 200}},
     "members": {"defaults": {"epochs": 15, "batch_size": 16, "lr": 0.003, "layers": [{"units": 16, "activation": "tanh"}],
@@ -35,7 +37,7 @@ std::string Config(const std::string& state_dir, const std::string& pack_size) {
 // history.jsonl without each epoch's wall time ("seconds"), the one thing two runs never share.
 std::vector<json> HistoryWithoutTimings(const std::string& member_dir) {
   std::vector<json> out;
-  std::istringstream in(ReadText(member_dir + "/history.jsonl"));
+  std::istringstream in(ReadMemberText(member_dir + "/history.jsonl"));
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;
     json epoch = json::parse(line);
@@ -59,9 +61,13 @@ json WithRunPathsCut(json member) {
 
 TEST_CASE("packed and unpacked runs give bitwise identical members", "[pack][integration]") {
   TempDir tmp;
+  // The packed run's results as a directory a member ("members") or a pack directory a pack
+  // ("packs": pack_results.h), read back through the members' paths either way (member_view.h).
+  const std::string layout = GENERATE(std::string("members"), std::string("packs"));
+  INFO("results_layout " << layout);
   for (const char* mode : {"auto", "off"}) {
     WriteText(tmp / (std::string(mode) + ".json"),
-              Config(tmp / mode, std::string(mode) == "auto" ? "3" : "1"));
+              Config(tmp / mode, std::string(mode) == "auto" ? "3" : "1", std::string(mode) == "auto" ? layout : "members"));
     auto r = Run({BinaryPath("ensembled"), "run", "--config", tmp / (std::string(mode) + ".json")}, tmp.path());
     INFO(r.out << r.err);
     REQUIRE(r.code == 0);
@@ -72,9 +78,10 @@ TEST_CASE("packed and unpacked runs give bitwise identical members", "[pack][int
     for (const char* m : {"m000", "m001", "m002", "m003", "m004", "m005"}) {
       const std::string a = packed.MemberDir(round, m), b = plain.MemberDir(round, m);
       INFO(a);
+      CHECK(std::filesystem::exists(a) == (layout == "members"));
       for (const char* f : {"weights.bin", "member.json", "history.jsonl", "holdout_pred.f32", "pool_pred.f32"})
-        CHECK(std::filesystem::exists(a + "/" + f));
-      json metrics_a = json::parse(ReadText(a + "/metrics.json"));
+        CHECK(MemberFileExists(a + "/" + f));
+      json metrics_a = json::parse(ReadMemberText(a + "/metrics.json"));
       json metrics_b = json::parse(ReadText(b + "/metrics.json"));
       CHECK(metrics_a["pack_size"] == 3);  // each variant (its own initializer) is one pack of three
       CHECK(metrics_a.contains("pack_position"));
@@ -92,19 +99,21 @@ TEST_CASE("packed and unpacked runs give bitwise identical members", "[pack][int
       CHECK(metrics_a["holdout_rmse"] == metrics_b["holdout_rmse"]);
       // The record names the task and refers to its pack's one shared file (O(1) per member);
       // the member's bits do not depend on the pack.
-      json member_a = json::parse(ReadText(a + "/member.json"));
+      json member_a = json::parse(ReadMemberText(a + "/member.json"));
       json member_b = json::parse(ReadText(b + "/member.json"));
       CHECK_FALSE(member_a.contains("pack_members"));
       CHECK_FALSE(member_b.contains("pack"));  // trained alone: no pack file
       REQUIRE(member_a.contains("pack"));
       CHECK(member_a["pack"]["size"] == 3);
-      json pack = json::parse(ReadText(a + "/" + member_a["pack"]["file"].get<std::string>()));
+      json pack = json::parse(ReadText(std::filesystem::path(a + "/" + member_a["pack"]["file"].get<std::string>()).lexically_normal()));
       REQUIRE(pack["members"].size() == 3);
       const size_t position = member_a["pack"]["position"].get<size_t>();
       CHECK(pack["members"][position]["member"] == m);
       CHECK(pack["round"] == round);
       member_a.erase("pack");
       REQUIRE(member_a.contains("task"));
+      CHECK(member_a["task"].value("pack_results", false) == (layout == "packs"));
+      member_a["task"].erase("pack_results");  // where its results went, not how it trained
       TaskSpec task;
       Status s = TaskOfMemberRecord(member_a, &task);
       INFO(s.message());

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/atomic_file.h"
+#include "common/pack_results.h"
 #include "support/npy_ids.h"
 #include "support/temp_dir.h"
 
@@ -35,6 +36,19 @@ TEST_CASE("the view lists the rows trained on net of drops, the unused pool rows
   in.pool_used = &pool_used;
   in.member_names = {"m000", "m001"};
   in.member_dirs = {in.round_dir + "/members/m000", in.round_dir + "/members/m001"};
+  // m000 has its own directory; m001's files are the second span of its pack's (pack_results.h).
+  REQUIRE(MakeDirs(in.member_dirs[0]).ok());
+  REQUIRE(WriteFileAtomic(in.member_dirs[0] + "/holdout_pred.f32", std::string(8, 'h')).ok());
+  REQUIRE(WriteFileAtomic(in.member_dirs[0] + "/pool_pred.f32", std::string(12, 'p')).ok());
+  PackResultsWriter pack(in.round_dir + "/packs/r2-m005-a1");
+  REQUIRE(pack.Begin().ok());
+  for (const char* m : {"m005", "m001"}) {
+    REQUIRE(pack.AddFiles(m, {{"holdout_pred.f32", std::string(8, 'h')}, {"pool_pred.f32", std::string(12, 'p')}}).ok());
+    pack.SetRecord(m, nlohmann::json::object());
+    pack.SetMetrics(m, nlohmann::json::object());
+  }
+  REQUIRE(pack.Finish().ok());
+  REQUIRE(pack.Publish().ok());
   in.ctl_binary = "/opt/ensembled/bin/ensemblectl";
   auto v = WriteMutationView(in);
   INFO(v.status().ToString());
@@ -48,7 +62,18 @@ TEST_CASE("the view lists the rows trained on net of drops, the unused pool rows
   CHECK(run["train_table"]["path"] == in.data_dir + "/train.bin");
   CHECK(run["train_table"]["header_bytes"] == 4096);
   CHECK(run["train_table"]["columns"] == 4);
-  CHECK(run["members"][1]["pool_pred"] == in.round_dir + "/members/m001/pool_pred.f32");
+  const nlohmann::json& own = run["members"][0];
+  CHECK(own["pool_pred"] == in.round_dir + "/members/m000/pool_pred.f32");
+  CHECK(own["pool_pred_file"] == own["pool_pred"]);
+  CHECK(own["pool_pred_offset"] == 0);
+  CHECK(own["pool_pred_count"] == 3);
+  const nlohmann::json& packed = run["members"][1];
+  CHECK_FALSE(packed.contains("pool_pred"));  // no whole file of its own: a script reading one fails loudly
+  CHECK(packed["pool_pred_file"] == in.round_dir + "/packs/r2-m005-a1/pool_pred.f32");
+  CHECK(packed["pool_pred_offset"] == 12);
+  CHECK(packed["pool_pred_count"] == 3);
+  CHECK(packed["holdout_pred_offset"] == 8);
+  CHECK(packed["holdout_pred_count"] == 2);
   CHECK(run["feature_names"] == nlohmann::json({"a", "b", "c"}));
   std::map<std::string, std::string> env(v->env.begin(), v->env.end());
   CHECK(env["ENSEMBLED_ROUND"] == "2");

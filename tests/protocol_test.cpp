@@ -72,6 +72,7 @@ TaskSpec FullTask() {
   t.threads = 4;
   t.save_checkpoint = false;  // the non-default value, so a dropped field shows
   t.publish = false;          // likewise
+  t.pack_results = true;      // likewise
   t.warm_from = "/state/rounds/r0002/members/wide_tanh/train_state.pt";
   t.member = FullMember();
   return t;
@@ -178,6 +179,7 @@ TEST_CASE("Every message type round-trips", "[protocol]") {
     CHECK(t.threads == 4);
     CHECK_FALSE(t.save_checkpoint);
     CHECK_FALSE(t.publish);
+    CHECK(t.pack_results);
     CHECK(t.warm_from == "/state/rounds/r0002/members/wide_tanh/train_state.pt");
     const MemberSpec& mem = t.member;
     CHECK(mem.name == "wide_tanh");
@@ -367,6 +369,21 @@ TEST_CASE("A task without 'publish' (an older supervisor) is published", "[proto
   auto m = DecodeMessage(j.dump());
   REQUIRE(m.ok());
   CHECK(m->task.publish);
+}
+
+TEST_CASE("A task without 'pack_results' (an older supervisor) writes a directory a member", "[protocol]") {
+  Message task;
+  task.type = MessageType::kTask;
+  task.task = FullTask();
+  json j = Encoded(task);
+  j["task"].erase("pack_results");
+  auto m = DecodeMessage(j.dump());
+  REQUIRE(m.ok());
+  CHECK_FALSE(m->task.pack_results);
+  j["task"]["pack_results"] = "yes";
+  auto bad = DecodeMessage(j.dump());
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("pack_results") != std::string::npos);
 }
 
 TEST_CASE("A task without 'warm_from' (a cold start, or an older supervisor) starts cold", "[protocol]") {

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/exit_codes.h"
+#include "common/member_view.h"
 #include "common/run_layout.h"
 #include "support/env_spawn.h"
 #include "support/process_harness.h"
@@ -27,8 +28,8 @@ using json = nlohmann::json;
 using namespace ens::testing;
 namespace fs = std::filesystem;
 
-std::string Config(const std::string& state, const std::string& retention) {
-  return R"({"run_name": "keep", "state_dir": ")" + state + R"(", "run_seed": 5,
+std::string Config(const std::string& state, const std::string& retention, const std::string& layout = "members") {
+  return R"({"run_name": "keep", "state_dir": ")" + state + R"(", "run_seed": 5, "results_layout": ")" + layout + R"(",
     "resources": {"gpus": "none", "cpu_workers": 2, "threads_per_worker": 1},
     "data": {"synthetic": {"initial_rows": 120, "pool_rows": 200, "holdout_rows": 80}},
     "members": {"count": 3, "defaults": {"layers": [{"units": 8}], "epochs": 6, "batch_size": 16,
@@ -38,8 +39,9 @@ std::string Config(const std::string& state, const std::string& retention) {
     "rounds": {"count": 5}})";
 }
 
+// Its own file, or its span of its pack's (results_layout "packs": member_view.h).
 bool Has(const RunLayout& a, int round, const std::string& file) {
-  return fs::exists(a.MemberDir(round, "m001") + "/" + file);
+  return MemberFileExists(a.MemberDir(round, "m001") + "/" + file);
 }
 
 // Round r's member m001 holds exactly the files its level keeps.
@@ -56,11 +58,17 @@ void CheckLevel(const RunLayout& a, int round, const std::string& level) {
 
 TEST_CASE("keep_rounds 2 keeps the last two rounds whole and the records of every round", "[retention]") {
   TempDir tmp;
-  WriteText(tmp / "a.json", Config(tmp / "a", R"({"keep_rounds": 2})"));
+  // "packs": the three members of a round share one pack directory and have none of their own;
+  // retention removes the same files from it, and a warm start reads its train state span.
+  const std::string layout = GENERATE(std::string("members"), std::string("packs"));
+  INFO("results_layout " << layout);
+  WriteText(tmp / "a.json", Config(tmp / "a", R"({"keep_rounds": 2})", layout));
   auto run = RunEnsembled(tmp / "a.json", tmp.path(), {}, 600);
   INFO(run.out << run.err);
   REQUIRE(run.code == 0);
   RunLayout a(tmp / "a");
+  CHECK(fs::exists(a.MemberDir(4, "m001")) == (layout == "members"));
+  CHECK(fs::exists(a.RoundDir(4) + "/packs/r4-m000-a1/members.jsonl") == (layout == "packs"));
   CheckLevel(a, 0, "records");
   CheckLevel(a, 1, "records");
   CheckLevel(a, 2, "train_state");

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "common/atomic_file.h"
+#include "common/member_view.h"
 #include "common/member_weights.h"
 #include "common/run_layout.h"
 #include "common/run_head.h"
@@ -231,22 +232,29 @@ StatusOr<torch::jit::Module> MemberModuleBuilder::Build(const MemberParts& parts
   }
 }
 
-Status SaveModule(const torch::jit::Module& module, const std::string& path, bool durable) {
+StatusOr<std::string> ModuleBytes(const torch::jit::Module& module) {
   try {
-    // Serialised in memory, then written with the project's checked write: torch's file
-    // writer aborts the process on ENOSPC, and it would create the file under the umask.
     std::ostringstream bytes;
     module.save(bytes);
-    return durable ? WriteFileDurable(path, bytes.str()) : WriteFileUnsynced(path, bytes.str());
+    return bytes.str();
   } catch (const c10::Error& e) {
-    return Status::IOError("save checkpoint " + path + ": " + e.what_without_backtrace());
+    return Status::Internal(e.what_without_backtrace());
   }
+}
+
+Status SaveModule(const torch::jit::Module& module, const std::string& path, bool durable) {
+  // Serialised in memory, then written with the project's checked write: torch's file writer
+  // aborts the process on ENOSPC, and it would create the file under the umask.
+  auto bytes = ModuleBytes(module);
+  if (!bytes.ok()) return Status::IOError("save checkpoint " + path + ": " + bytes.status().message());
+  return durable ? WriteFileDurable(path, *bytes) : WriteFileUnsynced(path, *bytes);
 }
 
 StatusOr<torch::jit::Module> LoadMember(const std::string& path) {
   UsePlainTorchScriptExecutor();
-  const std::string file = IsDirectory(path) ? MemberFiles(path).StoredCheckpoint() : path;
-  auto bytes = ReadFile(file);
+  // A member directory, or the directory path of a packed member (member_view.h).
+  const std::string file = IsDirectory(path) || MemberExists(path) ? MemberFiles(path).StoredCheckpoint() : path;
+  auto bytes = ReadMemberFile(file);
   if (!bytes.ok()) return Status::Corruption("load checkpoint " + file + ": " + bytes.status().message());
   if (LooksLikeMemberWeights(*bytes)) {  // weights.bin: its module is built now
     auto weights = ParseMemberWeights(*bytes, file);
@@ -400,7 +408,7 @@ std::string TrainStateBytes(const TrainState& state) {
 }
 
 StatusOr<TrainState> LoadTrainState(const std::string& path) {
-  auto bytes = ReadFile(path);
+  auto bytes = ReadMemberFile(path);  // its own file, or its span of its pack's
   if (!bytes.ok()) return bytes.status().code() == Status::Code::kNotFound ? bytes.status()
                                                                            : Status::Corruption(bytes.status().message());
   try {

@@ -81,12 +81,14 @@ class MemberModuleBuilder {
   std::string prototype_source_;
 };
 
+// `module` as a TorchScript archive's bytes (what SaveModule writes).
+StatusOr<std::string> ModuleBytes(const torch::jit::Module& module);
 // Writes `module` with the project's checked write (0600); durable: fsynced, else left for
 // a later SyncFileSystem (atomic_file.h).
 Status SaveModule(const torch::jit::Module& module, const std::string& path, bool durable = true);
 // Loads a member checkpoint: a weights file (its module built now), a member module file, or a
-// member directory (its MemberFiles::StoredCheckpoint). A file that is not one is Corruption
-// naming the path.
+// member directory (its MemberFiles::StoredCheckpoint); a packed member's files by the same
+// paths (member_view.h). A file that is not one is Corruption naming the path.
 StatusOr<torch::jit::Module> LoadMember(const std::string& path);
 // Every buffer of a member module, in checkpoint order, then the parameters and buffers of its
 // "net" (verify compares them bit for bit).

@@ -14,6 +14,7 @@
 #include "common/atomic_file.h"
 #include "common/fault_injection.h"
 #include "common/member_result.h"
+#include "common/pack_results.h"
 #include "common/run_layout.h"
 #include "common/seed.h"
 #include "worker/command_member.h"
@@ -90,7 +91,7 @@ Status WritePackFile(const std::vector<TaskSpec>& tasks) {
 // and the process's RSS, written as metrics.json last (the pack's time is known only now) where
 // the task publishes; a member that failed gets its error.
 void RecordOutcomes(const std::vector<TaskSpec>& tasks, double member_seconds, const TaskRunner::Progress& on_progress,
-                    std::vector<TrainOutputs>* res, std::vector<TaskOutcome>* outs) {
+                    PackResultsWriter* pack, std::vector<TrainOutputs>* res, std::vector<TaskOutcome>* outs) {
   // Read once a pack (/proc/self/status costs about 6 us a read): the same for every member now.
   const int64_t rss_after = CurrentRssKb(), rss_peak = PeakRssKb();
   for (size_t k = 0; k < tasks.size(); ++k) {
@@ -99,6 +100,7 @@ void RecordOutcomes(const std::vector<TaskSpec>& tasks, double member_seconds, c
     if (!r.status.ok()) {
       out.status = r.status;
       out.permanent = r.permanent_failure;
+      if (pack != nullptr) pack->Drop(tasks[k].member.name);
       continue;
     }
     nlohmann::json& m = out.metrics;
@@ -110,9 +112,22 @@ void RecordOutcomes(const std::vector<TaskSpec>& tasks, double member_seconds, c
       continue;
     }
     if (on_progress) on_progress(TaskPhase::kWriting, 0);
-    out.status = WriteFileUnsynced(MemberFiles(tasks[k].out_dir + ".tmp").Metrics(), m.dump(2) + "\n");
+    if (pack != nullptr) pack->SetMetrics(tasks[k].member.name, m);
+    else out.status = WriteFileUnsynced(MemberFiles(tasks[k].out_dir + ".tmp").Metrics(), m.dump(2) + "\n");
   }
 }
+
+// The outputs without what is written out (history, predictions, checkpoint, train state).
+TrainOutputs ClearedOutputs(TrainOutputs res) {
+  res.history = {};
+  res.holdout_pred = {};
+  res.pool_pred = {};
+  res.train_state = {};
+  res.checkpoint = {};
+  return res;
+}
+
+std::string BaseName(const std::string& path) { return path.substr(path.find_last_of('/') + 1); }
 
 double SecondsBetween(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -192,6 +207,10 @@ Status TaskRunner::Prepare(const TaskSpec& task, TrainInputs* in, bool* permanen
   }
   in->split = std::move(*split);
   if (!task.publish) return Status::Ok();  // trained for its pack's sake; nothing is written
+  if (pack_writer_) {  // its files go to the pack's (pack_results.h), its checkpoint with them
+    in->checkpoint_in_memory = task.save_checkpoint;
+    return Status::Ok();
+  }
   std::string tmp = task.out_dir + ".tmp";
   st = RemoveTree(tmp);
   if (st.ok()) st = MakeDirs(tmp);
@@ -224,6 +243,19 @@ Status TaskRunner::WriteOutputs(const TrainInputs& in, TrainOutputs& res, int64_
   if (!pack_ref.is_null()) member["pack"] = pack_ref;
   if (WriteFailureRequested(task.task_id, task.attempt))  // test hook (fault_injection.h)
     return Status::IOError("write " + files.Member() + ": injected failure (ENSEMBLED_TEST_FAIL_WRITE)");
+  if (pack_writer_) {
+    const std::string history = JsonLines(res.history), holdout = FloatsToBytes(res.holdout_pred),
+                      pool = FloatsToBytes(res.pool_pred);
+    std::vector<std::pair<std::string, std::string_view>> named = {
+        {BaseName(files.History()), history}, {BaseName(files.HoldoutPred()), holdout}, {BaseName(files.PoolPred()), pool}};
+    if (!res.checkpoint_file.empty()) named.emplace_back(res.checkpoint_file, res.checkpoint);
+    if (!res.train_state.empty()) named.emplace_back(BaseName(files.TrainState()), res.train_state);
+    Status s = pack_writer_->AddFiles(task.member.name, named);
+    if (!s.ok()) return s;
+    pack_writer_->SetRecord(task.member.name, std::move(member));
+    res = ClearedOutputs(std::move(res));
+    return Status::Ok();
+  }
   for (auto s : {WriteFileUnsynced(files.Member(), member.dump(2) + "\n"),
                  WriteFileUnsynced(files.History(), JsonLines(res.history)),
                  WriteFileUnsynced(files.HoldoutPred(), FloatsToBytes(res.holdout_pred)),
@@ -232,11 +264,8 @@ Status TaskRunner::WriteOutputs(const TrainInputs& in, TrainOutputs& res, int64_
   if (!res.train_state.empty()) {  // a warm_start member's, for its next round
     Status s = WriteFileUnsynced(files.TrainState(), res.train_state);
     if (!s.ok()) return s;
-    res.train_state = {};
   }
-  res.history = {};
-  res.holdout_pred = {};
-  res.pool_pred = {};
+  res = ClearedOutputs(std::move(res));
   return Status::Ok();
 }
 
@@ -247,6 +276,18 @@ void TaskRunner::Publish(const std::vector<TaskSpec>& tasks, std::vector<TaskOut
   std::vector<size_t> ready;
   for (size_t k = 0; k < tasks.size(); ++k)
     if (tasks[k].publish && (*outs)[k].status.ok()) ready.push_back(k);
+  if (pack_writer_) {  // one directory for the pack: its records, then one syncfs and one rename
+    for (size_t k = 0; k < tasks.size(); ++k)
+      if (!(*outs)[k].status.ok()) pack_writer_->Drop(tasks[k].member.name);
+    if (ready.empty()) return (void)RemoveTree(pack_writer_->tmp_dir());
+    if (on_progress) on_progress(TaskPhase::kWriting, 0);
+    Status st = pack_writer_->Finish();
+    if (st.ok()) st = SyncFileSystem(pack_writer_->tmp_dir());
+    if (st.ok()) st = pack_writer_->Publish();
+    if (!st.ok())
+      for (size_t k : ready) (*outs)[k].status = st;
+    return;
+  }
   if (ready.empty()) return;
   Status synced = SyncFileSystem(tasks[ready[0]].out_dir + ".tmp");
   if (!synced.ok()) {
@@ -361,6 +402,16 @@ std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks,
     FailPack(refused, true, &outs);
     return outs;
   }
+  pack_writer_.reset();
+  if (tasks.size() > 1 && tasks[0].pack_results &&
+      std::any_of(tasks.begin(), tasks.end(), [](const TaskSpec& t) { return t.publish; })) {
+    pack_writer_ = std::make_unique<PackResultsWriter>(RoundDirOf(tasks[0]) + "/" +
+                                                       RunLayout::PackResultsDir(tasks[0].task_id, tasks[0].attempt));
+    if (Status st = pack_writer_->Begin(); !st.ok()) {
+      FailPack(st, false, &outs);
+      return outs;
+    }
+  }
   std::vector<TrainInputs> ins(tasks.size());
   if (!PrepareInputs(tasks, on_progress, on_note, rss_before, &ins, &outs)) return outs;
   if (tasks.size() > 1) {  // flushed with the members (Publish); a failure fails the pack
@@ -389,8 +440,9 @@ std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks,
   KeepCacheWithinPolicy(on_note);
   malloc_trim(0);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  RecordOutcomes(tasks, seconds / static_cast<double>(tasks.size()), on_progress, &res, &outs);
+  RecordOutcomes(tasks, seconds / static_cast<double>(tasks.size()), on_progress, pack_writer_.get(), &res, &outs);
   Publish(tasks, &outs, on_progress);
+  pack_writer_.reset();
   return outs;
 }
 

@@ -5,7 +5,9 @@
 // (or runs a command member's program, command_member.h), and writes each member directory to <out_dir>.tmp as soon as the member's outputs are
 // made. Once the pack is done, one filesystem flush (syncfs) makes every file of it durable,
 // each directory is renamed into place and each parent directory fsynced once: a member
-// directory that exists is complete, at two flushes per pack whatever its size. A task with
+// directory that exists is complete, at two flushes per pack whatever its size. A pack of K > 1
+// whose tasks say pack_results writes one pack directory instead (common/pack_results.h: a
+// few files for all its members, one syncfs, one rename). A task with
 // publish false (a journaled member in a re-run pack) trains but writes nothing. Every phase
 // (setup, training, evaluating, predicting, writing) reports progress at least once per
 // member or batch, so heartbeats never stop while the pack moves. After the task, every
@@ -23,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/dataset_segment.h"
+#include "common/pack_results.h"
 #include "common/protocol.h"
 #include "common/status.h"
 #include "worker/device_runtime.h"
@@ -76,6 +79,9 @@ class TaskRunner {
   std::string data_dir_;
   DeviceDataCachePtr device_data_ = NewDeviceDataCache();  // the generation on the GPU, across tasks
   std::unique_ptr<DatasetView> train_, holdout_, pool_;
+  // The running pack's results (task pack_results, K > 1), else null: its members then have
+  // no directories of their own.
+  std::unique_ptr<PackResultsWriter> pack_writer_;
 };
 
 // Current and peak resident set of this process, in KiB (from /proc/self/status).

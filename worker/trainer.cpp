@@ -9,6 +9,7 @@
 #include "common/atomic_file.h"
 #include "common/fault_injection.h"
 #include "common/run_head.h"
+#include "common/run_layout.h"
 #include "common/seed.h"
 #include "worker/checkpoint.h"
 #include "worker/cpu_only.h"
@@ -658,7 +659,13 @@ void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train
     }
     module = std::move(*built);
   }
-  if (!in.checkpoint_path.empty()) {
+  if (in.checkpoint_path.empty() && in.checkpoint_in_memory) {
+    auto bytes = eager ? MemberWeightsFileBytes(parts) : ModuleBytes(*module);
+    o->status = bytes.status();
+    if (bytes.ok()) o->checkpoint = std::move(*bytes);
+    o->checkpoint_file = eager ? MemberFiles::kWeightsName : MemberFiles::kCheckpointName;
+    if (!o->status.ok()) return;
+  } else if (!in.checkpoint_path.empty()) {
     // Not flushed here: the caller makes the pack's files durable in one batch. A failed
     // write is transient.
     if (eager) {

@@ -79,6 +79,9 @@ struct TrainInputs {
   // Where to save the member's checkpoint: its weights file (common/member_weights.h) when its
   // forward runs eagerly (an MLP), else its module (checkpoint.h); "" = no checkpoint.
   std::string checkpoint_path;
+  // With checkpoint_path "": the checkpoint's bytes in TrainOutputs::checkpoint instead of a
+  // file (a pack's results, common/pack_results.h, take them).
+  bool checkpoint_in_memory = false;
   DeviceDataCache* data_cache = nullptr;  // optional; the pack uses its first member's
   // Where the pack trains (its first member's): REQUIRES Init() returned OK. nullptr: the CPU.
   DeviceRuntime* runtime = nullptr;
@@ -109,6 +112,9 @@ struct TrainOutputs {
   std::vector<float> holdout_pred;
   std::vector<float> pool_pred;
   std::string train_state;              // warm_start members: train_state.pt's bytes (checkpoint.h)
+  // With checkpoint_in_memory: the checkpoint's bytes, and the member file they are
+  // (weights.bin, or checkpoint.pt for a member saved as its module).
+  std::string checkpoint, checkpoint_file;
 };
 
 // Process-wide, once at worker start: deterministic algorithms, cuDNN settings, 1 inter-op

@@ -2,6 +2,7 @@
 
 #include "common/atomic_file.h"
 #include "common/dataset_segment.h"
+#include "common/member_view.h"
 #include "common/npy_writer.h"
 #include "common/run_layout.h"
 
@@ -33,11 +34,22 @@ StatusOr<MutationView> WriteMutationView(const MutationViewInputs& in) {
   MutationView v;
   const std::string table = RunLayout::TrainSegment(in.data_dir);
   nlohmann::json members = nlohmann::json::array();
-  for (size_t i = 0; i < in.member_names.size(); ++i)
-    members.push_back({{"name", in.member_names[i]},
-                       {"dir", in.member_dirs[i]},
-                       {"holdout_pred", MemberFiles(in.member_dirs[i]).HoldoutPred()},
-                       {"pool_pred", MemberFiles(in.member_dirs[i]).PoolPred()}});
+  for (size_t i = 0; i < in.member_names.size(); ++i) {
+    nlohmann::json m = {{"name", in.member_names[i]}, {"dir", in.member_dirs[i]}};
+    // Each prediction file as (file, offset in bytes, count of values): the member's own file
+    // (offset 0), or its span of its pack's (pack_results.h); "holdout_pred" / "pool_pred" name
+    // the member's own file only, so a script reading a whole file never reads a pack's.
+    const MemberFiles files(in.member_dirs[i]);
+    for (auto [key, path] : {std::pair{"holdout_pred", files.HoldoutPred()}, std::pair{"pool_pred", files.PoolPred()}}) {
+      auto where = LocateMemberFile(path);
+      if (!where.ok()) return where.status();
+      if (where->whole) m[key] = where->file;
+      m[std::string(key) + "_file"] = where->file;
+      m[std::string(key) + "_offset"] = where->offset;
+      m[std::string(key) + "_count"] = where->length / sizeof(float);
+    }
+    members.push_back(std::move(m));
+  }
   v.run = {{"state_dir", in.state_dir},
            {"round_dir", in.round_dir},
            {"round", in.round},

@@ -7,7 +7,9 @@
 // "Mutation commands"), where everything is: the state and round directories, round and
 // generation, the training table (path and layout: a kSegmentHeaderBytes header, then rows of
 // features + targets float32, targets last), the holdout and pool features (.npy), each finished
-// member's holdout and pool predictions (raw float32 files: a value per row and target, or for a
+// member's holdout and pool predictions (raw float32: "<x>_file", "<x>_offset" in bytes and
+// "<x>_count" values, since a packed member's are a span of its pack's file; "<x>" alone names
+// only a member's own whole file; a value per row and target, or for a
 // classification run a probability per class and row, row-major, "classes" naming them; the
 // table's target is then the class index; for Gaussian heads a [mean, variance] per row,
 // "prediction" says "gaussian"), and the ensemblectl binary, whose

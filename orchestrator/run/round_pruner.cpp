@@ -13,20 +13,24 @@
 namespace ens {
 namespace {
 
-// Every member directory of the round (trained, or left by an attempt), sorted.
-std::vector<std::string> MemberDirsOf(const RunLayout& layout, int round) {
+// Every directory of the round holding member files, sorted: each member directory (trained,
+// or left by an attempt) and each published pack directory (pack_results.h: its files have the
+// member files' names, so retention removes the same ones from both).
+std::vector<std::string> ResultDirsOf(const RunLayout& layout, int round) {
   std::vector<std::string> dirs;
-  std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator(layout.MembersDir(round), ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
-    if (it->is_directory(ec)) dirs.push_back(it->path().string());
+  for (const std::string& parent : {layout.MembersDir(round), layout.RoundDir(round) + "/packs"}) {
+    std::error_code ec;
+    for (auto it = std::filesystem::directory_iterator(parent, ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+      if (it->is_directory(ec)) dirs.push_back(it->path().string());
+  }
   std::sort(dirs.begin(), dirs.end());
   return dirs;
 }
 
 uint64_t Remove(const RunLayout& layout, int round, RoundFiles level) {
   std::vector<std::string> problems;
-  const uint64_t freed = RemoveRoundFiles(level, MemberDirsOf(layout, round), &problems);
+  const uint64_t freed = RemoveRoundFiles(level, ResultDirsOf(layout, round), &problems);
   for (const std::string& p : problems)
     spdlog::warn("retention: round {}: cannot remove {} (left in place)", round, p);
   return freed;

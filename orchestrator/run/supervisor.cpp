@@ -18,6 +18,7 @@
 #include "common/exit_codes.h"
 #include "common/fault_injection.h"
 #include "common/logging.h"
+#include "common/member_view.h"
 #include "common/seed.h"
 #include "orchestrator/run/config_change.h"
 #include "orchestrator/workers/legacy_queues.h"
@@ -176,12 +177,13 @@ TaskSpec Supervisor::MakeTask(int round, int index, int attempt) const {
   t.cuda_graphs = cfg_.resources.cuda_graphs;
   t.classes = data_.classes().size();
   t.save_checkpoint = cfg_.save_checkpoints;
+  t.pack_results = cfg_.pack_results;
   t.member = m;
   // A warm start reads the member's state of the round before, which committed before this
   // round began: whether it is there is settled, and recorded in the task (verify, resume).
   if (m.warm_start && round > 0) {
     const std::string state = MemberFiles(std::filesystem::absolute(layout_.MemberDir(round - 1, m.name)).string()).TrainState();
-    if (std::filesystem::exists(state)) t.warm_from = state;
+    if (MemberFileExists(state)) t.warm_from = state;  // its own file, or its pack's span
   }
   return t;
 }
@@ -237,7 +239,7 @@ StatusOr<std::vector<MemberResult>> Supervisor::LoadRoundResults(int round, bool
   for (const auto& m : cfg_.members) {
     const std::string dir = layout_.MemberDir(round, m.name);
     // Failed, and min_members allowed it.
-    if (journaled_only ? !progress_.done.count(m.name) : !std::filesystem::exists(dir)) continue;
+    if (journaled_only ? !progress_.done.count(m.name) : !MemberExists(dir)) continue;
     if (auto kept = reported_.find(m.name); reported_round_ == round && kept != reported_.end()) {
       results.push_back(std::move(kept->second));
       reported_.erase(kept);

@@ -5,9 +5,10 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
+#include <sstream>
 
 #include "common/atomic_file.h"
+#include "common/member_view.h"
 #include "orchestrator/run/config_change.h"
 #include "orchestrator/run/supervisor.h"
 
@@ -61,7 +62,8 @@ void Supervisor::RecordFinished(const std::string& member, const std::string& di
     if (seconds <= counters_.task_seconds_bucket_bounds[i]) ++counters_.task_seconds_buckets[i];
   if (curves_.size() >= kMaxCurves) return;  // the status page draws a round's first kMaxCurves
   MemberCurve curve;
-  std::ifstream hist(MemberFiles(dir).History());
+  auto text = ReadMemberFile(MemberFiles(dir).History());  // its own file, or its pack's span
+  std::istringstream hist(text.ok() ? *text : std::string());
   std::string line;
   while (std::getline(hist, line)) {
     json h = json::parse(line, nullptr, false);

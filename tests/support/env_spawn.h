@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/journal.h"
+#include "common/member_view.h"
 #include "common/run_layout.h"
 #include "process_harness.h"
 
@@ -199,17 +200,21 @@ inline std::vector<std::string> MemberNames(int n) {
   return out;
 }
 
+// A member file's bytes by its member-directory path, whichever layout holds it (its own
+// directory, or its pack's files: common/member_view.h); "" when neither does.
+inline std::string ReadMemberText(const std::string& path) {
+  auto bytes = ReadMemberFile(path);
+  return bytes.ok() ? *bytes : std::string();
+}
+
 inline const char* const kMemberFiles[] = {"weights.bin",      "member.json",  "history.jsonl",
                                            "metrics.json",     "holdout_pred.f32", "pool_pred.f32"};
 
 // "" when every file of a finished member directory is there (non-empty), else what is missing.
 inline std::string MemberDirProblem(const std::string& dir) {
   std::string missing;
-  for (const char* f : kMemberFiles) {
-    std::error_code ec;
-    auto size = std::filesystem::file_size(dir + "/" + f, ec);
-    if (ec || size == 0) missing += std::string(missing.empty() ? "" : ", ") + f;
-  }
+  for (const char* f : kMemberFiles)
+    if (ReadMemberText(dir + "/" + f).empty()) missing += std::string(missing.empty() ? "" : ", ") + f;
   return missing.empty() ? "" : dir + ": missing or empty: " + missing;
 }
 
@@ -262,10 +267,10 @@ inline std::vector<std::string> CompareMemberDirs(const std::vector<std::pair<st
   std::vector<size_t> todo;
   for (size_t i = 0; i < pairs.size(); ++i) {
     const auto& [a, b] = pairs[i];
-    if (ReadText(a + "/holdout_pred.f32") != ReadText(b + "/holdout_pred.f32")) result[i] = "holdout predictions";
-    else if (ReadText(a + "/pool_pred.f32") != ReadText(b + "/pool_pred.f32")) result[i] = "pool predictions";
-    bool same_bytes = std::filesystem::exists(a + "/weights.bin") &&
-                      ReadText(a + "/weights.bin") == ReadText(b + "/weights.bin");
+    if (ReadMemberText(a + "/holdout_pred.f32") != ReadMemberText(b + "/holdout_pred.f32")) result[i] = "holdout predictions";
+    else if (ReadMemberText(a + "/pool_pred.f32") != ReadMemberText(b + "/pool_pred.f32")) result[i] = "pool predictions";
+    bool same_bytes = MemberFileExists(a + "/weights.bin") &&
+                      ReadMemberText(a + "/weights.bin") == ReadMemberText(b + "/weights.bin");
     if (mode == CompareMode::kTool || !same_bytes) todo.push_back(i);
   }
   static int batch = 0;

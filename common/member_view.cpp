@@ -1,0 +1,213 @@
+#include "common/member_view.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+#include "common/atomic_file.h"
+#include "common/fd_io.h"
+#include "common/pack_results.h"
+#include "common/run_layout.h"
+
+namespace ens {
+namespace {
+
+std::string BaseName(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool IsDir(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// A directory as it was when read: a replaced one (a rename over it) is another inode; one
+// that gained an entry has another link count or size, whatever its mtime's granularity.
+struct DirStamp {
+  ino_t ino = 0;
+  int64_t mtime_ns = 0;
+  nlink_t links = 0;
+  off_t size = 0;
+  bool operator==(const DirStamp& o) const {
+    return ino == o.ino && mtime_ns == o.mtime_ns && links == o.links && size == o.size;
+  }
+  bool operator!=(const DirStamp& o) const { return !(*this == o); }
+};
+std::optional<DirStamp> StampOf(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return std::nullopt;
+  return DirStamp{st.st_ino, static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
+                  st.st_nlink, st.st_size};
+}
+
+struct RoundIndex {
+  std::optional<DirStamp> packs_dir;                   // <round>/packs when last listed
+  std::map<std::string, DirStamp> packs;               // pack dir -> stamp when read
+  std::unordered_map<std::string, PackedMember> members;  // latest publication of each
+  std::map<std::string, Status> unreadable;            // pack dir -> why it could not be read
+};
+
+// The packs of the rounds looked at lately (a process reads a handful: its round, the one before).
+class PackIndex {
+ public:
+  static PackIndex& Get() {
+    static auto* index = new PackIndex();  // never destroyed: used until exit
+    return *index;
+  }
+
+  // The member's latest publication in a pack of its round, or NotFound.
+  StatusOr<PackedMember> Find(const std::string& member_dir) {
+    const std::string name = BaseName(member_dir), members_dir = ParentDir(member_dir);
+    if (name.empty() || BaseName(members_dir) != "members")
+      return Status::NotFound(member_dir + ": not a member directory path (<round>/members/<name>)");
+    const std::string round_dir = ParentDir(members_dir);
+    std::lock_guard<std::mutex> lock(mu_);
+    RoundIndex& idx = Round(round_dir);
+    if (auto m = idx.members.find(name); m != idx.members.end()) {
+      auto stamp = StampOf(m->second.pack_dir);
+      auto seen = idx.packs.find(m->second.pack_dir);
+      if (!stamp || seen == idx.packs.end() || *stamp != seen->second)
+        idx = RoundIndex{};  // its pack was replaced or removed: read the round again
+    }
+    // A pack published since (the member trained again in another pack, after a crash) is
+    // read before a member is served: the latest publication wins.
+    auto listed = StampOf(round_dir + "/packs");
+    if (!listed || !idx.packs_dir || *listed != *idx.packs_dir) Refresh(round_dir, &idx);
+    if (auto m = idx.members.find(name); m != idx.members.end()) return m->second;
+    std::string why = member_dir + ": no such member (no directory, and no pack of round " + round_dir + " holds it)";
+    for (const auto& [dir, st] : idx.unreadable) why += "; unreadable pack: " + st.message();
+    return Status::NotFound(why);
+  }
+
+ private:
+  RoundIndex& Round(const std::string& round_dir) {
+    auto it = rounds_.find(round_dir);
+    if (it != rounds_.end()) return it->second;
+    if (order_.size() >= kRoundsKept) {
+      rounds_.erase(order_.front());
+      order_.pop_front();
+    }
+    order_.push_back(round_dir);
+    return rounds_[round_dir];
+  }
+
+  // Reads every pack directory of the round not read yet, or changed since.
+  static void Refresh(const std::string& round_dir, RoundIndex* idx) {
+    const std::string packs = round_dir + "/packs";
+    idx->packs_dir = StampOf(packs);  // before listing: a pack published meanwhile is read next time
+    DIR* d = ::opendir(packs.c_str());
+    if (d == nullptr) return;
+    std::vector<std::string> dirs;
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n == "." || n == ".." || (n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0)) continue;
+      if (e->d_type == DT_DIR || (e->d_type == DT_UNKNOWN && IsDir(packs + "/" + n))) dirs.push_back(packs + "/" + n);
+    }
+    ::closedir(d);
+    for (const std::string& dir : dirs) {
+      auto stamp = StampOf(dir);
+      if (!stamp) continue;
+      if (auto seen = idx->packs.find(dir); seen != idx->packs.end() && seen->second == *stamp) continue;
+      auto records = ReadPackRecords(dir);
+      idx->packs[dir] = *stamp;
+      if (!records.ok()) {
+        idx->unreadable[dir] = records.status();
+        continue;
+      }
+      idx->unreadable.erase(dir);
+      for (PackedMember& m : *records) {
+        auto have = idx->members.find(m.name);
+        // The latest publication wins; equal stamps: the later directory name, so the choice
+        // does not depend on the order readdir lists them.
+        if (have != idx->members.end() &&
+            (have->second.published_ns > m.published_ns ||
+             (have->second.published_ns == m.published_ns && have->second.pack_dir > m.pack_dir)))
+          continue;
+        idx->members[m.name] = std::move(m);
+      }
+    }
+  }
+
+  static constexpr size_t kRoundsKept = 8;
+  std::mutex mu_;
+  std::map<std::string, RoundIndex> rounds_;
+  std::deque<std::string> order_;
+};
+
+}  // namespace
+
+bool MemberExists(const std::string& member_dir) {
+  return IsDir(member_dir) || PackIndex::Get().Find(member_dir).ok();
+}
+
+std::string MemberPackDir(const std::string& member_dir) {
+  if (IsDir(member_dir)) return "";
+  auto m = PackIndex::Get().Find(member_dir);
+  return m.ok() ? m->pack_dir : "";
+}
+
+StatusOr<MemberFileSpan> LocateMemberFile(const std::string& path) {
+  const std::string dir = ParentDir(path), file = BaseName(path);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) return MemberFileSpan{path, 0, static_cast<uint64_t>(st.st_size), true};
+  if (IsDir(dir)) return Status::NotFound(path + ": no such file");
+  auto m = PackIndex::Get().Find(dir);
+  if (!m.ok()) return m.status();
+  if (file == BaseName(MemberFiles(dir).Member()) || file == BaseName(MemberFiles(dir).Metrics()))
+    return Status::InvalidArgument(path + ": a record in " + m->pack_dir + "/" + kPackRecordsFile + ", not a span");
+  auto span = m->files.find(file);
+  if (span == m->files.end())
+    return Status::NotFound(path + ": no such file (member " + m->name + " of pack " + m->pack_dir + " has none)");
+  return MemberFileSpan{m->pack_dir + "/" + file, span->second.offset, span->second.length, false};
+}
+
+StatusOr<std::string> ReadMemberFile(const std::string& path) {
+  auto own = ReadFile(path);
+  if (own.ok() || own.status().code() != Status::Code::kNotFound) return own;
+  const std::string dir = ParentDir(path), file = BaseName(path);
+  if (IsDir(dir)) return own;
+  auto m = PackIndex::Get().Find(dir);
+  if (!m.ok()) return Status::NotFound(path + ": no such file; " + m.status().message());
+  const MemberFiles names(dir);
+  for (auto [member_file, key] : {std::pair{names.Member(), "record"}, std::pair{names.Metrics(), "metrics"}}) {
+    if (file != BaseName(member_file)) continue;
+    auto j = ReadPackedObject(*m, key);
+    if (!j.ok()) return j.status();
+    return j->dump(2) + "\n";
+  }
+  auto where = LocateMemberFile(path);
+  if (!where.ok()) return where.status();
+  int fd = ::open(where->file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    return Status::FromErrno(where->file + " (member " + m->name + "'s " + file + ")", err);
+  }
+  std::string bytes(where->length, '\0');
+  Status s = PreadFull(fd, bytes.data(), bytes.size(), where->offset, where->file);
+  ::close(fd);
+  if (!s.ok()) return s;
+  return bytes;
+}
+
+bool MemberFileExists(const std::string& path) {
+  if (PathExists(path)) return true;
+  const std::string dir = ParentDir(path), file = BaseName(path);
+  if (IsDir(dir)) return false;
+  auto m = PackIndex::Get().Find(dir);
+  if (!m.ok()) return false;
+  const MemberFiles names(dir);
+  if (file == BaseName(names.Member()) || file == BaseName(names.Metrics())) return true;
+  auto span = m->files.find(file);
+  return span != m->files.end() && PathExists(m->pack_dir + "/" + file);
+}
+
+}  // namespace ens
