@@ -155,19 +155,28 @@ std::string MemberPackDir(const std::string& member_dir) {
   return m.ok() ? m->pack_dir : "";
 }
 
+namespace {
+
+// Where packed member m's file `path` (<member dir>/<file>) lies in its pack's files.
+StatusOr<MemberFileSpan> SpanInPack(const PackedMember& m, const std::string& path, const std::string& file) {
+  if (file == MemberFiles::kMemberName || file == MemberFiles::kMetricsName)
+    return Status::InvalidArgument(path + ": a record in " + m.pack_dir + "/" + kPackRecordsFile + ", not a span");
+  auto span = m.files.find(file);
+  if (span == m.files.end())
+    return Status::NotFound(path + ": no such file (member " + m.name + " of pack " + m.pack_dir + " has none)");
+  return MemberFileSpan{m.pack_dir + "/" + file, span->second.offset, span->second.length, false};
+}
+
+}  // namespace
+
 StatusOr<MemberFileSpan> LocateMemberFile(const std::string& path) {
-  const std::string dir = ParentDir(path), file = BaseName(path);
+  const std::string dir = ParentDir(path);
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) return MemberFileSpan{path, 0, static_cast<uint64_t>(st.st_size), true};
   if (IsDir(dir)) return Status::NotFound(path + ": no such file");
   auto m = PackIndex::Get().Find(dir);
   if (!m.ok()) return m.status();
-  if (file == BaseName(MemberFiles(dir).Member()) || file == BaseName(MemberFiles(dir).Metrics()))
-    return Status::InvalidArgument(path + ": a record in " + m->pack_dir + "/" + kPackRecordsFile + ", not a span");
-  auto span = m->files.find(file);
-  if (span == m->files.end())
-    return Status::NotFound(path + ": no such file (member " + m->name + " of pack " + m->pack_dir + " has none)");
-  return MemberFileSpan{m->pack_dir + "/" + file, span->second.offset, span->second.length, false};
+  return SpanInPack(*m, path, BaseName(path));
 }
 
 StatusOr<std::string> ReadMemberFile(const std::string& path) {
@@ -177,14 +186,13 @@ StatusOr<std::string> ReadMemberFile(const std::string& path) {
   if (IsDir(dir)) return own;
   auto m = PackIndex::Get().Find(dir);
   if (!m.ok()) return Status::NotFound(path + ": no such file; " + m.status().message());
-  const MemberFiles names(dir);
-  for (auto [member_file, key] : {std::pair{names.Member(), "record"}, std::pair{names.Metrics(), "metrics"}}) {
-    if (file != BaseName(member_file)) continue;
+  for (auto [member_file, key] : {std::pair{MemberFiles::kMemberName, "record"}, std::pair{MemberFiles::kMetricsName, "metrics"}}) {
+    if (file != member_file) continue;
     auto j = ReadPackedObject(*m, key);
     if (!j.ok()) return j.status();
     return j->dump(2) + "\n";
   }
-  auto where = LocateMemberFile(path);
+  auto where = SpanInPack(*m, path, file);  // the index found above: no second lookup
   if (!where.ok()) return where.status();
   int fd = ::open(where->file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -204,10 +212,9 @@ bool MemberFileExists(const std::string& path) {
   if (IsDir(dir)) return false;
   auto m = PackIndex::Get().Find(dir);
   if (!m.ok()) return false;
-  const MemberFiles names(dir);
-  if (file == BaseName(names.Member()) || file == BaseName(names.Metrics())) return true;
-  auto span = m->files.find(file);
-  return span != m->files.end() && PathExists(m->pack_dir + "/" + file);
+  if (file == MemberFiles::kMemberName || file == MemberFiles::kMetricsName) return true;
+  auto where = SpanInPack(*m, path, file);
+  return where.ok() && PathExists(where->file);
 }
 
 }  // namespace ens

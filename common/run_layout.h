@@ -119,6 +119,9 @@ class MemberFiles {
   // directory: pack_results.h).
   static constexpr char kCheckpointName[] = "checkpoint.pt";
   static constexpr char kWeightsName[] = "weights.bin";
+  // The member's records (in a pack directory: its line of members.jsonl, pack_results.h).
+  static constexpr char kMemberName[] = "member.json";
+  static constexpr char kMetricsName[] = "metrics.json";
   explicit MemberFiles(std::string dir) : dir_(std::move(dir)) {}
   const std::string& dir() const { return dir_; }
   std::string Checkpoint() const { return dir_ + "/" + kCheckpointName; }
@@ -126,9 +129,9 @@ class MemberFiles {
   // The member's checkpoint as stored: Weights() where it exists, else Checkpoint() (which may
   // be missing too: save_checkpoints false, or pruned). One stat.
   std::string StoredCheckpoint() const;
-  std::string Member() const { return dir_ + "/member.json"; }
+  std::string Member() const { return dir_ + "/" + kMemberName; }
   std::string History() const { return dir_ + "/history.jsonl"; }
-  std::string Metrics() const { return dir_ + "/metrics.json"; }
+  std::string Metrics() const { return dir_ + "/" + kMetricsName; }
   std::string HoldoutPred() const { return dir_ + "/holdout_pred.f32"; }
   std::string PoolPred() const { return dir_ + "/pool_pred.f32"; }
   std::string TrainState() const { return dir_ + "/train_state.pt"; }
