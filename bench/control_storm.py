@@ -37,6 +37,8 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common as C  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+import member_files as MF  # noqa: E402  (a member's files in either results_layout)
 
 WATCHDOG_USEC = 2_000_000
 
@@ -291,11 +293,11 @@ def main():
     equal, compared = 0, 0
     for r in (0, 1):
         for m in ("m000", "m001", "m002", "m003"):
-            a_dir = os.path.join(state_root, "trained", "rounds", f"r{r:04d}", "members", m)
-            b_dir = os.path.join(alone, "rounds", f"r{r:04d}", "members", m)
+            a_round = os.path.join(state_root, "trained", "rounds", f"r{r:04d}")
+            b_round = os.path.join(alone, "rounds", f"r{r:04d}")
+            a_dir, b_dir = os.path.join(a_round, "members", m), os.path.join(b_round, "members", m)
             compared += 1
-            same_pred = open(os.path.join(a_dir, "holdout_pred.f32"), "rb").read() == \
-                open(os.path.join(b_dir, "holdout_pred.f32"), "rb").read()
+            same_pred = MF.member_bytes(a_round, m, "holdout_pred.f32") == MF.member_bytes(b_round, m, "holdout_pred.f32")
             cmp = subprocess.run([C.WORKER, "compare", a_dir, b_dir], capture_output=True)  # each one's checkpoint
             equal += same_pred and cmp.returncode == 0
     result = {"machine": C.machine_info(), "command": "bench/control_storm.py", "phases": phases,

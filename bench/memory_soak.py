@@ -7,9 +7,11 @@ bench/results/memory_soak.svg (the chart) and prints the RSS growth from task 10
 Usage: bench/memory_soak.py [--models 1000] [--build build]
 Small data and one short epoch per model, so it fits minutes on 2 CPU cores.
 """
-import argparse, json, os, subprocess, sys, tempfile, time, glob
+import argparse, json, os, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+import member_files as MF  # noqa: E402  (a member's files in either results_layout)
 
 
 def config(state_dir, models, recycle):
@@ -42,8 +44,9 @@ def run(build, models, recycle, workdir):
     if r.returncode != 0:
         sys.exit("ensembled failed:\n" + r.stderr[-3000:])
     rows = []
-    for f in glob.glob(os.path.join(state, "rounds", "r0000", "members", "*", "metrics.json")):
-        m = json.load(open(f))
+    rdir = os.path.join(state, "rounds", "r0000")
+    for name in MF.round_members(rdir):
+        m = MF.member_json(rdir, name, "metrics.json")
         rows.append((m["index"], m["rss_kb_after"], m["rss_kb_peak"], m["pid"]))
     rows.sort()
     return rows, wall

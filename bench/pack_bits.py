@@ -15,6 +15,8 @@ Usage: bench/pack_bits.py [--batches 256,512,1024,2048,4096,8192] [--units 128,2
 import argparse, json, os, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+import member_files as MF  # noqa: E402  (a member's files in either results_layout)
 
 
 def config(state, batch, units, members, pack_size, threads):
@@ -45,8 +47,9 @@ def compare(build, a, b):
     verdict = json.loads(r.stdout) if r.stdout.strip().startswith("{") else {"equal": False, "tensor": r.stderr}
     if not verdict.get("equal"):
         return f"tensor {verdict.get('tensor')} (max abs diff {verdict.get('max_abs_diff')})"
-    for f in ("holdout_pred.f32", "pool_pred.f32"):
-        if open(f"{a}/{f}", "rb").read() != open(f"{b}/{f}", "rb").read():
+    for f in ("holdout_pred.f32", "pool_pred.f32"):  # a, b: <round dir>/members/<name>
+        if MF.member_bytes(os.path.dirname(os.path.dirname(a)), os.path.basename(a), f) != \
+                MF.member_bytes(os.path.dirname(os.path.dirname(b)), os.path.basename(b), f):
             return f
     return "equal"
 
@@ -69,8 +72,7 @@ def main():
                 packed, alone = os.path.join(scratch, case + "-packed"), os.path.join(scratch, case + "-alone")
                 tp = run(a.build, scratch, case + "-packed", config(packed, batch, units, a.members, a.members, a.threads))
                 ta = run(a.build, scratch, case + "-alone", config(alone, batch, units, a.members, 1, a.threads))
-                with open(f"{packed}/rounds/r0000/members/m000/metrics.json") as f:
-                    pack_size = json.load(f).get("pack_size", 1)
+                pack_size = MF.member_json(f"{packed}/rounds/r0000", "m000", "metrics.json").get("pack_size", 1)
                 if pack_size != a.members:
                     sys.exit(f"{case}: the packed run trained packs of {pack_size}, not {a.members}")
                 verdicts = {}

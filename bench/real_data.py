@@ -51,6 +51,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common as C  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+import member_files as MF  # noqa: E402  (a member's files in either results_layout)
 
 
 def ensure_sklearn():
@@ -201,10 +203,6 @@ def ctl_validate(cfg, work, name):
     return p.returncode == 0, (p.stdout + p.stderr).strip()
 
 
-def read_f32(path):
-    return np.fromfile(path, dtype="<f4")
-
-
 def ens_results(cfg):
     """The round's summary "ensemble" object and each member's holdout predictions and epochs."""
     state = cfg["state_dir"]
@@ -214,22 +212,19 @@ def ens_results(cfg):
     with open(os.path.join(state, "run.json")) as f:
         run = json.load(f)
     members = {}
-    mdir = os.path.join(rdir, "members")
-    for m in sorted(os.listdir(mdir)):
-        d = os.path.join(mdir, m)
-        pred = read_f32(os.path.join(d, "holdout_pred.f32"))
+    for m in MF.round_members(rdir):
+        pred = np.frombuffer(MF.member_bytes(rdir, m, "holdout_pred.f32"), dtype="<f4")
         epochs = best = None
         try:
-            with open(os.path.join(d, "history.jsonl")) as f:
-                hist = [json.loads(line) for line in f if line.strip()]
+            hist = [json.loads(line) for line in MF.member_bytes(rdir, m, "history.jsonl").decode().splitlines()
+                    if line.strip()]
             epochs = len(hist)
             best = min(hist, key=lambda h: h["val_loss"])["epoch"] if hist else None
         except (OSError, ValueError, KeyError):
             pass
         metrics = {}
         try:
-            with open(os.path.join(d, "metrics.json")) as f:
-                metrics = json.load(f)
+            metrics = MF.member_json(rdir, m, "metrics.json")
         except (OSError, ValueError):
             pass
         members[m] = {"pred": pred, "epochs_run": epochs, "best_val_loss_epoch": best, "metrics": metrics}

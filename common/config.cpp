@@ -830,7 +830,8 @@ nlohmann::json ConfigToJson(const Config& c) {
           {"stop_timeout_s", c.stop_timeout_s},
           {"pack_size", c.pack_size == 0 ? json("auto") : json(c.pack_size)},
           {"save_checkpoints", c.save_checkpoints}};
-  if (c.pack_results) out["results_layout"] = "packs";  // the default stays unwritten: older configs compare equal
+  // Only "members" is written: a config without the key (the default, "packs") compares equal.
+  if (!c.pack_results) out["results_layout"] = "members";
   if (c.resources.cuda_graphs) out["resources"]["cuda_graphs"] = true;  // older normalised configs stay equal
   if (c.resources.gpu_memory_gb > 0) out["resources"]["gpu_memory_gb"] = c.resources.gpu_memory_gb;
   if (c.resources.executor == ExecutorKind::kSlurm) out["resources"]["slurm"] = SlurmToJson(c.resources.slurm);

@@ -221,10 +221,9 @@ struct Config {
   bool save_checkpoints = true;          // false: no checkpoint.pt (predict/verify then unavailable). Default: true
   // Where a fused pack's members' results go (common/pack_results.h): true ("packs"), one pack
   // directory of a few files for all its members; false ("members"), a directory of six files
-  // a member (for scripts that read member directories). Members trained alone always have
-  // their directory. Default: "members" (until the tests and tools that read member
-  // directories read them through member_view.h)
-  bool pack_results = false;
+  // a member (for scripts of a user's own that open member directories). Members trained
+  // alone always have their directory. Default: "packs"
+  bool pack_results = true;
   // Which committed rounds keep their predictions and checkpoints (common/retention.h).
   // Default: every round
   RetentionSpec retention;

@@ -30,12 +30,12 @@ std::string FloatsToBytes(const std::vector<float>& v) {
 StatusOr<MemberResult> LoadMemberResult(const std::string& member_dir, size_t holdout_rows,
                                         size_t pool_rows) {
   MemberResult r;
-  auto text = ReadMemberFile(MemberFiles(member_dir).Metrics());
-  if (!text.ok()) return text.status();
-  r.metrics = nlohmann::json::parse(*text, nullptr, false);
+  auto metrics = ReadMemberJson(MemberFiles(member_dir).Metrics());
+  if (!metrics.ok()) return metrics.status();
+  r.metrics = std::move(*metrics);
   // A regressor's score is holdout_rmse, a classifier's holdout_accuracy.
   auto scored = [&](const char* key) { return r.metrics.contains(key) && r.metrics[key].is_number(); };
-  if (r.metrics.is_discarded() || !r.metrics.is_object() || !(scored("holdout_rmse") || scored("holdout_accuracy")))
+  if (!r.metrics.is_object() || !(scored("holdout_rmse") || scored("holdout_accuracy")))
     return Status::Corruption(member_dir + "/metrics.json: not a metrics object");
   r.name = r.metrics.value("member", "");
   auto h = ReadFloats(MemberFiles(member_dir).HoldoutPred(), holdout_rows);

@@ -143,6 +143,85 @@ class PackIndex {
   std::deque<std::string> order_;
 };
 
+// The pack files read lately, whole: a supervisor reads a pack's K members one after another
+// (records, predictions), so each of those files is read once a pack, not K times. An entry is
+// served while its file is the one read (inode, size, mtime: one stat a read); a file retention
+// removed, or a pack replaced, is read again (and then not found). Files over kMaxFileBytes are
+// read a span at a time; at most kMaxBytes are kept, the oldest dropped first.
+class PackFileCache {
+ public:
+  static PackFileCache& Get() {
+    static auto* cache = new PackFileCache();  // never destroyed: used until exit
+    return *cache;
+  }
+
+  // The bytes [offset, offset + length) of `file`; `who` names them in errors.
+  StatusOr<std::string> Read(const std::string& file, uint64_t offset, uint64_t length, const std::string& who) {
+    struct stat st {};
+    if (::stat(file.c_str(), &st) != 0) {
+      const int err = errno;
+      return Status::FromErrno(file + " (" + who + ")", err);
+    }
+    const FileStamp stamp{st.st_ino, static_cast<uint64_t>(st.st_size),
+                          static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+    if (offset > stamp.size || length > stamp.size - offset)
+      return Status::Corruption(file + ": " + who + " [" + std::to_string(offset) + ", +" + std::to_string(length) +
+                                ") is past its end (" + std::to_string(stamp.size) + " bytes)");
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->file != file) continue;
+      if (it->stamp == stamp) return it->bytes.substr(offset, length);
+      bytes_ -= it->bytes.size();
+      entries_.erase(it);
+      break;
+    }
+    const bool keep = stamp.size <= kMaxFileBytes;
+    auto bytes = ReadSpan(file, keep ? 0 : offset, keep ? stamp.size : length, who);
+    if (!bytes.ok() || !keep) return bytes;
+    while (!entries_.empty() && bytes_ + bytes->size() > kMaxBytes) {
+      bytes_ -= entries_.front().bytes.size();
+      entries_.pop_front();
+    }
+    std::string span = bytes->substr(offset, length);
+    bytes_ += bytes->size();
+    entries_.push_back({file, stamp, std::move(*bytes)});
+    return span;
+  }
+
+ private:
+  struct FileStamp {
+    ino_t ino = 0;
+    uint64_t size = 0;
+    int64_t mtime_ns = 0;
+    bool operator==(const FileStamp& o) const { return ino == o.ino && size == o.size && mtime_ns == o.mtime_ns; }
+  };
+  struct Entry {
+    std::string file;
+    FileStamp stamp;
+    std::string bytes;
+  };
+
+  static StatusOr<std::string> ReadSpan(const std::string& file, uint64_t offset, uint64_t length,
+                                        const std::string& who) {
+    int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      const int err = errno;
+      return Status::FromErrno(file + " (" + who + ")", err);
+    }
+    std::string bytes(length, '\0');
+    Status s = PreadFull(fd, bytes.data(), bytes.size(), offset, file);
+    ::close(fd);
+    if (!s.ok()) return s;
+    return bytes;
+  }
+
+  static constexpr uint64_t kMaxFileBytes = uint64_t{32} << 20;
+  static constexpr uint64_t kMaxBytes = uint64_t{96} << 20;
+  std::mutex mu_;
+  std::deque<Entry> entries_;
+  uint64_t bytes_ = 0;
+};
+
 }  // namespace
 
 bool MemberExists(const std::string& member_dir) {
@@ -179,6 +258,24 @@ StatusOr<MemberFileSpan> LocateMemberFile(const std::string& path) {
   return SpanInPack(*m, path, BaseName(path));
 }
 
+namespace {
+
+// A packed member's member.json or metrics.json object (its record's `key`), from its line.
+StatusOr<nlohmann::json> PackedRecordObject(const PackedMember& m, const char* key) {
+  auto line = PackFileCache::Get().Read(m.pack_dir + "/" + kPackRecordsFile, m.line_offset, m.line_length,
+                                        "member " + m.name + "'s record");
+  if (!line.ok()) return line.status();
+  return PackedObject(m, *line, key);
+}
+
+const char* RecordKey(const std::string& file) {
+  if (file == MemberFiles::kMemberName) return "record";
+  if (file == MemberFiles::kMetricsName) return "metrics";
+  return nullptr;
+}
+
+}  // namespace
+
 StatusOr<std::string> ReadMemberFile(const std::string& path) {
   auto own = ReadFile(path);
   if (own.ok() || own.status().code() != Status::Code::kNotFound) return own;
@@ -186,24 +283,28 @@ StatusOr<std::string> ReadMemberFile(const std::string& path) {
   if (IsDir(dir)) return own;
   auto m = PackIndex::Get().Find(dir);
   if (!m.ok()) return Status::NotFound(path + ": no such file; " + m.status().message());
-  for (auto [member_file, key] : {std::pair{MemberFiles::kMemberName, "record"}, std::pair{MemberFiles::kMetricsName, "metrics"}}) {
-    if (file != member_file) continue;
-    auto j = ReadPackedObject(*m, key);
+  if (const char* key = RecordKey(file)) {
+    auto j = PackedRecordObject(*m, key);
     if (!j.ok()) return j.status();
     return j->dump(2) + "\n";
   }
   auto where = SpanInPack(*m, path, file);  // the index found above: no second lookup
   if (!where.ok()) return where.status();
-  int fd = ::open(where->file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    return Status::FromErrno(where->file + " (member " + m->name + "'s " + file + ")", err);
+  return PackFileCache::Get().Read(where->file, where->offset, where->length, "member " + m->name + "'s " + file);
+}
+
+StatusOr<nlohmann::json> ReadMemberJson(const std::string& path) {
+  const std::string dir = ParentDir(path), file = BaseName(path);
+  const char* key = RecordKey(file);
+  if (key == nullptr) return Status::InvalidArgument(path + ": not member.json or metrics.json");
+  if (!IsDir(dir)) {
+    if (auto m = PackIndex::Get().Find(dir); m.ok()) return PackedRecordObject(*m, key);
   }
-  std::string bytes(where->length, '\0');
-  Status s = PreadFull(fd, bytes.data(), bytes.size(), where->offset, where->file);
-  ::close(fd);
-  if (!s.ok()) return s;
-  return bytes;
+  auto text = ReadMemberFile(path);  // its own file, or NotFound saying why
+  if (!text.ok()) return text.status();
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (j.is_discarded()) return Status::Corruption(path + ": not JSON");
+  return j;
 }
 
 bool MemberFileExists(const std::string& path) {

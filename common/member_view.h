@@ -12,11 +12,15 @@
 // A round's packs are indexed once per process and read again only when a member is not in the
 // index, or the pack directory it names was replaced (one stat a lookup); the index holds each
 // member's name and spans, not its records (read from the pack's members.jsonl when asked), and
-// at most a few rounds. Thread-safe.
+// at most a few rounds. The pack files read lately are kept whole (at most 96 MiB, each file
+// checked by one stat a read), so a reader going through a pack's members reads each file once.
+// Thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 
@@ -31,6 +35,10 @@ std::string MemberPackDir(const std::string& member_dir);
 // objects, dumped as the worker dumps them. NotFound when neither holds it; a pack that cannot be
 // read is Corruption or IOError naming its file.
 StatusOr<std::string> ReadMemberFile(const std::string& path);
+// member.json or metrics.json (`path` names which) parsed: a packed member's record object as
+// it is, with no text in between (the supervisor reads a pack's K metrics this way). Corruption
+// when the file is not JSON; InvalidArgument for another file name.
+StatusOr<nlohmann::json> ReadMemberJson(const std::string& path);
 bool MemberFileExists(const std::string& path);
 
 // Where a member file's bytes lie: `file` at [offset, offset + length); whole: the file is the

@@ -70,17 +70,11 @@ StatusOr<std::vector<PackedMember>> ReadPackRecords(const std::string& pack_dir)
   return out;
 }
 
-StatusOr<nlohmann::json> ReadPackedObject(const PackedMember& m, const std::string& key) {
-  const std::string path = m.pack_dir + "/" + kPackRecordsFile;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno("open " + path, errno);
-  std::string line(m.line_length, '\0');
-  Status s = PreadFull(fd, line.data(), line.size(), m.line_offset, path);
-  ::close(fd);
-  if (!s.ok()) return s;
+StatusOr<nlohmann::json> PackedObject(const PackedMember& m, std::string_view line, const std::string& key) {
   auto j = nlohmann::json::parse(line, nullptr, false);
   if (j.is_discarded() || !j.is_object() || j.value("member", "") != m.name || !j.contains(key) || !j[key].is_object())
-    return Status::Corruption(path + ": the line of member " + m.name + " changed since it was read (no \"" + key + "\")");
+    return Status::Corruption(m.pack_dir + "/" + kPackRecordsFile + ": the line of member " + m.name +
+                              " changed since it was read (no \"" + key + "\")");
   return std::move(j[key]);
 }
 

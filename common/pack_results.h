@@ -55,8 +55,10 @@ struct PackedMember {
 // Reads a pack directory's members.jsonl. A line that is not a member record is Corruption
 // naming path:line; a span past the end of its file is Corruption naming both.
 StatusOr<std::vector<PackedMember>> ReadPackRecords(const std::string& pack_dir);
-// The member's "record" or "metrics" object (what member.json / metrics.json hold).
-StatusOr<nlohmann::json> ReadPackedObject(const PackedMember& m, const std::string& key);
+// The member's "record" or "metrics" object (what member.json / metrics.json hold), from its
+// line: `line` is the bytes of members.jsonl at m's line_offset / line_length (Corruption when
+// they no longer are m's line).
+StatusOr<nlohmann::json> PackedObject(const PackedMember& m, std::string_view line, const std::string& key);
 
 class PackResultsWriter {
  public:

@@ -81,10 +81,10 @@ TEST_CASE("active learning with its own candidates over mixed command and built-
     CHECK(ids.front() == 5 * round);  // rows 0 .. 5 * round - 1 were dropped
   }
   // The variants alternate: m000 is a PyTorch command member, m001 a built-in one.
-  const auto metrics = nlohmann::json::parse(ReadText(layout.MemberDir(2, "m000") + "/metrics.json"));
+  const auto metrics = nlohmann::json::parse(ReadMemberText(layout.MemberDir(2, "m000") + "/metrics.json"));
   CHECK(metrics["device"] == "command");
   CHECK(metrics["command"]["epochs"] == 20);
-  CHECK(nlohmann::json::parse(ReadText(layout.MemberDir(2, "m001") + "/metrics.json"))["device"] == "cpu");
+  CHECK(nlohmann::json::parse(ReadMemberText(layout.MemberDir(2, "m001") + "/metrics.json"))["device"] == "cpu");
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/run_layout.h"
+#include "support/member_files_py.h"
 #include "support/process_harness.h"
 #include "support/temp_dir.h"
 
@@ -33,11 +34,10 @@ table = np.frombuffer(raw, dtype="<f4", count=rows * (features + 1), offset=4096
 x = torch.from_numpy(np.ascontiguousarray(table[:, :features]))
 preds = []
 for m in ("m000", "m001", "m002"):
-    d = f"{state}/rounds/r0001/members/{m}"
     member = torch.jit.load(f"{modules}/{m}.pt")
     with torch.no_grad():
         p = member(x)
-    want = np.fromfile(d + "/holdout_pred.f32", dtype="<f4")
+    want = np.frombuffer(member_bytes(f"{state}/rounds/r0001", m, "holdout_pred.f32"), dtype="<f4")
     if p.numpy().tobytes() != want.tobytes():
         sys.exit(f"{m}: forward differs from holdout_pred.f32 (max abs diff {np.abs(p.numpy() - want).max()})")
     preds.append(p)
@@ -78,7 +78,7 @@ TEST_CASE("checkpoints and the export reproduce the worker's predictions from Py
     REQUIRE(one.code == 0);
     CHECK_THAT(one.out, Catch::Contains(std::string("member ") + m + " of round 1"));
   }
-  WriteText(tmp / "check.py", kCheck);
+  WriteText(tmp / "check.py", MemberFilesPy() + kCheck);
   auto py = Run({ENS_PYTHON, tmp / "check.py", tmp / "state", tmp / "ensemble.pt", tmp.path()}, tmp.path());
   INFO(py.out << py.err);
   CHECK(py.code == 0);
@@ -102,7 +102,7 @@ TEST_CASE("export of a run without checkpoints or rounds says why", "[checkpoint
 }
 
 // A state directory written before weights.bin (2026-12-06) holds each member's module as
-// checkpoint.pt. Made here from a fresh run: each member's weights.bin replaced by the module
+// checkpoint.pt, in its own directory (results_layout "members"). Made here from a fresh run: each member's weights.bin replaced by the module
 // `ensemble-worker member-module` builds from it (what the worker saved then). Predict, export,
 // export --member and verify read it, and give the bytes they give on the new layout.
 TEST_CASE("a state directory of the earlier layout, a module per member, predicts, exports and verifies the same",
@@ -112,7 +112,7 @@ TEST_CASE("a state directory of the earlier layout, a module per member, predict
     "resources": {"gpus": "none", "cpu_workers": 1},
     "data": {"synthetic": {"initial_rows": 120, "pool_rows": 30, "holdout_rows": 40}},
     "members": {"defaults": {"epochs": 3, "layers": [{"units": 6, "activation": "sigmoid"}]}, "count": 3},
-    "rounds": {"count": 1}})");
+    "rounds": {"count": 1}, "results_layout": "members"})");
   auto run = Run({BinaryPath("ensembled"), "run", "--config", tmp / "run.json"}, tmp.path());
   INFO(run.out << run.err);
   REQUIRE(run.code == 0);

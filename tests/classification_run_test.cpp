@@ -92,7 +92,7 @@ TEST_CASE("a classification run learns the classes, predicts them and verifies b
   std::snprintf(ece, sizeof(ece), "%.4f", s1["ensemble"]["ensemble_ece"].get<double>());
   CHECK_THAT(status.out, Catch::Contains(ece));
   // Fused: compatible classifiers trained as packs.
-  const auto m0 = nlohmann::json::parse(ReadText(layout.MemberDir(0, "m000") + "/metrics.json"));
+  const auto m0 = nlohmann::json::parse(ReadMemberText(layout.MemberDir(0, "m000") + "/metrics.json"));
   CHECK(m0.value("pack_size", 1) > 1);
   CHECK(m0.contains("holdout_accuracy"));
 

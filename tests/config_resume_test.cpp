@@ -11,6 +11,7 @@
 #include "common/exit_codes.h"
 #include "common/journal.h"
 #include "common/run_layout.h"
+#include "support/env_spawn.h"
 #include "support/process_harness.h"
 
 namespace ens {
@@ -42,7 +43,7 @@ int Committed(const std::string& state) {
 }
 
 std::string MemberFile(const std::string& state, int round, const std::string& member, const std::string& file) {
-  return ReadText(RunLayout(state).MemberDir(round, member) + "/" + file);
+  return ReadMemberText(RunLayout(state).MemberDir(round, member) + "/" + file);
 }
 
 TEST_CASE("a finished run extended to more rounds equals the run configured longer from the start", "[resume]") {

@@ -92,7 +92,7 @@ TEST_CASE("example.json parses into the documented demo", "[config]") {
   CHECK(c.heartbeat_timeout_s == 60.0);
   CHECK(c.max_task_attempts == 3);
   CHECK(c.pack_size == 0);  // "auto"
-  CHECK_FALSE(c.pack_results);  // results_layout "members"
+  CHECK(c.pack_results);  // results_layout "packs"
   CHECK(c.service.control_socket.empty());
   CHECK(c.service.http_port == 0);
   CHECK(c.service.http_bind == "127.0.0.1");
@@ -747,15 +747,15 @@ TEST_CASE("task classification: cross_entropy by default, bald scoring, written 
   CHECK_FALSE(plain["members"]["list"][0].contains("label_smoothing"));
 }
 
-TEST_CASE("results_layout: members by default and not written back, packs written back", "[config]") {
+TEST_CASE("results_layout: packs by default and not written back, members written back", "[config]") {
   json doc = Minimal();
-  Config members = MustParse(doc);
-  CHECK_FALSE(members.pack_results);
-  CHECK_FALSE(ConfigToJson(members).contains("results_layout"));  // as earlier versions wrote it
-  doc["results_layout"] = "packs";
   Config packs = MustParse(doc);
   CHECK(packs.pack_results);
-  CHECK(ConfigToJson(packs)["results_layout"] == "packs");
+  CHECK_FALSE(ConfigToJson(packs).contains("results_layout"));
+  doc["results_layout"] = "members";
+  Config members = MustParse(doc);
+  CHECK_FALSE(members.pack_results);
+  CHECK(ConfigToJson(members)["results_layout"] == "members");
 }
 
 TEST_CASE("mutation.batch: top by default and not written back, diverse for query_by_committee only", "[config]") {

@@ -116,13 +116,13 @@ TEST_CASE("a packed member with a non-finite loss leaves its pack-mates' bits un
   REQUIRE(r.code == 0);
   CheckRoundZero(recs, "m002");
   RunLayout failed(tmp / "state"), healthy(tmp / "base");
-  json m0 = json::parse(ReadText(failed.MemberDir(0, "m000") + "/metrics.json"));
+  json m0 = json::parse(ReadMemberText(failed.MemberDir(0, "m000") + "/metrics.json"));
   CHECK(m0["pack_size"] == 4);  // it really trained in the pack with m002
   // Its record names its own task alone: nothing about its pack-mates is needed to retrain it.
-  json rec0 = json::parse(ReadText(failed.MemberDir(0, "m000") + "/member.json"));
+  json rec0 = json::parse(ReadMemberText(failed.MemberDir(0, "m000") + "/member.json"));
   CHECK(rec0.contains("task"));
   CHECK_FALSE(rec0.contains("pack_members"));
-  CHECK_FALSE(PathExists(failed.MemberDir(0, "m002")));
+  CHECK_FALSE(MemberExists(failed.MemberDir(0, "m002")));
   std::vector<std::pair<std::string, std::string>> pairs;
   for (const char* m : {"m000", "m001", "m003"}) pairs.emplace_back(failed.MemberDir(0, m), healthy.MemberDir(0, m));
   auto diffs = CompareMemberDirs(pairs, tmp.path());
@@ -170,7 +170,7 @@ TEST_CASE("a packed member's failed write retries its pack without rewriting the
   CHECK(Events(recs, "member_done", 1).size() == 4);
   RunLayout layout(tmp / "state");
   for (const char* m : {"m001", "m002", "m003"}) {  // written once, by attempt 1
-    json metrics = json::parse(ReadText(layout.MemberDir(0, m) + "/metrics.json"));
+    json metrics = json::parse(ReadMemberText(layout.MemberDir(0, m) + "/metrics.json"));
     INFO(m);
     CHECK(metrics["attempt"] == 1);
   }

@@ -106,6 +106,38 @@ TEST_CASE("a member published twice is served from its latest publication, also 
   CHECK(*ReadMemberFile(round + "/members/m000/holdout_pred.f32") == Floats({70.f, 71.f}));
 }
 
+TEST_CASE("metrics come back parsed, and a pack file read before is served again only while it is the same") {
+  TempDir d;
+  const std::string round = d.path() + "/rounds/r0003";
+  PublishPack(round, "r3-m000-a1", {{"m000", 1.f}, {"m001", 2.f}});
+  const std::string m0 = round + "/members/m000", m1 = round + "/members/m001";
+  auto metrics = ReadMemberJson(m1 + "/metrics.json");
+  REQUIRE(metrics.ok());
+  CHECK((*metrics)["holdout_rmse"] == 2.0);
+  CHECK((*metrics)["member"] == "m001");
+  CHECK(*ReadMemberJson(m0 + "/member.json") == json({{"seed", 7}, {"pack", {{"position", 0}}}}));
+  CHECK(ReadMemberJson(m0 + "/weights.bin").status().code() == Status::Code::kInvalidArgument);
+  // A member with its own directory: its file, parsed; one that is not JSON is Corruption naming it.
+  const std::string own = round + "/members/m007";
+  REQUIRE(MakeDirs(own).ok());
+  REQUIRE(WriteFileAtomic(own + "/metrics.json", "{\"holdout_rmse\": 3}\n").ok());
+  CHECK((*ReadMemberJson(own + "/metrics.json"))["holdout_rmse"] == 3);
+  REQUIRE(WriteFileAtomic(own + "/metrics.json", "{\"holdout_rmse\": ").ok());
+  auto torn = ReadMemberJson(own + "/metrics.json");
+  CHECK(torn.status().code() == Status::Code::kCorruption);
+  CHECK(torn.status().message().find(own + "/metrics.json") != std::string::npos);
+  // Both members' predictions come from the pack's file read once; a file removed since
+  // (retention) is not served from what was read.
+  CHECK(*ReadMemberFile(m0 + "/holdout_pred.f32") == Floats({1.f, 2.f}));
+  CHECK(*ReadMemberFile(m1 + "/holdout_pred.f32") == Floats({2.f, 3.f}));
+  REQUIRE(RemoveTree(round + "/packs/r3-m000-a1/holdout_pred.f32").ok());
+  CHECK(ReadMemberFile(m1 + "/holdout_pred.f32").status().code() == Status::Code::kNotFound);
+  CHECK(LoadMemberResult(m1, 2, 3).status().code() == Status::Code::kNotFound);
+  // Written again (another inode) with other values: those are served.
+  REQUIRE(WriteFileAtomic(round + "/packs/r3-m000-a1/holdout_pred.f32", Floats({8.f, 9.f, 10.f, 11.f})).ok());
+  CHECK(*ReadMemberFile(m1 + "/holdout_pred.f32") == Floats({10.f, 11.f}));
+}
+
 TEST_CASE("a damaged pack is an error naming its file and line, and unfinished packs are not read") {
   TempDir d;
   const std::string round = d.path() + "/rounds/r0003";

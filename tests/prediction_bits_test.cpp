@@ -11,6 +11,7 @@
 #include <string>
 
 #include "support/env_spawn.h"
+#include "support/member_files_py.h"
 #include "support/process_harness.h"
 #include "support/python_imports.h"
 #include "support/temp_dir.h"
@@ -55,11 +56,10 @@ def runs(f):  # f on every row at once, each row alone, the batches, and rows 1.
     return whole, alone, parts, shifted
 
 rdir = sorted(os.listdir(state + "/rounds"))[-1]
-mdir = f"{state}/rounds/{rdir}/members"
-members = sorted(os.listdir(mdir))
+members = round_members(f"{state}/rounds/{rdir}")
 preds = []
 for m in members:
-    want = np.fromfile(f"{mdir}/{m}/holdout_pred.f32", dtype="<f4")
+    want = np.frombuffer(member_bytes(f"{state}/rounds/{rdir}", m, "holdout_pred.f32"), dtype="<f4")
     r = subprocess.run([ctl, "export", "--state-dir", state, "--round", str(int(rdir[1:])), "--member", m, "-o",
                         f"{scratch}/{m}.pt"], capture_output=True, text=True)  # its module, built from weights.bin
     if r.returncode != 0: sys.exit("export --member: " + r.stderr)
@@ -145,7 +145,7 @@ void RunAndCheck(const TempDir& tmp, const std::string& config) {
   auto run = RunEnsembled(tmp / "run.json", tmp.path(), {}, 300);
   INFO(run.out << run.err);
   REQUIRE(run.code == 0);
-  WriteText(tmp / "check.py", kCheck);
+  WriteText(tmp / "check.py", MemberFilesPy() + kCheck);
   auto py = Run({ENS_PYTHON, tmp / "check.py", tmp / "state", BinaryPath("ensemblectl"), tmp.path()}, tmp.path());
   INFO(py.out << py.err);
   CHECK(py.code == 0);

@@ -3,10 +3,13 @@
 // trained in (ensemblectl verify retrains packed members alone).
 #include <catch2/catch.hpp>
 
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "common/protocol.h"
 #include "common/run_layout.h"
+#include "support/env_spawn.h"
 #include "support/process_harness.h"
 #include "support/temp_dir.h"
 
@@ -36,8 +39,12 @@ const char* kMembers[] = {"m000", "m001", "m002", "m003", "m004"};
 std::string Compare(const std::string& a, const std::string& b, const std::string& scratch) {
   auto r = Run({BinaryPath("ensemble-worker"), "compare", a, b}, scratch);  // each directory's checkpoint
   if (r.code != 0) return "checkpoint: " + r.out + r.err;
-  if (ReadText(a + "/holdout_pred.f32") != ReadText(b + "/holdout_pred.f32")) return "holdout predictions";
-  if (ReadText(a + "/pool_pred.f32") != ReadText(b + "/pool_pred.f32")) return "pool predictions";
+  // Each member's own directory, or its span of its pack's files (member_view.h).
+  for (const char* f : {"holdout_pred.f32", "pool_pred.f32"}) {
+    const std::string x = ReadMemberText(a + "/" + f);
+    if (x.empty()) return std::string(f) + ": missing in " + a;
+    if (x != ReadMemberText(b + "/" + f)) return f;
+  }
   return "equal";
 }
 
@@ -69,13 +76,22 @@ TEST_CASE("one worker and three workers produce bitwise identical members", "[re
     CHECK(v.out.find("(trained in a pack of 3, packs/r1-m000-a1.json)") != std::string::npos);
   }
   {  // ensemblectl verify names the member and tensor of an altered checkpoint
-    std::filesystem::copy_file(one.MemberDir(1, "m000") + "/weights.bin",
-                               one.MemberDir(1, "m002") + "/weights.bin",
-                               std::filesystem::copy_options::overwrite_existing);
+    // m002 given a directory of its own (read before its pack's files): its files as they
+    // are, but m000's weights.bin.
+    const std::string m002 = one.MemberDir(1, "m002");
+    std::map<std::string, std::string> files;
+    for (const char* f : kMemberFiles) files[f] = ReadMemberText(m002 + "/" + f);
+    files["weights.bin"] = ReadMemberText(one.MemberDir(1, "m000") + "/weights.bin");
     // Its record says it trained on CUDA: verify, retraining on the CPU, says why it may differ.
-    json metrics = json::parse(ReadText(one.MemberDir(1, "m002") + "/metrics.json"));
+    json metrics = json::parse(files["metrics.json"]);
     metrics["device"] = "cuda";
-    WriteText(one.MemberDir(1, "m002") + "/metrics.json", metrics.dump());
+    files["metrics.json"] = metrics.dump();
+    std::filesystem::create_directories(m002);
+    for (const auto& [f, bytes] : files) {
+      INFO(f);
+      REQUIRE_FALSE(bytes.empty());
+      WriteText(m002 + "/" + f, bytes);
+    }
     auto v = Run({BinaryPath("ensemblectl"), "verify", "--state-dir", tmp / "state1", "--round", "1"}, tmp.path());
     INFO(v.out << v.err);
     CHECK(v.code == 3);
@@ -140,13 +156,14 @@ TEST_CASE("a packed member's weights.bin is byte for byte that of the same membe
     REQUIRE(r.code == 0);
   }
   RunLayout packed(tmp / "p8"), alone(tmp / "p1");
-  const json metrics = json::parse(ReadText(packed.MemberDir(0, "m003") + "/metrics.json"));
+  const json metrics = json::parse(ReadMemberText(packed.MemberDir(0, "m003") + "/metrics.json"));
   REQUIRE(metrics.value("pack_size", 0) == 8);  // really trained in one pack of 8
   for (const char* m : {"m000", "m003", "m007"}) {
     INFO("member " << m);
     for (const char* f : {"weights.bin", "holdout_pred.f32", "pool_pred.f32"}) {
       INFO("file " << f);
-      const std::string a = ReadText(packed.MemberDir(0, m) + "/" + f), b = ReadText(alone.MemberDir(0, m) + "/" + f);
+      const std::string a = ReadMemberText(packed.MemberDir(0, m) + "/" + f), b = ReadText(alone.MemberDir(0, m) + "/" + f);
+      CHECK_FALSE(a.empty());
       CHECK(a.size() == b.size());
       CHECK((a == b));
     }

@@ -33,10 +33,10 @@ TEST_CASE("warm-started members continue round to round, verify bit for bit and 
   REQUIRE(run.code == 0);
   RunLayout a(tmp / "a");
   for (int r = 0; r < 3; ++r) {
-    const auto member = nlohmann::json::parse(ReadText(a.MemberDir(r, "m001") + "/member.json"));
-    const auto metrics = nlohmann::json::parse(ReadText(a.MemberDir(r, "m001") + "/metrics.json"));
+    const auto member = nlohmann::json::parse(ReadMemberText(a.MemberDir(r, "m001") + "/member.json"));
+    const auto metrics = nlohmann::json::parse(ReadMemberText(a.MemberDir(r, "m001") + "/metrics.json"));
     INFO("round " << r << ": " << member["task"].dump() << "\n" << metrics.dump());
-    CHECK(PathExists(a.MemberDir(r, "m001") + "/train_state.pt"));
+    CHECK(MemberFileExists(a.MemberDir(r, "m001") + "/train_state.pt"));
     if (r == 0) {
       CHECK_FALSE(member["task"].contains("warm_from"));
       CHECK(metrics["epochs_run"] == 15);
@@ -64,8 +64,10 @@ TEST_CASE("warm-started members continue round to round, verify bit for bit and 
   RunLayout b(tmp / "b");
   for (const char* m : {"m000", "m001", "m002"}) {
     INFO(m);
-    CHECK(ReadText(b.MemberDir(2, m) + "/holdout_pred.f32") == ReadText(a.MemberDir(2, m) + "/holdout_pred.f32"));
-    CHECK(ReadText(b.MemberDir(2, m) + "/train_state.pt") == ReadText(a.MemberDir(2, m) + "/train_state.pt"));
+    CHECK_FALSE(ReadMemberText(a.MemberDir(2, m) + "/holdout_pred.f32").empty());
+    CHECK_FALSE(ReadMemberText(a.MemberDir(2, m) + "/train_state.pt").empty());
+    CHECK(ReadMemberText(b.MemberDir(2, m) + "/holdout_pred.f32") == ReadMemberText(a.MemberDir(2, m) + "/holdout_pred.f32"));
+    CHECK(ReadMemberText(b.MemberDir(2, m) + "/train_state.pt") == ReadMemberText(a.MemberDir(2, m) + "/train_state.pt"));
   }
 }
 
