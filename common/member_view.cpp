@@ -54,6 +54,9 @@ struct RoundIndex {
   std::map<std::string, DirStamp> packs;               // pack dir -> stamp when read
   std::unordered_map<std::string, PackedMember> members;  // latest publication of each
   std::map<std::string, Status> unreadable;            // pack dir -> why it could not be read
+  // Members' metrics objects as parsed when their pack was indexed, each handed over once
+  // (TakeMetrics: the supervisor reads each member's once); later reads parse its line again.
+  std::unordered_map<std::string, nlohmann::json> fresh_metrics;
 };
 
 // The packs of the rounds looked at lately (a process reads a handful: its round, the one before).
@@ -88,6 +91,22 @@ class PackIndex {
     return Status::NotFound(why);
   }
 
+  // The metrics object parsed when `m`'s pack was indexed, if not handed over yet.
+  std::optional<nlohmann::json> TakeMetrics(const std::string& member_dir, const PackedMember& m) {
+    const std::string round_dir = ParentDir(ParentDir(member_dir));
+    std::lock_guard<std::mutex> lock(mu_);
+    auto r = rounds_.find(round_dir);
+    if (r == rounds_.end()) return std::nullopt;
+    auto fresh = r->second.fresh_metrics.find(m.name);
+    auto indexed = r->second.members.find(m.name);
+    if (fresh == r->second.fresh_metrics.end() || indexed == r->second.members.end() ||
+        indexed->second.pack_dir != m.pack_dir || indexed->second.line_offset != m.line_offset)
+      return std::nullopt;
+    std::optional<nlohmann::json> out = std::move(fresh->second);
+    r->second.fresh_metrics.erase(fresh);
+    return out;
+  }
+
  private:
   RoundIndex& Round(const std::string& round_dir) {
     auto it = rounds_.find(round_dir);
@@ -117,14 +136,16 @@ class PackIndex {
       auto stamp = StampOf(dir);
       if (!stamp) continue;
       if (auto seen = idx->packs.find(dir); seen != idx->packs.end() && seen->second == *stamp) continue;
-      auto records = ReadPackRecords(dir);
+      std::vector<nlohmann::json> metrics;
+      auto records = ReadPackRecords(dir, &metrics);
       idx->packs[dir] = *stamp;
       if (!records.ok()) {
         idx->unreadable[dir] = records.status();
         continue;
       }
       idx->unreadable.erase(dir);
-      for (PackedMember& m : *records) {
+      for (size_t i = 0; i < records->size(); ++i) {
+        PackedMember& m = (*records)[i];
         auto have = idx->members.find(m.name);
         // The latest publication wins; equal stamps: the later directory name, so the choice
         // does not depend on the order readdir lists them.
@@ -132,12 +153,15 @@ class PackIndex {
             (have->second.published_ns > m.published_ns ||
              (have->second.published_ns == m.published_ns && have->second.pack_dir > m.pack_dir)))
           continue;
+        if (idx->fresh_metrics.size() < kFreshMetricsKept) idx->fresh_metrics[m.name] = std::move(metrics[i]);
+        else idx->fresh_metrics.erase(m.name);
         idx->members[m.name] = std::move(m);
       }
     }
   }
 
   static constexpr size_t kRoundsKept = 8;
+  static constexpr size_t kFreshMetricsKept = 16384;  // a round's: a few kB each
   std::mutex mu_;
   std::map<std::string, RoundIndex> rounds_;
   std::deque<std::string> order_;
@@ -298,7 +322,11 @@ StatusOr<nlohmann::json> ReadMemberJson(const std::string& path) {
   const char* key = RecordKey(file);
   if (key == nullptr) return Status::InvalidArgument(path + ": not member.json or metrics.json");
   if (!IsDir(dir)) {
-    if (auto m = PackIndex::Get().Find(dir); m.ok()) return PackedRecordObject(*m, key);
+    if (auto m = PackIndex::Get().Find(dir); m.ok()) {
+      if (file == MemberFiles::kMetricsName)
+        if (auto fresh = PackIndex::Get().TakeMetrics(dir, *m)) return std::move(*fresh);
+      return PackedRecordObject(*m, key);
+    }
   }
   auto text = ReadMemberFile(path);  // its own file, or NotFound saying why
   if (!text.ok()) return text.status();

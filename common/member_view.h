@@ -36,7 +36,8 @@ std::string MemberPackDir(const std::string& member_dir);
 // read is Corruption or IOError naming its file.
 StatusOr<std::string> ReadMemberFile(const std::string& path);
 // member.json or metrics.json (`path` names which) parsed: a packed member's record object as
-// it is, with no text in between (the supervisor reads a pack's K metrics this way). Corruption
+// it is, with no text in between; its metrics the first time are those parsed when its pack was
+// indexed (the supervisor reads a pack's K metrics this way: each line parsed once). Corruption
 // when the file is not JSON; InvalidArgument for another file name.
 StatusOr<nlohmann::json> ReadMemberJson(const std::string& path);
 bool MemberFileExists(const std::string& path);

@@ -22,7 +22,7 @@ std::string Where(const std::string& path, size_t line) { return path + ":" + st
 
 }  // namespace
 
-StatusOr<std::vector<PackedMember>> ReadPackRecords(const std::string& pack_dir) {
+StatusOr<std::vector<PackedMember>> ReadPackRecords(const std::string& pack_dir, std::vector<nlohmann::json>* metrics) {
   const std::string path = pack_dir + "/" + kPackRecordsFile;
   auto text = ReadFile(path);
   if (!text.ok()) return text.status();
@@ -65,6 +65,7 @@ StatusOr<std::vector<PackedMember>> ReadPackRecords(const std::string& pack_dir)
       m.files[file] = s;
     }
     out.push_back(std::move(m));
+    if (metrics != nullptr) metrics->push_back(std::move(j["metrics"]));
     begin = end + 1;
   }
   return out;
@@ -133,12 +134,16 @@ Status PackResultsWriter::Finish() {
                           std::chrono::system_clock::now().time_since_epoch()).count();
   std::string lines;
   for (const std::string& name : order_) {
-    const Entry& e = entries_.at(name);
+    Entry& e = entries_.at(name);
     if (e.dropped || !e.record.is_object() || !e.metrics.is_object()) continue;
-    nlohmann::json files = nlohmann::json::object();
+    nlohmann::json line = nlohmann::json::object();  // the records moved in, not copied: Finish is the last use
+    line["member"] = name;
+    line["published_ns"] = now;
+    line["record"] = std::move(e.record);
+    line["metrics"] = std::move(e.metrics);
+    nlohmann::json& files = line["files"] = nlohmann::json::object();
     for (const auto& [file, span] : e.files) files[file] = {span.offset, span.length};
-    lines += nlohmann::json{{"member", name}, {"published_ns", now}, {"record", e.record},
-                            {"metrics", e.metrics}, {"files", files}}.dump() + "\n";
+    lines += line.dump() + "\n";
   }
   Status st = Status::Ok();
   for (auto& [file, fd] : fds_)

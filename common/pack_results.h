@@ -53,8 +53,10 @@ struct PackedMember {
 };
 
 // Reads a pack directory's members.jsonl. A line that is not a member record is Corruption
-// naming path:line; a span past the end of its file is Corruption naming both.
-StatusOr<std::vector<PackedMember>> ReadPackRecords(const std::string& pack_dir);
+// naming path:line; a span past the end of its file is Corruption naming both. `metrics`, when
+// given, gets each returned member's metrics object (the same order), parsed with its line.
+StatusOr<std::vector<PackedMember>> ReadPackRecords(const std::string& pack_dir,
+                                                    std::vector<nlohmann::json>* metrics = nullptr);
 // The member's "record" or "metrics" object (what member.json / metrics.json hold), from its
 // line: `line` is the bytes of members.jsonl at m's line_offset / line_length (Corruption when
 // they no longer are m's line).
@@ -79,7 +81,8 @@ class PackResultsWriter {
   // Drops a member (its outcome failed): its bytes stay in the files, unlisted.
   void Drop(const std::string& name);
   // Writes members.jsonl for every member with a record and metrics (in AddFiles order) and
-  // closes the files; none is flushed. Then the caller's syncfs, then Publish.
+  // closes the files; none is flushed. Then the caller's syncfs, then Publish. Called once: the
+  // records move into the file's lines.
   Status Finish();
   // Renames <dir>.tmp to <dir> (replacing an older one of the same name) and fsyncs the parent.
   Status Publish();
