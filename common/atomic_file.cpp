@@ -22,6 +22,8 @@ std::string ParentDir(const std::string& path) {
   return parent.empty() ? "." : parent.string();
 }
 
+std::string BaseName(const std::string& path) { return path.substr(path.find_last_of('/') + 1); }
+
 bool PathExists(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0;

@@ -44,5 +44,7 @@ Status SwapDirInto(const std::string& from, const std::string& to);
 Status RemoveTree(const std::string& path);
 bool PathExists(const std::string& path);
 std::string ParentDir(const std::string& path);
+// The last component of `path` (all of it when it has no slash).
+std::string BaseName(const std::string& path);
 
 }  // namespace ens

@@ -80,6 +80,14 @@ TaskSpec FullTask() {
 
 json Encoded(const Message& m) { return json::parse(EncodeMessage(m)); }
 
+// FullTask() as a task message's JSON.
+json EncodedFullTask() {
+  Message task;
+  task.type = MessageType::kTask;
+  task.task = FullTask();
+  return Encoded(task);
+}
+
 TEST_CASE("Every message type round-trips", "[protocol]") {
   Message m;
   m.slot = 7;
@@ -360,10 +368,7 @@ TEST_CASE("A heartbeat without 'phase' (an older worker) is a training heartbeat
 }
 
 TEST_CASE("A task without 'publish' (an older supervisor) is published", "[protocol]") {
-  Message task;
-  task.type = MessageType::kTask;
-  task.task = FullTask();
-  json j = Encoded(task);
+  json j = EncodedFullTask();
   REQUIRE(j["task"].contains("publish"));
   j["task"].erase("publish");
   auto m = DecodeMessage(j.dump());
@@ -372,10 +377,7 @@ TEST_CASE("A task without 'publish' (an older supervisor) is published", "[proto
 }
 
 TEST_CASE("A task without 'pack_results' (an older supervisor) writes a directory a member", "[protocol]") {
-  Message task;
-  task.type = MessageType::kTask;
-  task.task = FullTask();
-  json j = Encoded(task);
+  json j = EncodedFullTask();
   j["task"].erase("pack_results");
   auto m = DecodeMessage(j.dump());
   REQUIRE(m.ok());
@@ -387,10 +389,7 @@ TEST_CASE("A task without 'pack_results' (an older supervisor) writes a director
 }
 
 TEST_CASE("A task without 'warm_from' (a cold start, or an older supervisor) starts cold", "[protocol]") {
-  Message task;
-  task.type = MessageType::kTask;
-  task.task = FullTask();
-  json j = Encoded(task);
+  json j = EncodedFullTask();
   j["task"].erase("warm_from");
   auto m = DecodeMessage(j.dump());
   REQUIRE(m.ok());

@@ -100,8 +100,7 @@ void RecordOutcomes(const std::vector<TaskSpec>& tasks, double member_seconds, c
     if (!r.status.ok()) {
       out.status = r.status;
       out.permanent = r.permanent_failure;
-      if (pack != nullptr) pack->Drop(tasks[k].member.name);
-      continue;
+      continue;  // a pack's records leave it out: Publish drops every member that failed
     }
     nlohmann::json& m = out.metrics;
     m = std::move(r.metrics);
@@ -126,8 +125,6 @@ TrainOutputs ClearedOutputs(TrainOutputs res) {
   res.checkpoint = {};
   return res;
 }
-
-std::string BaseName(const std::string& path) { return path.substr(path.find_last_of('/') + 1); }
 
 double SecondsBetween(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
