@@ -34,29 +34,33 @@ def default_work_root():
     return root
 
 
-def config(state, members, epochs, pack_size, rounds=2, layout=None):
+SEED000 = {"layers": [{"units": 6, "activation": "sigmoid"}], "loss": "huber", "huber_delta": 0.35,
+           "optimizer": "adam", "lr": 0.001, "batch_size": 32, "validation_split": 0.2}
+
+
+def config(state, members, epochs, pack_size, rounds=2, layout=None, member=None):
+    """member: the members' defaults (default SEED000), epochs added."""
     resources = {"gpus": GPUS, "cpu_workers": 1, "threads_per_worker": 1}
     if GPUS != "none":
         resources["workers_per_gpu"] = 1
     return {"run_name": "pack-bench", "state_dir": state, "run_seed": 0, "pack_size": pack_size,
             "resources": resources,
             "data": {"synthetic": {"features": 9, "initial_rows": 1000, "pool_rows": 0, "holdout_rows": 200}},
-            "members": {"defaults": {"layers": [{"units": 6, "activation": "sigmoid"}], "loss": "huber",
-                                     "huber_delta": 0.35, "optimizer": "adam", "lr": 0.001, "epochs": epochs,
-                                     "batch_size": 32, "validation_split": 0.2},
-                        "count": members},
+            "members": {"defaults": dict(member or SEED000, epochs=epochs), "count": members},
             "rounds": {"count": rounds}, "save_checkpoints": CHECKPOINTS,
             **({"results_layout": layout} if layout else {})}
 
 
-def run(build, members, epochs, pack_size, work, strace=False, rounds=2, layout=None):
-    """layout: config results_layout ("members", "packs"); None: the build's default."""
+def run(build, members, epochs, pack_size, work, strace=False, rounds=2, layout=None, member=None):
+    """layout: config results_layout ("members", "packs"); None: the build's default. member:
+    the members' defaults (config's)."""
     state = os.path.join(work, f"k{members}-e{epochs}-p{pack_size}-r{rounds}" + ("-strace" if strace else "") +
                          (f"-{layout}" if layout else ""))
     if os.path.exists(state):  # the daemon would resume the finished run: no training, its old figures again
         sys.exit(f"{state}: exists; each run needs a fresh work directory")
     path = state + ".json"
-    json.dump(config(state, members, epochs, pack_size, rounds, layout), open(path, "w"))
+    json.dump(config(state, members, epochs, pack_size, rounds, layout, member), open(path, "w"))
+    batch = (member or SEED000)["batch_size"]
     cmd = [os.path.join(build, "ensembled"), "run", "--config", path]
     os.sync()  # the last run's writes are not this run's to flush
     trace = state + ".strace"
@@ -81,7 +85,7 @@ def run(build, members, epochs, pack_size, work, strace=False, rounds=2, layout=
         if j["event"] == "member_done" and j["round"] == 1:
             m = j["metrics"]
             members += 1
-            steps += m["epochs_run"] * -(-m["train_rows"] // 32)
+            steps += m["epochs_run"] * -(-m["train_rows"] // batch)
             train += m["train_seconds"]  # packed: the pack's training time / K per member
             # A fused pack's phases outside its loop (each member carries its pack's): / K sums them once
             prepare += m.get("pack_prepare_seconds", 0.0) / m.get("pack_size", 1)

@@ -19,8 +19,13 @@ and prints the median member-steps/s of each (steps = K x E x ceil(800 / 32)) an
 ratio to ensembled. Needs torch (the setup's venv has 2.11). torch.compile needs a C++
 compiler (g++ is there).
 
-Usage: bench/peer_ensembles.py [--cases 512x20,64x20] [--reps 3] [--build build] [--one-max 64]
-                               [--out bench/results/peer_ensembles.json]
+With --members uci the members are the UCI protocol's (bench/uci_deep_ensembles.py: 9 -> 50 relu
+-> mean and variance, gaussian NLL, adversarial training with eps 0.01, Adam lr 0.01, batch
+100) against vmap and vmap + compile of the same step (autograd.grad for the adversarial rows);
+steps = K x E x ceil(800 / 100).
+
+Usage: bench/peer_ensembles.py [--members seed000|uci] [--cases 512x20,64x20] [--reps 3] [--build build]
+                               [--one-max 64] [--out bench/results/peer_ensembles[_uci].json]
 """
 import argparse, json, math, os, statistics, subprocess, sys, tempfile, time
 
@@ -81,6 +86,59 @@ def vmap_steps_per_s(k, epochs, compiled):
     return k * epochs * steps_per_epoch / (time.perf_counter() - t0)
 
 
+# The UCI protocol's members (bench/uci_deep_ensembles.py): 9 -> 50 relu -> mean and variance,
+# gaussian NLL, fast-gradient-sign adversarial training (eps 0.01 of each feature's range), Adam
+# lr 0.01, batch 100.
+UCI_UNITS, UCI_BATCH, UCI_LR, UCI_EPS = 50, 100, 0.01, 0.01
+UCI_MEMBER = {"layers": [{"units": UCI_UNITS, "activation": "relu"}], "loss": "gaussian_nll", "optimizer": "adam",
+              "lr": UCI_LR, "batch_size": UCI_BATCH, "validation_split": 0.2, "initializer": "torch_default",
+              "adversarial_eps": UCI_EPS}
+
+
+def uci_forward(w1, b1, w2, b2, x):
+    return torch.relu(x @ w1.T + b1) @ w2.T + b2
+
+
+def gaussian_nll(out, y):
+    var = torch.nn.functional.softplus(out[..., 1:]) + 1e-6
+    return (0.5 * (var.log() + (out[..., :1] - y) ** 2 / var)).squeeze(-1)
+
+
+def vmap_uci_steps_per_s(k, epochs, compiled):
+    """The UCI members side by side under vmap, the adversarial rows by autograd.grad inside
+    the step (as bench/uci_deep_ensembles.py's PyTorch copy does it), optionally compiled."""
+    x, y = friedman(ROWS)
+    step_size = UCI_EPS * (x.max(0).values - x.min(0).values)  # x is standardised: range / std = range
+    g = torch.Generator().manual_seed(0)
+    bound1, bound2 = 1 / math.sqrt(FEATURES), 1 / math.sqrt(UCI_UNITS)
+    params = [((torch.rand(k, UCI_UNITS, FEATURES, generator=g) * 2 - 1) * bound1).requires_grad_(),
+              ((torch.rand(k, UCI_UNITS, generator=g) * 2 - 1) * bound1).requires_grad_(),
+              ((torch.rand(k, 2, UCI_UNITS, generator=g) * 2 - 1) * bound2).requires_grad_(),
+              ((torch.rand(k, 2, generator=g) * 2 - 1) * bound2).requires_grad_()]
+    opt = torch.optim.Adam(params, lr=UCI_LR)
+    batched = torch.func.vmap(uci_forward)
+
+    def step(xb, yb):
+        opt.zero_grad(set_to_none=True)
+        xb = xb.clone().requires_grad_(True)
+        loss = gaussian_nll(batched(*params, xb), yb).mean(1).sum()
+        gx, = torch.autograd.grad(loss, xb, retain_graph=True)
+        loss = loss + gaussian_nll(batched(*params, (xb + step_size * gx.sign()).detach()), yb).mean(1).sum()
+        loss.backward()
+        opt.step()
+
+    run = torch.compile(step) if compiled else step
+    steps_per_epoch = math.ceil(ROWS / UCI_BATCH)
+    for e in range(epochs + 1):  # a warm-up epoch outside the clock
+        if e == 1:
+            t0 = time.perf_counter()
+        order = torch.argsort(torch.rand(k, ROWS, generator=g), dim=1)
+        for s in range(steps_per_epoch):
+            idx = order[:, s * UCI_BATCH:(s + 1) * UCI_BATCH]
+            run(x[idx], y[idx])
+    return k * epochs * steps_per_epoch / (time.perf_counter() - t0)
+
+
 def one_at_a_time_steps_per_s(k, epochs):
     x, y = friedman(ROWS)
     steps_per_epoch = math.ceil(ROWS / BATCH)
@@ -107,11 +165,11 @@ def vmap_grad_compiled_steps_per_s(k, epochs, work):
     return json.load(open(out))["member_steps_per_s"]
 
 
-def ensembled_steps_per_s(build, k, epochs, work):
+def ensembled_steps_per_s(build, k, epochs, work, member=None):
     # A fresh directory each repeat: in one already used, the daemon resumes the finished run
     # (until 2026-12-06 every repeat reported the first one's figure).
     d = tempfile.mkdtemp(prefix=f"k{k}x{epochs}-", dir=work)
-    return pack_throughput.run(build, k, epochs, k, d)["train_member_steps_per_s"]
+    return pack_throughput.run(build, k, epochs, k, d, member=member)["train_member_steps_per_s"]
 
 
 def main():
@@ -120,8 +178,13 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--one-max", type=int, default=64, help="largest K also trained one model at a time")
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "peer_ensembles.json"))
+    ap.add_argument("--members", choices=("seed000", "uci"), default="seed000",
+                    help="uci: the UCI protocol's gaussian, adversarially trained members (vmap peers only)")
+    ap.add_argument("--out", default=None)
     a = ap.parse_args()
+    if a.out is None:
+        a.out = os.path.join(ROOT, "bench", "results", "peer_ensembles" + ("_uci" if a.members == "uci" else "") + ".json")
+    uci = a.members == "uci"
     torch.set_num_threads(1)
     rows = []
     with tempfile.TemporaryDirectory(prefix="ens-peers-", dir=pack_throughput.default_work_root()) as work:
@@ -130,6 +193,11 @@ def main():
             got = {"ensembled": [], "vmap": [], "vmap + compile": [], "vmap(grad)+Adam compiled": [],
                    "one at a time": []}
             for _ in range(a.reps):  # interleaved: machine noise falls on every method alike
+                if uci:
+                    got["ensembled"].append(ensembled_steps_per_s(a.build, k, e, work, UCI_MEMBER))
+                    got["vmap"].append(vmap_uci_steps_per_s(k, e, compiled=False))
+                    got["vmap + compile"].append(vmap_uci_steps_per_s(k, e, compiled=True))
+                    continue
                 got["ensembled"].append(ensembled_steps_per_s(a.build, k, e, work))
                 got["vmap"].append(vmap_steps_per_s(k, e, compiled=False))
                 got["vmap + compile"].append(vmap_steps_per_s(k, e, compiled=True))
@@ -144,7 +212,7 @@ def main():
                 ratio = med["ensembled"] / v
                 print(f"  {m:26} {v:12.0f} member-steps/s" + ("" if m == "ensembled" else f"   ensembled is {ratio:.2f}x"))
     out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-           "command": f"bench/peer_ensembles.py --cases {a.cases} --reps {a.reps} --one-max {a.one_max}",
+           "command": f"bench/peer_ensembles.py --members {a.members} --cases {a.cases} --reps {a.reps} --one-max {a.one_max}",
            "machine": "this machine, one thread each", "torch": torch.__version__, "cases": rows}
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     json.dump(out, open(a.out, "w"), indent=2)

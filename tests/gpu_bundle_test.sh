@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/gpu-bundle: the folder made for a lent GPU machine is under 64 MiB, its programs need
-# nothing outside it but glibc and the torch wheel's libraries, and gpu-check's CPU side passes
+# nothing outside it but glibc and the torch wheel's libraries, it carries the lane kernel's CPU
+# reference members, and gpu-check's CPU side passes
 # with it in a bare Debian 12 root (python3 and the wheel only: scripts/gpu-bundle-bare-check).
 #   tests/gpu_bundle_test.sh BUILD_DIR
 # Skipped (77) without root or patchelf, or when the Debian mirror cannot be reached for the root.
@@ -45,5 +46,8 @@ r = json.load(open(sys.argv[1]))
 assert r["first_task"]["ok"], r["first_task"]
 assert r["same_twice"]["bitwise_equal"] == 2, r["same_twice"]
 assert r["predict_export"]["predict_exit_code"] == 0 and r["predict_export"]["export_exit_code"] == 0, r["predict_export"]
-print("bare root: first task, the same member twice bit for bit, predict and export: ok")
+lb = r["lane_bits"]
+assert lb["ok"] and lb["lanes_p4096"]["members"] == 4096 and lb["lanes_mixed"]["engines"] == ["lanes"], lb
+print("bare root: first task, the same member twice bit for bit, the bundle's lane members again bit for bit "
+      "(alone, packs of 7, 512 and 4096, mixed shapes), predict and export: ok")
 PY

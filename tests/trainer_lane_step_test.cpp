@@ -1,6 +1,7 @@
 // LaneStep (worker/lane_step.h), the CPU's training step for packs of small members, 16 to a
 // vector register: a member's bits are the same alone, in packs of 3, 16, 17 and 40 with mixed
-// hyperparameters (dropout, L1/L2, early stopping, epochs), in any block position and under
+// hyperparameters (dropout, L1/L2, early stopping, epochs; relu, sigmoid, swish, gelu and tanh;
+// mse, huber, gaussian_nll; adversarial training), in any block position and under
 // every ISA the block code is compiled for that this CPU runs; the model it trains is the
 // autograd loop's up to float rounding; a non-finite member fails alone; packs it does not fit
 // keep the autograd loop.
@@ -50,6 +51,24 @@ MemberSpec Deep(int index) {
   return m;
 }
 
+// Gaussian heads (gaussian_nll: mean and variance outputs) on gelu and tanh layers: the
+// kernel's own erf, tanh, ln and softplus.
+MemberSpec Gaussian(int index) {
+  MemberSpec m = Mixed(index);
+  m.layers = {{8, Activation::kGelu, index % 5 == 1 ? 0.2 : 0.0}, {4, Activation::kTanh, 0.0}};
+  m.loss = LossKind::kGaussianNll;
+  return m;
+}
+
+// The UCI protocol's members: a gaussian head with fast-gradient-sign adversarial training.
+MemberSpec Adversarial(int index) {
+  MemberSpec m = Mixed(index);
+  m.layers = {{10, Activation::kRelu, 0.0}};
+  m.loss = LossKind::kGaussianNll;
+  m.adversarial_eps = 0.01 * (1 + index % 2);
+  return m;
+}
+
 std::vector<TrainOutputs> TrainOn(Fixture& f, const std::vector<int>& indices, MemberSpec (*make)(int), TrainPath path,
                                   const std::string& tag, bool count_ops = false) {
   std::vector<TrainInputs> in;
@@ -68,7 +87,7 @@ std::string Checkpoint(const std::string& tag, int i) { return tag + "-m" + std:
 
 TEST_CASE("a lane-trained member has the same bits alone, in packs of 3, 16, 17 and 40 and in any block position",
           "[lane_step][pack]") {
-  for (MemberSpec (*make)(int) : {Mixed, Deep}) {
+  for (MemberSpec (*make)(int) : {Mixed, Deep, Gaussian, Adversarial}) {
     Fixture f;
     std::vector<int> forty(40), seventeen, sixteen;
     for (int i = 0; i < 40; ++i) forty[i] = i;
@@ -124,7 +143,7 @@ TEST_CASE("every ISA the lane kernel is compiled for gives the same bits", "[lan
 }
 
 TEST_CASE("the lane path trains the autograd loop's model up to float rounding", "[lane_step]") {
-  for (MemberSpec (*make)(int) : {Mixed, Deep}) {
+  for (MemberSpec (*make)(int) : {Mixed, Deep, Gaussian, Adversarial}) {
     Fixture f;
     const std::vector<int> pack = {0, 1, 2, 3, 5};
     const auto lanes = TrainOn(f, pack, make, TrainPath::kByDevice, "lanes");
@@ -170,21 +189,29 @@ TEST_CASE("with the lane path a member whose loss turns non-finite fails alone",
   RequireSameBits(f, alone[0], out[2], Checkpoint("alone", 18), Checkpoint("nan", 18));
 }
 
-TEST_CASE("packs the lane path does not fit keep the autograd loop", "[lane_step]") {
+TEST_CASE("which packs the lane path fits - the others keep the autograd loop", "[lane_step]") {
   std::vector<MemberSpec> specs(2, Mixed(0));
   std::vector<const MemberSpec*> p = {&specs[0], &specs[1]};
   CHECK(LaneStepFits(p, 0, 1, 9));
   CHECK_FALSE(LaneStepFits(p, 3, 1, 9));   // a classifier
   CHECK_FALSE(LaneStepFits(p, 0, 2, 9));   // two targets
   CHECK_FALSE(LaneStepFits(p, 0, 1, 400));  // 400 x 6 + 6 weights > kLaneMaxWeights
-  specs[1].layers[0].activation = Activation::kTanh;
+  specs[1].model.kind = ModelKind::kTorchscript;
   CHECK_FALSE(LaneStepFits(p, 0, 1, 9));
-  specs[1] = Mixed(1);
+  specs[1] = Mixed(1);  // dropout 0.2
   specs[1].adversarial_eps = 0.01;
-  CHECK_FALSE(LaneStepFits(p, 0, 1, 9));
+  CHECK_FALSE(LaneStepFits(p, 0, 1, 9));  // adversarial rows would draw masks of their own
+  specs[1].layers[0].dropout = 0.0;
+  CHECK(LaneStepFits(p, 0, 1, 9));
   specs[1] = Mixed(1);
+  for (Activation a : {Activation::kTanh, Activation::kGelu, Activation::kLinear}) {
+    specs[1].layers[0].activation = a;
+    CHECK(LaneStepFits(p, 0, 1, 9));
+  }
   specs[1].loss = LossKind::kGaussianNll;
-  CHECK_FALSE(LaneStepFits(p, 0, 1, 9));
+  CHECK(LaneStepFits(p, 0, 1, 9));
+  CHECK_FALSE(LaneStepFits(p, 0, 1, 340));  // 340 x 6 + 6 x 2 outputs > kLaneMaxWeights
+  CHECK(LaneStepFits(p, 0, 1, 339));
 }
 
 }  // namespace

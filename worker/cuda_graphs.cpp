@@ -1,10 +1,8 @@
 #include "worker/cuda_graphs.h"
 
 #include <dlfcn.h>
-#include <unistd.h>
 
-#include <climits>
-#include <cstdlib>
+#include "worker/worker_plugin.h"
 
 namespace ens {
 namespace {
@@ -24,26 +22,15 @@ struct Plugin {
 const Plugin& Loaded() {
   static const Plugin plugin = [] {
     Plugin p;
-    std::string path;
-    if (const char* env = std::getenv("ENSEMBLED_CUDA_GRAPH_LIB"); env != nullptr && *env != '\0') {
-      path = env;
-    } else {
-      char exe[PATH_MAX];
-      const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-      std::string dir = n > 0 ? std::string(exe, static_cast<size_t>(n)) : std::string();
-      dir = dir.substr(0, dir.find_last_of('/') + 1);
-      path = dir + "libens_cuda_graph.so";
-    }
-    void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (h == nullptr) {
-      const char* e = ::dlerror();
-      p.error = "cannot load " + path + ": " + (e != nullptr ? e : "?");
+    const WorkerPlugin lib = OpenWorkerPlugin("ENSEMBLED_CUDA_GRAPH_LIB", "libens_cuda_graph.so");
+    if (lib.handle == nullptr) {
+      p.error = lib.error;
       return p;
     }
-    p.capture = reinterpret_cast<CaptureFn>(::dlsym(h, "ens_graph_capture"));
-    p.replay = reinterpret_cast<ReplayFn>(::dlsym(h, "ens_graph_replay"));
-    p.free = reinterpret_cast<FreeFn>(::dlsym(h, "ens_graph_free"));
-    if (p.capture == nullptr || p.replay == nullptr || p.free == nullptr) p.error = path + ": not the ensembled plugin";
+    p.capture = reinterpret_cast<CaptureFn>(::dlsym(lib.handle, "ens_graph_capture"));
+    p.replay = reinterpret_cast<ReplayFn>(::dlsym(lib.handle, "ens_graph_replay"));
+    p.free = reinterpret_cast<FreeFn>(::dlsym(lib.handle, "ens_graph_free"));
+    if (p.capture == nullptr || p.replay == nullptr || p.free == nullptr) p.error = lib.path + ": not the ensembled plugin";
     return p;
   }();
   return plugin;

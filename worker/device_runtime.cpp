@@ -4,7 +4,11 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <optional>
+#include <string>
+
+#include "worker/lane_launcher.h"
 
 namespace ens {
 at::Tensor DeviceRuntime::ToDeviceAsync(const at::Tensor& host) { return ToDevice(host); }
@@ -58,6 +62,22 @@ class CudaRuntime final : public DeviceRuntime {
     return init_ && init_->ok() ? c10::Device(torch::kCUDA, 0) : c10::Device(torch::kCPU);
   }
 
+  LaneLauncher* lanes() override {
+    if (!lanes_loaded_) {
+      lanes_loaded_ = true;
+      const char* off = std::getenv("ENSEMBLED_LANE_CUDA");
+      if (off != nullptr && std::string(off) == "0") {
+        lanes_note_ = "ENSEMBLED_LANE_CUDA=0: lane packs train with PackStep";
+      } else if (auto l = LoadCudaLaneLauncher(); l.ok()) {
+        lanes_ = std::move(*l);
+      } else {
+        lanes_note_ = "the CUDA lane kernel is not available (" + l.status().message() + "): lane packs train with PackStep";
+      }
+    }
+    return lanes_.get();
+  }
+  std::string lanes_note() const override { return lanes_note_; }
+
   StatusOr<AllocatorStats> Stats() override {
     if (Status s = Ready("allocator statistics"); !s.ok()) return s;
     try {
@@ -105,6 +125,9 @@ class CudaRuntime final : public DeviceRuntime {
     return Status::Internal(std::string("CUDA is not initialised (") + what + " before DeviceRuntime::Init)");
   }
   std::optional<Status> init_;
+  bool lanes_loaded_ = false;
+  std::unique_ptr<LaneLauncher> lanes_;
+  std::string lanes_note_;
 };
 
 bool ContainsAny(const std::string& text, std::initializer_list<const char*> needles) {

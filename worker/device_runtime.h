@@ -2,8 +2,8 @@
 //
 // Tensor operations run wherever their tensors live; everything else the worker asks of the
 // GPU goes through here: initialising CUDA for the worker's device, the caching allocator's
-// statistics and cache, a device synchronisation, and the explicit copies between host and
-// device that the training loop makes. libtorch's rules, which this seam keeps:
+// statistics and cache, a device synchronisation, the explicit copies between host and
+// device that the training loop makes, and the lane kernel's launcher for the device. libtorch's rules, which this seam keeps:
 //  - CUDA is initialised (Init) before the allocator is asked anything. In torch 2.11 the CUDA
 //    caching allocator fills its per-device table only when CUDA is initialised;
 //    torch::cuda::is_available() only counts devices, and a statistic asked before that throws
@@ -33,6 +33,8 @@ struct Device;
 }
 
 namespace ens {
+
+class LaneLauncher;
 
 // The caching allocator's figures for the worker's device, in bytes (all 0 on the CPU).
 struct AllocatorStats {
@@ -70,6 +72,12 @@ class DeviceRuntime {
   // ordered on the current stream (the staging buffer is kept until the copy is done), so the
   // host goes on filling the next one. `host` may be reused at once. Elsewhere ToDevice.
   virtual at::Tensor ToDeviceAsync(const at::Tensor& host);
+
+  // How lane packs train on this device (lane_launcher.h), or nullptr: none here (the CPU
+  // runtime, whose lanes need no launcher; a GPU whose lane kernel did not load, or where
+  // ENSEMBLED_LANE_CUDA=0 keeps PackStep: lanes_note() says why). REQUIRES: Init() returned OK.
+  virtual LaneLauncher* lanes() { return nullptr; }
+  virtual std::string lanes_note() const { return ""; }
 };
 
 // Which runtime a worker gets: kGpu for a GPU slot whose CUDA support loaded (its Init fails

@@ -10,6 +10,7 @@ namespace ens {
 void LaneTrainWindowBaseline(const LaneNet& net, const LaneBlock& block, const LaneWindow& w, float* scratch);
 void LaneTrainWindowAvx2(const LaneNet& net, const LaneBlock& block, const LaneWindow& w, float* scratch);
 void LaneTrainWindowAvx512(const LaneNet& net, const LaneBlock& block, const LaneWindow& w, float* scratch);
+void LaneTrainWindowThread(const LaneNet& net, const LaneBlock& block, const LaneWindow& w, float* scratch);
 
 int64_t LaneNet::Params() const {
   int64_t p = 0;
@@ -29,13 +30,22 @@ int64_t LaneNet::ScratchFloats() const {
     if (l + 1 < layers) hidden += units[l];
     widest = std::max(widest, units[l]);
   }
-  // The block code's: gradient [P], a raw row [F + 1], features [F], pre-activations,
-  // activations and masked activations [hidden] each, two layer gradients [widest].
-  return kLaneWidth * (Params() + 2 * inputs + 1 + 3 * hidden + 2 * widest);
+  // The block code's: gradient [P], a raw row [F + 1], features, adversarial features and the
+  // features' gradient [F] each, pre-activations, activations and masked activations [hidden]
+  // each, two layer gradients [widest].
+  return kLaneWidth * (Params() + 4 * inputs + 1 + 3 * hidden + 2 * widest);
 }
 
 bool LaneActivationSupported(Activation a) {
-  return a == Activation::kRelu || a == Activation::kSigmoid || a == Activation::kSwish || a == Activation::kLinear;
+  switch (a) {
+    case Activation::kRelu:
+    case Activation::kTanh:
+    case Activation::kSigmoid:
+    case Activation::kSwish:
+    case Activation::kGelu:
+    case Activation::kLinear: return true;
+  }
+  return false;
 }
 
 const char* Name(LaneIsa isa) {
@@ -43,6 +53,7 @@ const char* Name(LaneIsa isa) {
     case LaneIsa::kBaseline: return "baseline";
     case LaneIsa::kAvx2: return "avx2";
     case LaneIsa::kAvx512: return "avx512";
+    case LaneIsa::kThread: return "thread";
   }
   return "?";
 }
@@ -52,6 +63,7 @@ std::vector<LaneIsa> AvailableLaneIsas() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2")) v.push_back(LaneIsa::kAvx2);
   if (__builtin_cpu_supports("avx512f")) v.push_back(LaneIsa::kAvx512);
+  v.push_back(LaneIsa::kThread);
   return v;
 }
 
@@ -60,7 +72,7 @@ LaneIsa ChosenLaneIsa() {
   if (const char* want = std::getenv("ENSEMBLED_LANE_ISA"))
     for (LaneIsa isa : have)
       if (std::strcmp(want, Name(isa)) == 0) return isa;
-  return have.back();
+  return have[have.size() - 2];  // the widest vector ISA (kThread is last)
 }
 
 void LaneTrainWindow(LaneIsa isa, const LaneNet& net, const LaneBlock& block, const LaneWindow& w, float* scratch) {
@@ -68,6 +80,7 @@ void LaneTrainWindow(LaneIsa isa, const LaneNet& net, const LaneBlock& block, co
     case LaneIsa::kAvx512: return LaneTrainWindowAvx512(net, block, w, scratch);
     case LaneIsa::kAvx2: return LaneTrainWindowAvx2(net, block, w, scratch);
     case LaneIsa::kBaseline: return LaneTrainWindowBaseline(net, block, w, scratch);
+    case LaneIsa::kThread: return LaneTrainWindowThread(net, block, w, scratch);
   }
 }
 

@@ -16,10 +16,14 @@
 // order, one accumulator per weight; loss and metric sums are double, a batch summed from 0 in
 // row order and then added to the epoch's (as Objective::RowSums and the autograd loop add them).
 //
-// The block code is compiled three times (lane_kernel_{baseline,avx2,avx512}.cpp include
-// lane_kernel_body.inc): for baseline x86-64 (SSE2), AVX2 and AVX-512F. LaneTrainWindow runs
-// the best this CPU has, or the one ENSEMBLED_LANE_ISA names (baseline, avx2, avx512: a test
-// hook that checks every clone gives the same bits; a level the CPU lacks falls back to the best).
+// The block code is one source, lane_kernel_body.inc, compiled for every device it runs on:
+// three times as vector lanes (lane_kernel_{baseline,avx2,avx512}.cpp: baseline x86-64 (SSE2),
+// AVX2 and AVX-512F) and twice as one member a thread: for CUDA (lane_kernel_cuda.cu, where a
+// member is a CUDA thread) and for the host (lane_kernel_thread.cpp, LaneIsa::kThread: the
+// CUDA threads' own function, run here lane after lane, so the CPU tests check the bits a GPU
+// computes). LaneTrainWindow runs the best vector ISA this CPU has, or the one
+// ENSEMBLED_LANE_ISA names (baseline, avx2, avx512, thread: a test hook that checks every
+// form gives the same bits; a level the CPU lacks falls back to the best).
 //
 // Layout: every per-lane quantity is [..][16] floats (lane j last). A block's parameters P
 // floats per lane: for each layer l its weights [O_l][I_l] (row-major, as the model's
@@ -36,18 +40,21 @@ namespace ens {
 
 constexpr int kLaneWidth = 16;
 
-// The MLPs the kernel trains: regression on one target, activations relu, sigmoid, swish or
-// linear (tanh and gelu have no vectorisable form here that a libm call would not change).
-// Plain data (no std:: members): the block code, compiled per ISA, must instantiate no inline
-// library function that the linker could merge with another ISA's copy.
+// The MLPs the kernel trains: regression on one target with mse, mae, huber, or gaussian_nll
+// (two outputs: the mean and the variance's raw value); every activation (tanh, gelu, the
+// sigmoid and softplus by the kernel's own e^x, ln and erf, never libm's); fast-gradient-sign
+// adversarial training (without dropout). Plain data (no std:: members): the block code,
+// compiled per ISA, must instantiate no inline library function that the linker could merge
+// with another ISA's copy.
 constexpr int kLaneMaxLayers = 8;
 struct LaneNet {
   int64_t inputs = 0;                          // features
   int64_t layers = 0;                          // hidden layers + 1
-  int64_t units[kLaneMaxLayers] = {};          // each hidden layer's, then the output layer's (1)
+  int64_t units[kLaneMaxLayers] = {};          // each hidden layer's, then the output layer's (1; gaussian_nll 2)
   Activation activations[kLaneMaxLayers] = {}; // one per hidden layer
-  LossKind loss = LossKind::kHuber;            // huber, mse or mae
+  LossKind loss = LossKind::kHuber;            // huber, mse, mae or gaussian_nll
   OptimizerKind optimizer = OptimizerKind::kAdam;
+  bool adversarial = false;  // each step also trains on its rows moved by the lane's steps (kLaneHyperRows + 2F..)
 
   int64_t Params() const;         // P
   int64_t Weights() const;        // multiply-adds of a row's forward: the weights, not biases
@@ -68,14 +75,14 @@ enum LaneHyper : int64_t {
   kLanePoison,      // 1, or NaN (the non-finite test hook, fault_injection.h)
   kLaneYMean,       // the target's mean and std
   kLaneYStd,
-  kLaneHyperRows,   // then the features' means [F] and stds [F]
+  kLaneHyperRows,   // then the features' means [F], stds [F] and adversarial steps [F] (0 without)
 };
 
 struct LaneBlock {
   float* params = nullptr;  // [P][16]
   float* m = nullptr;       // [P][16]
   float* v = nullptr;       // [P][16] (Adam, AdamW)
-  const float* hyper = nullptr;  // [kLaneHyperRows + 2F][16]
+  const float* hyper = nullptr;  // [kLaneHyperRows + 3F][16]
   double* sums = nullptr;   // [3][16]: loss, |error|, error^2 (error in the target's units)
 };
 
@@ -96,16 +103,61 @@ struct LaneWindow {
   bool train = true;
 };
 
-enum class LaneIsa { kBaseline, kAvx2, kAvx512 };
+// kThread: the CUDA kernel's per-thread form compiled for the host (one lane at a time).
+// A window of a whole pack's blocks, as one CUDA launch takes it (lane_launcher.h): block b's
+// arrays start at block 0's plus b times their kind's stride (in elements). The CPU runs the
+// same blocks one call of LaneTrainWindow each (lane_step.cpp).
+struct LanePackWindow {
+  LaneBlock first;    // block 0's parameters, moments, hyperparameters and sums
+  LaneWindow window;  // block 0's offsets, corrections and masks; len, batch, train for all
+  int64_t blocks = 0;
+  int64_t param_stride = 0;       // params, m and v
+  int64_t hyper_stride = 0;
+  int64_t sums_stride = 0;
+  int64_t offsets_stride = 0;
+  int64_t corrections_stride = 0;
+  int64_t masks_stride = 0;
+  const uint8_t* running = nullptr;  // [blocks]: 0 skips the block (none of its members trains)
+  float* scratch = nullptr;          // a launch's: [blocks * 16][scratch_per_thread]
+  int64_t scratch_per_thread = 0;    // ScratchFloats() / 16: a lane's share
+};
+#if defined(__CUDACC__)
+#define ENS_LANE_HD __host__ __device__
+#else
+#define ENS_LANE_HD
+#endif
+ENS_LANE_HD inline LaneBlock BlockAt(const LanePackWindow& pw, int64_t b) {
+  LaneBlock x = pw.first;
+  x.params += b * pw.param_stride;
+  x.m += b * pw.param_stride;
+  if (x.v != nullptr) x.v += b * pw.param_stride;
+  x.hyper += b * pw.hyper_stride;
+  x.sums += b * pw.sums_stride;
+  return x;
+}
+ENS_LANE_HD inline LaneWindow WindowAt(const LanePackWindow& pw, int64_t b) {
+  LaneWindow w = pw.window;
+  w.offsets += b * pw.offsets_stride;
+  if (w.corrections != nullptr) w.corrections += b * pw.corrections_stride;
+  if (w.masks != nullptr) w.masks += b * pw.masks_stride;
+  return w;
+}
+
+enum class LaneIsa { kBaseline, kAvx2, kAvx512, kThread };
 const char* Name(LaneIsa isa);
-// What this CPU runs: its best, or ENSEMBLED_LANE_ISA's level where the CPU has it.
+// What this CPU runs: its best vector ISA, or ENSEMBLED_LANE_ISA's form where the CPU has it.
 LaneIsa ChosenLaneIsa();
-// The levels this CPU can run (baseline first).
+// The forms this CPU can run: baseline first, then the wider vector ISAs it has, kThread last.
 std::vector<LaneIsa> AvailableLaneIsas();
 
 // Every step of the window for one block with the block code of `isa` (w.train false: the
 // forward and the sums only, for validation; the forward is FusedMlp's operations in its order).
 // REQUIRES: isa in AvailableLaneIsas(); scratch holds net.ScratchFloats() floats, 64-byte aligned.
 void LaneTrainWindow(LaneIsa isa, const LaneNet& net, const LaneBlock& block, const LaneWindow& w, float* scratch);
+
+// One launch's threads run on this CPU in turn: LaunchThread of the thread form for every
+// thread of a CUDA launch over `pw` (w.scratch laid out as the device's), what each CUDA thread
+// computes. REQUIRES: pw's pointers on the host.
+void LaneLaunchOnHost(const LaneNet& net, const LanePackWindow& pw);
 
 }  // namespace ens

@@ -19,8 +19,13 @@
 // Dropout: the model's own masks (its stream, one draw per hidden layer with dropout and
 // step, as the autograd loop draws them), laid into lanes a window at a time. Warm start: a
 // member's moments and its own step count for Adam's bias correction, as PackOptimizer's.
-// Used by the trainer on the CPU (TrainPath::kByDevice) where LaneStepFits; every other pack
-// keeps the autograd loop. Includes libtorch. Not thread-safe.
+// Used by the trainer (TrainPath::kByDevice) where LaneStepFits: on the CPU in its vector lanes,
+// and on a GPU through a LaneLauncher (lane_launcher.h: the same block code, one member a CUDA
+// thread, one launch a window). On a device the lane state lives there between windows: a
+// window copies its row offsets, corrections, masks and the running blocks over (before the
+// launch, asynchronously), an epoch's end reads the sums and parameters back (one sync); the
+// bits are the CPU's. Every other pack keeps PackStep or the autograd loop. Includes
+// libtorch. Not thread-safe.
 #pragma once
 
 #include <torch/torch.h>
@@ -28,7 +33,9 @@
 #include <vector>
 
 #include "common/config.h"
+#include "worker/device_runtime.h"
 #include "worker/lane_kernel.h"
+#include "worker/lane_launcher.h"
 #include "worker/model.h"
 #include "worker/pack_optimizer.h"
 #include "worker/pack_step.h"
@@ -44,8 +51,9 @@ namespace ens {
 constexpr int64_t kLaneMaxWeights = 2048;
 
 // Whether LaneStep trains a pack of these members with `features` inputs: regression on one
-// target with huber, mse or mae; an MLP of at most kLaneMaxWeights weights and kLaneMaxLayers
-// layers whose activations the kernel has (LaneActivationSupported); no adversarial batches.
+// target with huber, mse, mae or gaussian_nll; an MLP of at most kLaneMaxWeights weights and
+// kLaneMaxLayers layers whose activations the kernel has (LaneActivationSupported);
+// adversarial training only without dropout.
 // Depends only on what a pack shares (PackKey) and the run's data, so a member takes the same
 // path alone and in any pack.
 bool LaneStepFits(const std::vector<const MemberSpec*>& specs, int classes, int targets, int features);
@@ -53,10 +61,11 @@ bool LaneStepFits(const std::vector<const MemberSpec*>& specs, int classes, int 
 class LaneStep {
  public:
   // Takes the model's current parameters; step_offsets as PackOptimizer's (steps each member
-  // took before this pack; empty: none). REQUIRES: LaneStepFits; model.Layers() has a value;
-  // CPU tensors.
+  // took before this pack; empty: none). launcher null: the CPU's vector lanes (REQUIRES CPU
+  // tensors); else every window is one launch of `launcher` on rt's device, where the model's
+  // tensors and the row table are (REQUIRES rt). REQUIRES: LaneStepFits; model.Layers() has a value.
   LaneStep(Model& model, const std::vector<const MemberSpec*>& specs, const PackStepNorm& norm,
-           const std::vector<int64_t>& step_offsets);
+           const std::vector<int64_t>& step_offsets, LaneLauncher* launcher = nullptr, DeviceRuntime* rt = nullptr);
 
   // The test hook's NaN per member (trainer.cpp PoisonMask) [K], or undefined.
   void SetPoison(const torch::Tensor& poison);
@@ -84,6 +93,12 @@ class LaneStep {
   void MoveSums(torch::Tensor& from, torch::Tensor& loss_sum, std::vector<torch::Tensor>& sums);
   float* Lanes(torch::Tensor& t, int64_t block) { return t.data_ptr<float>() + block * t.stride(0); }
   void DrawMasks(int64_t len, int64_t batch);
+  // A launcher's lane state: where the windows left it, moved to one side or the other.
+  void OwnOnHost();
+  void OwnOnDevice();
+  void LaunchWindow(const torch::Tensor& all, int64_t len, int64_t batch, int64_t steps, const std::vector<bool>& running,
+                    bool train, bool masked);
+  torch::Tensor Host(const torch::Tensor& t) const;  // t on the CPU (a copy from a launcher's device)
 
   LaneNet net_;
   LaneIsa isa_;
@@ -96,10 +111,15 @@ class LaneStep {
   torch::Tensor sums_, val_sums_;   // [blocks, 3, 16] double: this epoch's, its validation's
   torch::Tensor offsets_t_;         // window: [blocks, len, 16] int64 (row starts in the table)
   torch::Tensor corrections_;       // window: [blocks, steps, 2, 16] (LaneWindow::corrections)
-  torch::Tensor masks_;             // window, with dropout: [blocks, len, hidden, 16]
+  torch::Tensor masks_;             // window, with dropout: [blocks, len, hidden, 16] (on the lanes' device)
   std::vector<double> beta1_pow_, beta2_pow_;  // per member: beta^(its steps so far)
   std::vector<int64_t> offsets_;    // per member: steps before this pack
   int64_t steps_ = 0;
+  LaneLauncher* launcher_ = nullptr;  // null: the CPU's lanes
+  DeviceRuntime* rt_ = nullptr;
+  bool on_device_ = false;            // the launcher's lane state is newer than the host tensors
+  torch::Tensor d_params_, d_m_, d_v_, d_hyper_, d_sums_, d_val_sums_, d_scratch_;  // on rt_'s device
+  torch::Tensor lane_members_;  // on rt_'s device: [blocks * 16] each lane's member (MemberOf)
 };
 
 }  // namespace ens

@@ -137,6 +137,11 @@ int Announce(WorkerChannel& link, const WorkerServeOptions& o, DeviceRuntime& ru
     (void)SendReport(link, m, 10000);  // best effort: the pool reads exit 78 before ready as unusable too
     return exit_code::kPermanentFailure;
   }
+  // A GPU worker says once how its lane packs will train (the CUDA lane kernel, or PackStep and why).
+  if (runtime.accelerated()) {
+    if (runtime.lanes() != nullptr) Log(o.slot, "lane packs train with the CUDA lane kernel (libens_lane_cuda.so)");
+    else Log(o.slot, runtime.lanes_note());
+  }
   Message ready;
   ready.type = MessageType::kReady;
   ready.slot = o.slot;

@@ -55,6 +55,7 @@ bool PackStepFits(const std::vector<const MemberSpec*>& specs, int classes, int 
 // The pack's standardisation: features [K, 1, F] and the target [K, 1].
 struct PackStepNorm {
   torch::Tensor xm, xs, ym, ys;
+  torch::Tensor adversarial_step;  // [K, 1, F], or undefined (LaneStep reads it; PackStep has none)
 };
 
 class PackStep {

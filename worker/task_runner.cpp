@@ -365,6 +365,7 @@ bool TaskRunner::PrepareInputs(const std::vector<TaskSpec>& tasks, const Progres
     in.on_note = on_note;
     in.data_cache = device_data_.get();
     in.runtime = runtime_;
+    in.lanes = runtime_->accelerated() ? runtime_->lanes() : nullptr;
     // gpu-check's measurement switches (trainer.h): operators per step, and the autograd loop
     // where PackStep would train (to set the two side by side on a GPU).
     in.count_ops = std::getenv("ENSEMBLED_COUNT_OPS") != nullptr;

@@ -269,18 +269,23 @@ class PackLoop {
                              : MakeRegressionObjective(specs, norm_.ym, norm_.ys, dev_, tensor_ops_);
     const std::vector<int64_t> offsets = WarmStart(warm);
     for (const auto& r : runs_) max_epochs_ = std::max(max_epochs_, r.epochs);
+    // Lanes first: on the CPU its vector lanes, on a device with a launcher one launch a window;
+    // a member's bits are the same either way, alone or in any pack.
+    const bool lanes_here = dev_.is_cpu() || in[0].lanes != nullptr;
+    if (lanes_here && path == TrainPath::kByDevice && model_->Layers().has_value() &&
+        LaneStepFits(specs, classes, in[0].targets, in[0].features)) {
+      lanes_ = std::make_unique<LaneStep>(*model_, specs,
+                                          PackStepNorm{norm_.xm, norm_.xs, norm_.ym, norm_.ys, norm_.adversarial_step}, offsets,
+                                          in[0].lanes, in[0].lanes != nullptr ? &rt_ : nullptr);
+      for (size_t k = 0; k < in.size(); ++k)
+        if (runs_[k].warm == "warm") lanes_->SetMemberMoments(static_cast<int64_t>(k), {warm[k]->m, warm[k]->v});
+      return;
+    }
     const bool cuda_path = dev_.is_cuda() || path == TrainPath::kTensorOps;
     if (cuda_path && path != TrainPath::kAutogradOps && PackStepFits(specs, classes, in[0].targets) &&
         model_->Layers().has_value()) {
       step_ = std::make_unique<PackStep>(*model_, specs, PackStepNorm{norm_.xm, norm_.xs, norm_.ym, norm_.ys});
       if (in[0].cuda_graphs) step_->EnableGraphs(in[0].on_note);
-      return;
-    }
-    if (dev_.is_cpu() && path == TrainPath::kByDevice && model_->Layers().has_value() &&
-        LaneStepFits(specs, classes, in[0].targets, in[0].features)) {
-      lanes_ = std::make_unique<LaneStep>(*model_, specs, PackStepNorm{norm_.xm, norm_.xs, norm_.ym, norm_.ys}, offsets);
-      for (size_t k = 0; k < in.size(); ++k)
-        if (runs_[k].warm == "warm") lanes_->SetMemberMoments(static_cast<int64_t>(k), {warm[k]->m, warm[k]->v});
       return;
     }
     // L1/L2 of the kernels: gradient terms of the optimizer's step (pack_optimizer.h).
@@ -330,6 +335,9 @@ class PackLoop {
 
   // CUDA graphs the pack's PackStep replays (resources.cuda_graphs), or -1 when none were asked.
   int64_t graphs_in_use() const { return step_ && in_[0].cuda_graphs ? step_->graphs_in_use() : -1; }
+  // Which engine trained the pack (member metric "engine"): "lanes" (the lane kernel, on the
+  // CPU or through a device's launcher: the same bits on every device), "pack_step" or "autograd".
+  const char* engine() const { return lanes_ ? "lanes" : step_ ? "pack_step" : "autograd"; }
 
   // Operators dispatched per optimizer step by the training epochs (TrainInputs::count_ops), or -1.
   double ops_per_step() const { return ops_per_step_; }
@@ -687,6 +695,7 @@ void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train
   o->metrics.update({{"epochs_run", r.epochs_run},       {"best_epoch", r.best_epoch},
                 {"stop_step", r.stop_step},
                 {"device", device},
+                {"engine", loop.engine()},
                 {"train_seconds", train_seconds / static_cast<double>(pack_size)}});
   if (loop.ops_per_step() >= 0) o->metrics["train_ops_per_step"] = loop.ops_per_step();
   if (loop.graphs_in_use() >= 0) o->metrics["cuda_graphs_in_use"] = loop.graphs_in_use();

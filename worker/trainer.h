@@ -44,6 +44,7 @@ namespace ens {
 
 class DeviceDataCache;
 class DeviceRuntime;
+class LaneLauncher;
 struct DeviceDataCacheDeleter {
   void operator()(DeviceDataCache* c) const;
 };
@@ -92,6 +93,11 @@ struct TrainInputs {
   // ENSEMBLED_TRAIN_PATH=autograd trains every task on TrainPath::kAutogradOps).
   bool count_ops = false;
   bool cuda_graphs = false;  // the task's (protocol.h): PackStep captures and replays its steps
+  // How lane packs train on the runtime's device (lane_launcher.h: on a GPU the CUDA lane
+  // kernel, in tests the host launcher with a fake device): a pack LaneStepFits then trains in
+  // lanes on the device, one launch a window, with the CPU's bits. nullptr: lanes on the CPU
+  // only (on a GPU such a pack keeps PackStep).
+  LaneLauncher* lanes = nullptr;
   // Heartbeats: after every batch, validation chunk and member's predictions (cheap).
   std::function<void(TaskPhase phase, int epoch)> on_progress;
   std::function<void(const std::string&)> on_note;    // notes for the log (a split pack)

@@ -6,6 +6,7 @@
 //    recorded in violations;
 //  - every ToDevice / ToHost is counted (a ToHost also counts as a sync), so a test can hold the
 //    training loop to "per epoch, never per step";
+//  - lane_launcher: the lane kernel's launcher it offers (none unless a test sets one);
 //  - fail_at_to_device = n throws, at the n-th ToDevice, the c10::AcceleratorError a CUDA
 //    kernel fault (illegal address) raises, so the worker's handling of a lost context is tested.
 // It cannot see a copy or a sync made outside the seam (a direct .to(device) or .item() on a
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "worker/device_runtime.h"
+#include "worker/lane_launcher.h"
 
 namespace ens::testing {
 
@@ -60,7 +62,12 @@ class FakeDeviceRuntime final : public DeviceRuntime {
     return t.clone();
   }
 
+  // The lane launcher this "GPU" offers (worker/lane_launcher.h): none unless a test sets one
+  // (NewHostLaneLauncher: the CUDA kernel's threads run on the CPU).
+  LaneLauncher* lanes() override { return lane_launcher; }
+
   bool initialised = false;
+  LaneLauncher* lane_launcher = nullptr;
   int inits = 0, peak_resets = 0, empties = 0;
   int64_t to_device = 0, to_host = 0, syncs = 0;
   int64_t reserved = 64 << 20;  // what Stats reports (bytes); EmptyCache sets it to 0

@@ -1,0 +1,21 @@
+// OpenWorkerPlugin: a shared library of ours that GPU workers load on first use from the
+// worker's own folder (libens_cuda_graph.so: cuda_graphs.h; libens_lane_cuda.so:
+// lane_launcher.h), or from the path an environment variable names (tests, bundles).
+// No libtorch. Thread-safe (dlopen is).
+#pragma once
+
+#include <string>
+
+namespace ens {
+
+struct WorkerPlugin {
+  void* handle = nullptr;  // dlopen's, or nullptr
+  std::string path;        // what was opened (or tried)
+  std::string error;       // with handle nullptr: "cannot load PATH: the loader's reason"
+};
+
+// `file` beside /proc/self/exe, unless the variable `env` is set and not empty (then its path).
+// The library is never closed (its code stays in use until exit).
+WorkerPlugin OpenWorkerPlugin(const char* env, const char* file);
+
+}  // namespace ens
