@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -97,7 +98,7 @@ struct Block {
         corrections[static_cast<size_t>((s * 2 + 1) * W + j)] = static_cast<float>(std::sqrt(1.0 - std::pow(0.999, t)));
       }
     if (c.masks) {
-      masks.resize(static_cast<size_t>(kLen * hidden * W));
+      masks.resize(static_cast<size_t>(kLen * hidden * (c.adversarial ? 2 : 1) * W));
       for (auto& k : masks) k = unit(gen) < 0.2f ? 0.0f : 1.25f;
     }
     sums.assign(static_cast<size_t>(3 * W), 0.0);
@@ -128,11 +129,21 @@ struct Block {
   }
 };
 
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+// The same bits, except that any NaN equals any NaN: a lane that reached NaN is a member that
+// failed (non-finite), and which NaN (payload, sign) an operation returns is the hardware's and
+// the compiler's operand order's, not promised.
+template <typename T>
+bool SameBits(const std::vector<T>& a, const std::vector<T>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0 && !(std::isnan(a[i]) && std::isnan(b[i]))) return false;
+  return true;
 }
-bool SameBits(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+template <typename T>
+bool AllFinite(const std::vector<T>& a) {
+  for (T x : a)
+    if (!std::isfinite(x)) return false;
+  return true;
 }
 
 std::vector<Case> AllCases() {
@@ -143,8 +154,10 @@ std::vector<Case> AllCases() {
                          Activation::kGelu, Activation::kLinear})
       for (LossKind l : {LossKind::kHuber, LossKind::kMse, LossKind::kMae, LossKind::kGaussianNll})
         for (OptimizerKind o : {OptimizerKind::kAdam, OptimizerKind::kAdamW, OptimizerKind::kSgd}) {
-          for (bool masks : {false, true}) cases.push_back({h, a, l, o, masks});
-          cases.push_back({h, a, l, o, false, true});  // adversarial training
+          for (bool masks : {false, true}) {
+            cases.push_back({h, a, l, o, masks});
+            cases.push_back({h, a, l, o, masks, true});  // adversarial training
+          }
         }
   return cases;
 }
@@ -153,7 +166,7 @@ TEST_CASE("every form of the block code, the CUDA thread form included, gives th
   const std::vector<LaneIsa> forms = AvailableLaneIsas();
   REQUIRE(forms.front() == LaneIsa::kBaseline);
   REQUIRE(forms.back() == LaneIsa::kThread);
-  int cases = 0;
+  int cases = 0, finite = 0;
   for (const Case& c : AllCases()) {
     CAPTURE(Describe(c));
     Block reference(c, 17u + static_cast<uint32_t>(cases++));
@@ -162,6 +175,7 @@ TEST_CASE("every form of the block code, the CUDA thread form included, gives th
     reference.Run(LaneIsa::kBaseline, true);  // a second window from where the first left off
     reference.Run(LaneIsa::kBaseline, false);
     REQUIRE(!SameBits(start, reference.params));  // it trained
+    finite += AllFinite(reference.params) && AllFinite(reference.sums) ? 1 : 0;
     for (LaneIsa isa : forms) {
       CAPTURE(Name(isa));
       Block b(c, 17u + static_cast<uint32_t>(cases - 1));
@@ -174,7 +188,8 @@ TEST_CASE("every form of the block code, the CUDA thread form included, gives th
       CHECK(SameBits(b.sums, reference.sums));
     }
   }
-  CHECK(cases == 3 * 6 * 4 * 3 * 3);
+  CHECK(cases == 3 * 6 * 4 * 3 * 4);
+  CHECK(finite > cases * 9 / 10);  // a few cases' lanes diverge (SGD on random members); most train
 }
 
 TEST_CASE("a member's bits do not depend on its lane or its block mates, in every form", "[lane_kernel][bits]") {

@@ -142,5 +142,29 @@ TEST_CASE("TorchScript members are never fused - each is a pack of one", "[pack]
   CHECK(packs[2] == std::vector<int>{2});
 }
 
+TEST_CASE("on a GPU run a member the lane kernel does not train is a pack of one - lane members still pack", "[pack]") {
+  // 9 features: 8 units fit the lanes; 400 units (3,600 weights) do not.
+  std::vector<MemberSpec> ms = {Member(8), Member(400), Member(8), Member(400), Member(8)};
+  PackShape cpu{9, 1000};
+  PackShape gpu = cpu;
+  gpu.gpu = true;
+  CHECK(PlanPacks(ms, 0, 1, cpu) == std::vector<std::vector<int>>{{0, 2, 4}, {1, 3}});
+  CHECK(PlanPacks(ms, 0, 1, gpu) == std::vector<std::vector<int>>{{0, 2, 4}, {1}, {3}});
+  CHECK(PlanPacks(ms, 2, 1, gpu) == std::vector<std::vector<int>>{{0, 2}, {1}, {3}, {4}});
+  // What the run is decides it too: a classifier's members, or several targets, never train in lanes.
+  PackShape classes = gpu;
+  classes.classes = 3;
+  CHECK(PlanPacks(ms, 0, 1, classes).size() == 5);
+  PackShape targets = gpu;
+  targets.targets = 2;
+  CHECK(PlanPacks(ms, 0, 1, targets).size() == 5);
+  // Gaussian heads and adversarial training (with dropout too) are lane members.
+  for (MemberSpec& m : ms) m.loss = LossKind::kGaussianNll, m.adversarial_eps = 0.01;
+  ms[2].layers[0].dropout = 0.1;
+  CHECK(PlanPacks(ms, 0, 1, gpu) == std::vector<std::vector<int>>{{0, 2, 4}, {1}, {3}});
+  ms[4].model.kind = ModelKind::kTorchscript;  // never a lane member
+  CHECK(PlanPacks(ms, 0, 1, gpu) == std::vector<std::vector<int>>{{0, 2}, {1}, {3}, {4}});
+}
+
 }  // namespace
 }  // namespace ens

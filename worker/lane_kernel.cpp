@@ -36,18 +36,6 @@ int64_t LaneNet::ScratchFloats() const {
   return kLaneWidth * (Params() + 4 * inputs + 1 + 3 * hidden + 2 * widest);
 }
 
-bool LaneActivationSupported(Activation a) {
-  switch (a) {
-    case Activation::kRelu:
-    case Activation::kTanh:
-    case Activation::kSigmoid:
-    case Activation::kSwish:
-    case Activation::kGelu:
-    case Activation::kLinear: return true;
-  }
-  return false;
-}
-
 const char* Name(LaneIsa isa) {
   switch (isa) {
     case LaneIsa::kBaseline: return "baseline";

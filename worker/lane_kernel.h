@@ -12,7 +12,9 @@
 // float operations (no FMA: the block code is compiled with -ffp-contract=off; e^x is the
 // kernel's own, the same Cody-Waite and Taylor steps as mlp_kernel.cpp's; sqrt and division
 // are exactly rounded on every ISA). So a member's bits do not depend on its lane, its block,
-// its pack mates or the ISA the block code was compiled for. Sums over the batch run in row
+// its pack mates or the ISA or device the block code was compiled for; NaN excepted: which NaN
+// (payload, sign) an operation on NaNs returns is the hardware's and the operand order's, and
+// a member that reaches NaN fails as non-finite anyway. Sums over the batch run in row
 // order, one accumulator per weight; loss and metric sums are double, a batch summed from 0 in
 // row order and then added to the epoch's (as Objective::RowSums and the autograd loop add them).
 //
@@ -34,6 +36,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/lane_fit.h"  // kLaneMaxLayers, and which members the kernel trains
 #include "common/member_options.h"
 
 namespace ens {
@@ -43,10 +46,9 @@ constexpr int kLaneWidth = 16;
 // The MLPs the kernel trains: regression on one target with mse, mae, huber, or gaussian_nll
 // (two outputs: the mean and the variance's raw value); every activation (tanh, gelu, the
 // sigmoid and softplus by the kernel's own e^x, ln and erf, never libm's); fast-gradient-sign
-// adversarial training (without dropout). Plain data (no std:: members): the block code,
+// adversarial training. Plain data (no std:: members): the block code,
 // compiled per ISA, must instantiate no inline library function that the linker could merge
 // with another ISA's copy.
-constexpr int kLaneMaxLayers = 8;
 struct LaneNet {
   int64_t inputs = 0;                          // features
   int64_t layers = 0;                          // hidden layers + 1
@@ -60,7 +62,6 @@ struct LaneNet {
   int64_t Weights() const;        // multiply-adds of a row's forward: the weights, not biases
   int64_t ScratchFloats() const;  // the scratch LaneTrainWindow needs
 };
-bool LaneActivationSupported(Activation a);
 
 // Per-lane hyperparameters and standardisation of one block: rows of 16 floats.
 enum LaneHyper : int64_t {
@@ -97,7 +98,8 @@ struct LaneWindow {
   // float(1 - beta1^t) and float(sqrt(1 - beta2^t)) of the lane's step count t after it.
   const float* corrections = nullptr;
   // Dropout multipliers (0 or 1 / keep; 1 where a member does not drop out) of every hidden
-  // unit, [len][hidden units of all layers][16], or null: no member of the pack drops out.
+  // unit, [len][hidden units of all layers][16] (adversarial: [len][2][hidden][16], the row's
+  // forward's then its adversarial forward's), or null: no member of the pack drops out.
   const float* masks = nullptr;
   // false: forward, loss and metric sums only (validation: no masks, no poison, no update).
   bool train = true;

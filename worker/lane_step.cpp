@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 
+#include "common/lane_fit.h"
 #include "worker/cpu_only.h"
 
 namespace ens {
@@ -32,27 +33,8 @@ struct Scratch {
 }  // namespace
 
 bool LaneStepFits(const std::vector<const MemberSpec*>& specs, int classes, int targets, int features) {
-  if (classes > 0 || targets != 1) return false;
-  for (const MemberSpec* s : specs) {
-    if (s->model.kind != ModelKind::kMlp) return false;
-    switch (s->loss) {
-      case LossKind::kHuber:
-      case LossKind::kMse:
-      case LossKind::kMae:
-      case LossKind::kGaussianNll: break;
-      case LossKind::kCrossEntropy: return false;
-    }
-    if (static_cast<int64_t>(s->layers.size()) + 1 > kLaneMaxLayers) return false;
-    int64_t in = features, weights = 0;
-    for (const LayerSpec& l : s->layers) {
-      if (!LaneActivationSupported(l.activation)) return false;
-      // The adversarial rows' forward would draw its own dropout masks: the autograd loop's.
-      if (s->adversarial_eps > 0 && l.dropout > 0) return false;
-      weights += in * l.units;
-      in = l.units;
-    }
-    if (weights + in * (s->loss == LossKind::kGaussianNll ? 2 : 1) > kLaneMaxWeights) return false;
-  }
+  for (const MemberSpec* s : specs)
+    if (!LaneFits(*s, classes, targets, features)) return false;
   return true;
 }
 
@@ -215,7 +197,10 @@ void LaneStep::SetMemberMoments(int64_t k, const PackOptimizer::Moments& s) {
 // crosses to the host; on the CPU by hand.
 void LaneStep::DrawMasks(int64_t len, int64_t batch) {
   const bool device = launcher_ != nullptr;
-  masks_ = torch::ones({blocks_, len, hidden_, kLaneWidth}, torch::TensorOptions().device(device ? rt_->device() : torch::kCPU));
+  // Adversarial training: each step's forward draws its masks, then its adversarial forward
+  // draws its own (the autograd loop's two Forward calls, in that order).
+  const int64_t draws = net_.adversarial ? 2 : 1, row = draws * hidden_;
+  masks_ = torch::ones({blocks_, len, row, kLaneWidth}, torch::TensorOptions().device(device ? rt_->device() : torch::kCPU));
   if (device && !lane_members_.defined()) {
     torch::Tensor k = torch::empty({blocks_ * kLaneWidth}, torch::kLong);
     for (int64_t t = 0; t < blocks_ * kLaneWidth; ++t) k.data_ptr<int64_t>()[t] = MemberOf(t / kLaneWidth, t % kLaneWidth, members_);
@@ -223,24 +208,25 @@ void LaneStep::DrawMasks(int64_t len, int64_t batch) {
   }
   for (int64_t first = 0; first < len; first += batch) {
     const int64_t rows = std::min(batch, len - first);
-    int64_t at = 0;
-    for (int64_t l = 0; l + 1 < net_.layers; ++l) {
-      const int64_t units = net_.units[l];
-      const torch::Tensor m = dropout_(rows, units, static_cast<size_t>(l));  // [K, rows, units] or undefined
-      if (m.defined() && device) {
-        masks_.narrow(1, first, rows).narrow(2, at, units).copy_(
-            m.index_select(0, lane_members_).view({blocks_, kLaneWidth, rows, units}).permute({0, 2, 3, 1}));
-      } else if (m.defined()) {
-        const torch::Tensor c = Host(m);
-        for (int64_t b = 0; b < blocks_; ++b)
-          for (int j = 0; j < kLaneWidth; ++j) {
-            const float* src = c.data_ptr<float>() + MemberOf(b, j, members_) * rows * units;
-            float* dst = Lanes(masks_, b) + j;
-            for (int64_t r = 0; r < rows; ++r)
-              for (int64_t u = 0; u < units; ++u) dst[((first + r) * hidden_ + at + u) * kLaneWidth] = src[r * units + u];
-          }
+    for (int64_t d = 0, at = 0; d < draws; ++d) {
+      for (int64_t l = 0; l + 1 < net_.layers; ++l) {
+        const int64_t units = net_.units[l];
+        const torch::Tensor m = dropout_(rows, units, static_cast<size_t>(l));  // [K, rows, units] or undefined
+        if (m.defined() && device) {
+          masks_.narrow(1, first, rows).narrow(2, at, units).copy_(
+              m.index_select(0, lane_members_).view({blocks_, kLaneWidth, rows, units}).permute({0, 2, 3, 1}));
+        } else if (m.defined()) {
+          const torch::Tensor c = Host(m);
+          for (int64_t b = 0; b < blocks_; ++b)
+            for (int j = 0; j < kLaneWidth; ++j) {
+              const float* src = c.data_ptr<float>() + MemberOf(b, j, members_) * rows * units;
+              float* dst = Lanes(masks_, b) + j;
+              for (int64_t r = 0; r < rows; ++r)
+                for (int64_t u = 0; u < units; ++u) dst[((first + r) * row + at + u) * kLaneWidth] = src[r * units + u];
+            }
+        }
+        at += units;
       }
-      at += units;
     }
   }
 }

@@ -42,18 +42,8 @@
 
 namespace ens {
 
-// The most weights (multiply-adds per row over all layers) a lane-trained member may have.
-// Measured (BENCHMARKS.md "Training loop throughput", 9 -> U sigmoid -> 1, batch 32, K = 512,
-// 4 epochs, in-loop member-steps/s against the autograd loop): 2.0x at U = 6 (60 weights, FusedMlp), 2.2x
-// at 240, 1.6x at 320 (per-member GEMMs from here), 2.1x at 640 and 1280, 1.8x at 2560. The
-// lanes' cost grows with the weights, the GEMMs' per weight falls with width, so above the
-// last measured point where they clearly win the GEMM path stays.
-constexpr int64_t kLaneMaxWeights = 2048;
-
-// Whether LaneStep trains a pack of these members with `features` inputs: regression on one
-// target with huber, mse, mae or gaussian_nll; an MLP of at most kLaneMaxWeights weights and
-// kLaneMaxLayers layers whose activations the kernel has (LaneActivationSupported);
-// adversarial training only without dropout.
+// Whether LaneStep trains a pack of these members with `features` inputs: each LaneFits
+// (common/lane_fit.h; the supervisor's pack plan asks the same).
 // Depends only on what a pack shares (PackKey) and the run's data, so a member takes the same
 // path alone and in any pack.
 bool LaneStepFits(const std::vector<const MemberSpec*>& specs, int classes, int targets, int features);

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/lane_fit.h"
 #include "common/member_rows.h"
 
 namespace ens {
@@ -52,7 +53,8 @@ std::vector<std::vector<int>> PlanPacks(const std::vector<MemberSpec>& members, 
   std::map<std::string, size_t> group_of;
   std::vector<std::vector<int>> packs;
   for (size_t i = 0; i < members.size(); ++i) {
-    if (!TraitsOf(members[i].model.kind).packable) {  // trains alone
+    const bool alone_on_gpu = shape.gpu && !LaneFits(members[i], shape.classes, shape.targets, shape.features);
+    if (!TraitsOf(members[i].model.kind).packable || alone_on_gpu) {  // trains alone
       packs.push_back({static_cast<int>(i)});
       continue;
     }

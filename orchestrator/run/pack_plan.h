@@ -7,7 +7,11 @@
 // A member's bits do not depend on its pack (worker/trainer.h), so the plan is free to
 // depend on the worker count: "auto" spreads each group over the workers. A member of a kind
 // that is not packable (ModelKindTraits: a command member is a program of its own, a
-// TorchScript member a module of its own) is always a pack of one.
+// TorchScript member a module of its own) is always a pack of one. So is, when the run has a
+// GPU worker, a member the lane kernel does not train (common/lane_fit.h): on CUDA its engines
+// (PackStep, the autograd loop) give bits that depend on the pack's size, which a retry (the
+// decided members dropped) or an out-of-memory split (two halves) would change; alone, it keeps
+// its bits through both. Lane members pack as on the CPU: their bits are the same in any pack.
 // Pure functions. Thread-safe.
 #pragma once
 
@@ -30,10 +34,14 @@ namespace ens {
 inline constexpr int kAutoPackMaxMembers = 512;
 inline constexpr uint64_t kAutoPackBytes = uint64_t{1} << 30;
 
-// What the planner knows of the data: feature count and training rows of the round.
+// What the planner knows of the data (feature count and training rows of the round, the run's
+// classes and regression targets) and of the workers (whether any has a GPU).
 struct PackShape {
   int features = 1;
   uint64_t train_rows = 0;
+  int classes = 0;
+  int targets = 1;
+  bool gpu = false;
 };
 
 // Estimated bytes one member adds to a pack while it trains: parameters with their gradients,

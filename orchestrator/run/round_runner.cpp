@@ -18,9 +18,11 @@ using Clock = std::chrono::steady_clock;
 RoundEnd RoundRunner::Run(Status* error) {
   // The dispatch unit is a pack (a single member when packing is off). A member's bits do not
   // depend on its pack, so the plan may follow the worker count.
+  bool gpu = false;  // a GPU worker could train any pack
+  for (const WorkerSlot& s : workers_->slots()) gpu = gpu || !s.placement.gpu.empty();
   auto plan = PackScheduler::Create(
       PlanPacks(cfg_.members, cfg_.pack_size, static_cast<int>(workers_->slots().size()),
-                PackShape{shape_.features, shape_.train_rows}),
+                PackShape{shape_.features, shape_.train_rows, shape_.classes, shape_.targets, gpu}),
       cfg_.members.size(), shape_.done_before, cfg_.max_task_attempts);
   if (!plan.ok()) {
     *error = plan.status();

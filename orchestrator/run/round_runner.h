@@ -69,6 +69,8 @@ struct RoundShape {
   int round = 0;
   int features = 0;               // of the round's training table
   uint64_t train_rows = 0;        // rows of the round's training table (pack plan sizing)
+  int classes = 0;                // the run's classes (0: regression) and regression targets:
+  int targets = 1;                // which members the lane kernel trains (pack plan on GPUs)
   size_t holdout_values = 0;      // floats in a member's holdout predictions
   size_t pool_values = 0;         // floats in a member's pool predictions
   std::vector<bool> done_before;  // per member: journaled done before this round (ran) here

@@ -202,6 +202,8 @@ RoundEnd Supervisor::RunRound(int round, Status* error) {
   shape.round = round;
   shape.features = static_cast<int>(data_.train().header().features);
   shape.train_rows = progress_.train_rows;
+  shape.classes = Head().classes();
+  shape.targets = Head().targets();
   shape.holdout_values = data_.holdout().rows() * PredictionWidth();
   shape.pool_values = data_.pool().rows() * PredictionWidth();
   for (const MemberSpec& m : cfg_.members) shape.done_before.push_back(progress_.done.count(m.name) > 0);
