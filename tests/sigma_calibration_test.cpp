@@ -102,5 +102,37 @@ TEST_CASE("temperature scaling softens over-confident probabilities and lowers t
   for (size_t i = 0; i < same.size(); ++i) CHECK(same[i] == Approx(reported[i]).margin(1e-12));
 }
 
+TEST_CASE("the temperature's cross-fitting tempers each half by the temperature fitted on the other", "[calibration]") {
+  // Even rows over-confident (reported p^3), odd rows honest (reported p): a temperature fitted
+  // on the odd rows (~1) tempers the even ones, one fitted on the even rows (~3) the odd ones.
+  // Fitted on the rows it tempers, the reported NLL would turn optimistic.
+  SeededRng rng(21);
+  std::vector<double> reported, even_p, odd_p;
+  std::vector<float> labels, even_l, odd_l;
+  for (int i = 0; i < 2000; ++i) {
+    const double a = rng.Uniform() + 0.2, b = rng.Uniform() + 0.2, c = rng.Uniform() + 0.2, sum = a + b + c;
+    const double p[3] = {a / sum, b / sum, c / sum};
+    const double u = rng.Uniform();
+    const float label = u < p[0] ? 0.0f : u < p[0] + p[1] ? 1.0f : 2.0f;
+    const double q = p[0] * p[0] * p[0] + p[1] * p[1] * p[1] + p[2] * p[2] * p[2];
+    labels.push_back(label);
+    for (double x : p) reported.push_back(i % 2 == 0 ? x * x * x / q : x);
+    std::vector<double>& half = i % 2 == 0 ? even_p : odd_p;
+    for (int c3 = 0; c3 < 3; ++c3) half.push_back(reported[reported.size() - 3 + static_cast<size_t>(c3)]);
+    (i % 2 == 0 ? even_l : odd_l).push_back(label);
+  }
+  const double t_even = FitTemperature(even_p, even_l, 3), t_odd = FitTemperature(odd_p, odd_l, 3);
+  CAPTURE(t_even, t_odd);
+  REQUIRE(t_even > 2.0);  // the halves want different temperatures, so the test can tell them apart
+  REQUIRE(t_odd < 1.5);
+  const std::vector<double> crossed = CrossFittedTemper(reported, labels, 3);
+  const std::vector<double> by_odd = Temper(reported, 3, t_odd), by_even = Temper(reported, 3, t_even);
+  for (size_t i = 0; i < labels.size(); ++i)
+    for (size_t c = 0; c < 3; ++c) {
+      CAPTURE(i, c);
+      REQUIRE(crossed[i * 3 + c] == (i % 2 == 0 ? by_odd : by_even)[i * 3 + c]);
+    }
+}
+
 }  // namespace
 }  // namespace ens
