@@ -115,10 +115,8 @@ struct ResourcesSpec {
   int workers_per_gpu = 1;       // >= 1. Default: 1
   int cpu_workers = 2;           // workers when no GPU is used, >= 1. Default: 2
   int threads_per_worker = 1;    // intra-op threads of every task, >= 1. Default: 1
-  // A GPU pack that PackStep trains (worker/pack_step.h) captures each step position of its
-  // windows once as a CUDA graph and replays it (the same kernels, launched as one); a capture
-  // that fails falls back to the plain step with a log line. Off until a GPU figure says it
-  // pays. Default: false
+  // Retired (2026-12-07): accepted and ignored. It replayed PackStep's steps as CUDA graphs; the
+  // lane kernel trains those members in one launch a window. Default: false
   bool cuda_graphs = false;
   // > 0: the run uses this many GB (2^30 bytes) of each of its GPUs, not the whole GPU. Its
   // workers on one GPU share it (each worker's CUDA caching allocator is capped at its part,

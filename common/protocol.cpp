@@ -127,7 +127,6 @@ json TaskToJson(const TaskSpec& t) {
               {"threads", t.threads}, {"save_checkpoint", t.save_checkpoint},
               {"publish", t.publish}, {"classes", t.classes}, {"member", MemberToJson(t.member)}};
   if (!t.warm_from.empty()) j["warm_from"] = t.warm_from;
-  if (t.cuda_graphs) j["cuda_graphs"] = true;
   if (t.pack_results) j["pack_results"] = true;
   return j;
 }
@@ -163,10 +162,6 @@ Status TaskFromJson(const json& j, TaskSpec* out) {
     return Status::InvalidArgument("task: " + err);
   if (classes == 1) return Status::InvalidArgument("task: field 'classes' is 1 (0 for regression, else >= 2)");
   out->classes = static_cast<int>(classes);
-  auto graphs = j.find("cuda_graphs");
-  if (graphs != j.end() && !graphs->is_boolean())
-    return Status::InvalidArgument("task: field 'cuda_graphs' is not a boolean");
-  out->cuda_graphs = graphs != j.end() && graphs->get<bool>();
   auto packed = j.find("pack_results");
   if (packed != j.end() && !packed->is_boolean())
     return Status::InvalidArgument("task: field 'pack_results' is not a boolean");

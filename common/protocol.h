@@ -65,8 +65,6 @@ struct TaskSpec {
   // "" or the train_state.pt of this member's previous round that it starts from (warm_start:
   // its weights and optimizer state). Optional on the wire, default "".
   std::string warm_from;
-  // resources.cuda_graphs of the run (config.h). Optional on the wire, default false.
-  bool cuda_graphs = false;
   // A pack of K > 1 writes its members' results as one pack directory (config results_layout
   // "packs": common/pack_results.h) instead of a member directory each. Read from the pack's
   // first task. Optional on the wire, default false (a directory a member).

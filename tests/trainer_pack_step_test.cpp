@@ -15,18 +15,13 @@ using namespace ens::testing;
 
 // The pack `specs` trained on `path`; outputs in order.
 std::vector<TrainOutputs> TrainOn(Fixture& f, const std::vector<MemberSpec>& specs, TrainPath path,
-                                  const std::string& tag, bool count_ops = false,
-                                  std::vector<std::string>* graph_notes = nullptr) {
+                                  const std::string& tag, bool count_ops = false) {
   std::vector<TrainInputs> in;
   for (size_t k = 0; k < specs.size(); ++k) {
     TaskSpec& t = f.Task(specs[k], static_cast<int>(k));
     in.push_back(f.Inputs(t, tag));
     in.back().path = path;
     in.back().count_ops = count_ops;
-    if (graph_notes != nullptr) {
-      in.back().cuda_graphs = true;
-      in.back().on_note = [graph_notes](const std::string& s) { graph_notes->push_back(s); };
-    }
   }
   std::vector<TrainOutputs> out;
   TrainPack(in, &out);
@@ -161,30 +156,6 @@ TEST_CASE("a 2-hidden-layer pack's step dispatches at most 20 operators on the C
   CAPTURE(ops, before);
   CHECK(ops <= 20);
   CHECK(before > 100);
-}
-
-TEST_CASE("cuda_graphs where no CUDA is: the capture fails, says so once, and the pack trains as without",
-          "[pack_step]") {
-  Fixture f;
-  std::vector<MemberSpec> specs = {Base(0), Base(1), Base(2)};
-  std::vector<std::string> notes;
-  const auto graphs = TrainOn(f, specs, TrainPath::kTensorOps, "graphs", false, &notes);
-  const auto plain = TrainOn(f, specs, TrainPath::kTensorOps, "plain");
-  INFO(notes.size());
-  REQUIRE(notes.size() == 1);  // the second window's first step tried, and then no more
-  CHECK_THAT(notes[0], Catch::Contains("CUDA graphs") && Catch::Contains("without CUDA graphs"));
-  CHECK(graphs[0].metrics["cuda_graphs_in_use"] == 0);
-  CHECK_FALSE(plain[0].metrics.contains("cuda_graphs_in_use"));
-  for (size_t k = 0; k < specs.size(); ++k)
-    RequireSameBits(f, graphs[k], plain[k], "graphs-" + specs[k].name + ".pt", "plain-" + specs[k].name + ".pt");
-  SECTION("a pack with dropout says it will not capture") {
-    std::vector<MemberSpec> with_dropout = specs;
-    with_dropout[1].layers[0].dropout = 0.1;
-    std::vector<std::string> said;
-    TrainOn(f, with_dropout, TrainPath::kTensorOps, "dropout", false, &said);
-    REQUIRE(said.size() == 1);
-    CHECK_THAT(said[0], Catch::Contains("dropout"));
-  }
 }
 
 }  // namespace

@@ -149,9 +149,9 @@ void LaneStep::SetPoison(const torch::Tensor& poison) {
 }
 
 // Member k's slices of a lane tensor, shaped as the model's parameters (a bias [1, O]).
-PackOptimizer::Moments LaneStep::MemberMoments(int64_t k) const {
-  auto member = [&](const torch::Tensor& host_lanes, const torch::Tensor& device_lanes) {
-    const torch::Tensor lanes = on_device_ ? rt_->ToHost(device_lanes) : host_lanes;
+PackOptimizer::Moments LaneStep::MemberMoments(int64_t k) {
+  OwnOnHost();  // from a launcher's device once, not once a member
+  auto member = [&](const torch::Tensor& lanes) {
     std::vector<torch::Tensor> out;
     const float* src = lanes.data_ptr<float>() + (k / kLaneWidth) * lanes.stride(0) + k % kLaneWidth;
     int64_t at = 0;
@@ -168,8 +168,8 @@ PackOptimizer::Moments LaneStep::MemberMoments(int64_t k) const {
     return out;
   };
   PackOptimizer::Moments s;
-  s.m = member(m_, d_m_);
-  if (v_.defined()) s.v = member(v_, d_v_);
+  s.m = member(m_);
+  if (v_.defined()) s.v = member(v_);
   return s;
 }
 

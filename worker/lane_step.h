@@ -61,7 +61,8 @@ class LaneStep {
   void SetPoison(const torch::Tensor& poison);
   // A warm member's moments, shaped as PackOptimizer::MemberMoments gives them.
   void SetMemberMoments(int64_t k, const PackOptimizer::Moments& s);
-  PackOptimizer::Moments MemberMoments(int64_t k) const;
+  // (With a launcher, the first call after training brings the lane state back to the host.)
+  PackOptimizer::Moments MemberMoments(int64_t k);
   int64_t MemberSteps(int64_t k) const { return offsets_[static_cast<size_t>(k)] + steps_; }
 
   // Every step of a window of whole batches: ix [K, len] row indices of `all` [N, F + 1]

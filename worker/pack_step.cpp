@@ -99,7 +99,6 @@ PackStep::PackStep(Model& model, const std::vector<const MemberSpec*>& specs, co
     any_decay = any_decay || w != 0.0f;
     any_l1 = any_l1 || s->l1 != 0.0;
     any_l2 = any_l2 || s->l2 != 0.0;
-    for (const LayerSpec& l : s->layers) dropout_any_ = dropout_any_ || l.dropout > 0;
   }
   const torch::Tensor mask = torch::tensor(kernel_mask, torch::kFloat).view({1, -1}).to(dev);
   if (any_l1) l1_ = Column(l1, dev) * mask;
@@ -121,12 +120,6 @@ PackStep::PackStep(Model& model, const std::vector<const MemberSpec*>& specs, co
   mean_ = torch::cat({norm.xm, norm.ym.unsqueeze(-1)}, 2);
   std_ = torch::cat({norm.xs, norm.ys.unsqueeze(-1)}, 2);
   ys_ = norm.ys;
-}
-
-void PackStep::EnableGraphs(std::function<void(const std::string&)> note) {
-  note_ = std::move(note);
-  graphs_on_ = !dropout_any_;
-  if (dropout_any_ && note_) note_("CUDA graphs: not for a pack with dropout (its masks are drawn on the host's count)");
 }
 
 void PackStep::SetPoison(const torch::Tensor& poison) {
@@ -187,13 +180,7 @@ void PackStep::BeginWindow(const torch::Tensor& all, const torch::Tensor& ix, in
       }
     }
     table_ = to_device(host);
-    if (graphs_on_) {  // the graphs read the table where they were captured
-      if (!table_fixed_.defined()) table_fixed_ = torch::empty_like(table_);
-      table_fixed_.narrow(0, 0, steps).copy_(table_);
-      table_ = table_fixed_;
-    }
   }
-  ++windows_begun_;
 }
 
 torch::Tensor PackStep::Input(size_t layer, int64_t first, int64_t rows) const {
@@ -316,28 +303,9 @@ void PackStep::StepBody(int64_t first, int64_t rows) {
   Update();
 }
 
-// The step as a graph: true when it ran so. The first window runs plain (it warms cuBLAS and
-// the allocator, which a capture must not do), as does a window's last, shorter batch.
-bool PackStep::StepByGraph(int64_t first, int64_t rows) {
-  if (!graphs_on_ || windows_begun_ < 2 || rows != batch_) return false;
-  std::unique_ptr<CudaGraph>& graph = graphs_[first];
-  Status s;
-  if (graph) {
-    s = graph->Replay();
-  } else {
-    graph = std::make_unique<CudaGraph>();
-    s = graph->Capture([&] { StepBody(first, rows); });
-  }
-  if (s.ok()) return true;
-  graphs_on_ = false;
-  graphs_.clear();
-  if (note_) note_(s.message() + "; the pack trains on without CUDA graphs");
-  return false;
-}
-
 void PackStep::Step(int64_t first, int64_t rows) {
   torch::NoGradGuard no_grad;
-  if (!StepByGraph(first, rows)) StepBody(first, rows);
+  StepBody(first, rows);
   ++steps_;
   ++window_step_;
 }

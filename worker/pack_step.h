@@ -42,7 +42,6 @@
 #include <vector>
 
 #include "common/config.h"
-#include "worker/cuda_graphs.h"
 #include "worker/model.h"
 
 namespace ens {
@@ -66,14 +65,6 @@ class PackStep {
 
   // The test hook's NaN per member (trainer.cpp PoisonMask) [K], or undefined.
   void SetPoison(const torch::Tensor& poison);
-  // resources.cuda_graphs: from the second window on, each full step at a window position is
-  // captured once as a CUDA graph (cuda_graphs.h) and replayed after (the window's buffers and
-  // step sizes stay at fixed addresses). Not with dropout (its draws are counted on the host).
-  // A capture or replay that fails turns graphs off for the pack, says why through `note`,
-  // and the step runs plain: the same kernels, so the same results.
-  void EnableGraphs(std::function<void(const std::string&)> note);
-  // Graphs captured and in use (0 once they were turned off, or never on).
-  int64_t graphs_in_use() const { return graphs_on_ ? static_cast<int64_t>(graphs_.size()) : 0; }
 
   // A window of whole batches: ix [K, len] (row indices of `all`, on its device), `all` [N, F + 1];
   // `to_device` copies a host tensor to the pack's device (DeviceRuntime::ToDeviceAsync).
@@ -95,7 +86,6 @@ class PackStep {
     torch::Tensor grad_post, grad_pre;    // [K, B, out]
   };
   void StepBody(int64_t first, int64_t rows);
-  bool StepByGraph(int64_t first, int64_t rows);
   void Forward(int64_t first, int64_t rows);
   void Backward(int64_t first, int64_t rows);
   void Update();
@@ -127,12 +117,6 @@ class PackStep {
   int64_t window_rows_ = 0, window_step_ = 0, batch_ = 0;
   int64_t steps_ = 0;           // optimizer steps taken
   std::vector<double> lr_;      // per member
-  bool dropout_any_ = false;    // a member drops out somewhere: no graphs
-  bool graphs_on_ = false;
-  int64_t windows_begun_ = 0;
-  torch::Tensor table_fixed_;   // graphs: the table's one home [max steps, 2, K, 1]
-  std::map<int64_t, std::unique_ptr<CudaGraph>> graphs_;  // by the step's first row in its window
-  std::function<void(const std::string&)> note_;
 };
 
 }  // namespace ens

@@ -369,7 +369,6 @@ bool TaskRunner::PrepareInputs(const std::vector<TaskSpec>& tasks, const Progres
     // gpu-check's measurement switches (trainer.h): operators per step, and the autograd loop
     // where PackStep would train (to set the two side by side on a GPU).
     in.count_ops = std::getenv("ENSEMBLED_COUNT_OPS") != nullptr;
-    in.cuda_graphs = tasks[k].cuda_graphs;
     if (const char* path = std::getenv("ENSEMBLED_TRAIN_PATH"); path != nullptr && std::string(path) == "autograd")
       in.path = TrainPath::kAutogradOps;
     // Called during RunPack, whose tasks, progress callback and inputs outlive it.

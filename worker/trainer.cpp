@@ -285,7 +285,6 @@ class PackLoop {
     if (cuda_path && path != TrainPath::kAutogradOps && PackStepFits(specs, classes, in[0].targets) &&
         model_->Layers().has_value()) {
       step_ = std::make_unique<PackStep>(*model_, specs, PackStepNorm{norm_.xm, norm_.xs, norm_.ym, norm_.ys});
-      if (in[0].cuda_graphs) step_->EnableGraphs(in[0].on_note);
       return;
     }
     // L1/L2 of the kernels: gradient terms of the optimizer's step (pack_optimizer.h).
@@ -333,8 +332,6 @@ class PackLoop {
     for (torch::Tensor* t : {&norm_.xm, &norm_.xs, &norm_.ym, &norm_.ys}) *t = rt_.ToHost(*t);
   }
 
-  // CUDA graphs the pack's PackStep replays (resources.cuda_graphs), or -1 when none were asked.
-  int64_t graphs_in_use() const { return step_ && in_[0].cuda_graphs ? step_->graphs_in_use() : -1; }
   // Which engine trained the pack (member metric "engine"): "lanes" (the lane kernel, on the
   // CPU or through a device's launcher: the same bits on every device), "pack_step" or "autograd".
   const char* engine() const { return lanes_ ? "lanes" : step_ ? "pack_step" : "autograd"; }
@@ -698,7 +695,6 @@ void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train
                 {"engine", loop.engine()},
                 {"train_seconds", train_seconds / static_cast<double>(pack_size)}});
   if (loop.ops_per_step() >= 0) o->metrics["train_ops_per_step"] = loop.ops_per_step();
-  if (loop.graphs_in_use() >= 0) o->metrics["cuda_graphs_in_use"] = loop.graphs_in_use();
   if (in.split.val_size() > 0) o->metrics["best_val_loss"] = r.best_value;  // validation_split 0: none
   if (pack_size > 1)
     o->metrics.update({{"pack_size", pack_size}, {"pack_position", k}, {"pack_train_seconds", train_seconds}});

@@ -92,7 +92,6 @@ struct TrainInputs {
   // (a worker whose environment has ENSEMBLED_COUNT_OPS sets it for every task, and one with
   // ENSEMBLED_TRAIN_PATH=autograd trains every task on TrainPath::kAutogradOps).
   bool count_ops = false;
-  bool cuda_graphs = false;  // the task's (protocol.h): PackStep captures and replays its steps
   // How lane packs train on the runtime's device (lane_launcher.h: on a GPU the CUDA lane
   // kernel, in tests the host launcher with a fake device): a pack LaneStepFits then trains in
   // lanes on the device, one launch a window, with the CPU's bits. nullptr: lanes on the CPU

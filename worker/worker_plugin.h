@@ -1,6 +1,6 @@
 // OpenWorkerPlugin: a shared library of ours that GPU workers load on first use from the
-// worker's own folder (libens_cuda_graph.so: cuda_graphs.h; libens_lane_cuda.so:
-// lane_launcher.h), or from the path an environment variable names (tests, bundles).
+// worker's own folder (libens_lane_cuda.so: lane_launcher.h), or from the path an environment
+// variable names (tests, bundles).
 // No libtorch. Thread-safe (dlopen is).
 #pragma once
 

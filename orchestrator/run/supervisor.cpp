@@ -174,7 +174,6 @@ TaskSpec Supervisor::MakeTask(int round, int index, int attempt) const {
   t.excluded_file = data_.excluded_file();
   t.attempt = attempt;
   t.threads = cfg_.resources.threads_per_worker;
-  t.cuda_graphs = cfg_.resources.cuda_graphs;
   t.classes = data_.classes().size();
   t.save_checkpoint = cfg_.save_checkpoints;
   t.pack_results = cfg_.pack_results;
