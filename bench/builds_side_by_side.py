@@ -5,7 +5,11 @@ load and the same recently deleted files (on ext4 without a journal, files delet
 minutes make new ones dearer: a run's own deletions slow the next). Prints each run and the
 medians; the raw runs go to --out.
 
-Usage: bench/builds_side_by_side.py BUILD_A BUILD_B [--k 512] [--epochs 4] [--n 4] [--work-dir DIR] [--out FILE]
+--member JSON gives the members' defaults (default: seed 000's, pack_throughput.SEED000), e.g. to
+set the lane kernel's weight cap side by side with a build that trains the same members elsewhere.
+
+Usage: bench/builds_side_by_side.py BUILD_A BUILD_B [--k 512] [--epochs 4] [--n 4] [--member JSON]
+                                    [--work-dir DIR] [--out FILE]
 """
 import argparse, json, os, statistics, sys, tempfile, time
 
@@ -18,9 +22,11 @@ ap.add_argument("b")
 ap.add_argument("--k", type=int, default=512)
 ap.add_argument("--epochs", type=int, default=4)
 ap.add_argument("--n", type=int, default=4)
+ap.add_argument("--member", default=None, help="the members' defaults as JSON (default: seed 000's)")
 ap.add_argument("--work-dir", default=None, help="default: ~/.cache/ensembled/bench-work (the disk); /dev/shm: tmpfs")
 ap.add_argument("--out", default=None)
 a = ap.parse_args()
+member = json.loads(a.member) if a.member else None
 root = a.work_dir or p.default_work_root()
 runs = {a.a: [], a.b: []}
 order = []
@@ -36,15 +42,18 @@ keep = tempfile.TemporaryDirectory(dir=root)
 for i, build in enumerate(order):
     w = os.path.join(keep.name, f"run{i}")
     os.makedirs(w)
-    r = p.run(build, a.k, a.epochs, a.k, w)
+    r = p.run(build, a.k, a.epochs, a.k, w, member=member)
     runs[build].append(r)
     print(build, r["round_wall_s"], r["train_s"], r["wall_over_train"], r["outside_ms_per_member"], "=",
-          r["prepare_ms_per_member"], "+", r["outputs_ms_per_member"], "+", r["rest_ms_per_member"], flush=True)
+          r["prepare_ms_per_member"], "+", r["outputs_ms_per_member"], "+", r["rest_ms_per_member"],
+          f"({r['train_member_steps_per_s']} member-steps/s in the loop)", flush=True)
 for build, rs in runs.items():
     med = lambda key: round(statistics.median(x[key] for x in rs), 3)  # noqa: E731
     print(f"median {build}: wall {med('round_wall_s')} s, train {med('train_s')} s, wall/train {med('wall_over_train')}, "
-          f"outside {med('outside_ms_per_member')} ms a member (outputs {med('outputs_ms_per_member')})")
+          f"outside {med('outside_ms_per_member')} ms a member (outputs {med('outputs_ms_per_member')}), "
+          f"{med('train_member_steps_per_s')} member-steps/s in the loop")
 if a.out:
     json.dump({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "k": a.k, "epochs": a.epochs,
+               "member": member,
                "state_on": root, "loadavg": open("/proc/loadavg").read().split()[:3], "runs": runs},
               open(a.out, "w"), indent=1)

@@ -143,8 +143,8 @@ TEST_CASE("TorchScript members are never fused - each is a pack of one", "[pack]
 }
 
 TEST_CASE("on a GPU run a member the lane kernel does not train is a pack of one - lane members still pack", "[pack]") {
-  // 9 features: 8 units fit the lanes; 400 units (3,600 weights) do not.
-  std::vector<MemberSpec> ms = {Member(8), Member(400), Member(8), Member(400), Member(8)};
+  // 9 features: 8 units fit the lanes; 600 units (6,000 weights) do not.
+  std::vector<MemberSpec> ms = {Member(8), Member(600), Member(8), Member(600), Member(8)};
   PackShape cpu{9, 1000};
   PackShape gpu = cpu;
   gpu.gpu = true;

@@ -196,7 +196,8 @@ TEST_CASE("which packs the lane path fits - the others keep the autograd loop", 
   CHECK(LaneStepFits(p, 0, 1, 9));
   CHECK_FALSE(LaneStepFits(p, 3, 1, 9));   // a classifier
   CHECK_FALSE(LaneStepFits(p, 0, 2, 9));   // two targets
-  CHECK_FALSE(LaneStepFits(p, 0, 1, 400));  // 400 x 6 + 6 weights > kLaneMaxWeights
+  CHECK_FALSE(LaneStepFits(p, 0, 1, 853));  // 853 x 6 + 6 weights > kLaneMaxWeights
+  CHECK(LaneStepFits(p, 0, 1, 852));
   specs[1].model.kind = ModelKind::kTorchscript;
   CHECK_FALSE(LaneStepFits(p, 0, 1, 9));
   specs[1] = Mixed(1);  // dropout 0.2
@@ -209,8 +210,8 @@ TEST_CASE("which packs the lane path fits - the others keep the autograd loop", 
   }
   specs[1].loss = LossKind::kGaussianNll;
   CHECK(LaneStepFits(p, 0, 1, 9));
-  CHECK_FALSE(LaneStepFits(p, 0, 1, 340));  // 340 x 6 + 6 x 2 outputs > kLaneMaxWeights
-  CHECK(LaneStepFits(p, 0, 1, 339));
+  CHECK_FALSE(LaneStepFits(p, 0, 1, 852));  // 852 x 6 + 6 x 2 outputs > kLaneMaxWeights
+  CHECK(LaneStepFits(p, 0, 1, 851));
 }
 
 }  // namespace
