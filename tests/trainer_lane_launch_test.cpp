@@ -2,8 +2,7 @@
 // FakeDeviceRuntime, whose lane launcher is the host one (the CUDA kernel's threads, run on the
 // CPU with the device's scratch layout), a member trains with the bits it has in the CPU's
 // vector lanes, alone and in packs of 7 and 17 in any position, with dropout, L1/L2, SGD and
-// Adam; a window is one launch (not one a step), the copies are per window and epoch; a GPU
-// runtime without a launcher keeps the lanes off the device.
+// Adam; a window is one launch (not one a step), the copies are per window and epoch.
 #include "support/trainer_fixture.h"
 
 #include <algorithm>
@@ -104,18 +103,19 @@ TEST_CASE("the lane path on a device launches once a window and copies per windo
   CHECK(to_host <= 16);
 }
 
-TEST_CASE("a device without a lane launcher trains no pack in lanes there", "[lane_launch]") {
+TEST_CASE("without a launcher the fake GPU's pack trains in the CPU's lanes - the launcher's bits", "[lane_launch]") {
   Fixture f;
   FakeDeviceRuntime gpu;
   REQUIRE(gpu.Init().ok());
+  // The fake's tensors are on the CPU, so without a launcher the pack takes the CPU's vector
+  // lanes; through the host launcher it runs a CUDA launch's threads: the same engine, the same bits.
+  const auto on_cpu_lanes = Train(f, {0, 1}, "none", &gpu, nullptr);
   const std::unique_ptr<LaneLauncher> host = NewHostLaneLauncher();
-  const auto on_device = Train(f, {0, 1}, "none", &gpu, nullptr);
-  CHECK(host->launches() == 0);
-  // The fake's tensors are on the CPU, so the pack still trains there: with the CPU's lanes,
-  // the same bits as the launcher's.
   const auto launched = Train(f, {0, 1}, "launched", &gpu, host.get());
   CHECK(host->launches() > 0);
-  RequireSameBits(f, on_device[1], launched[1], Checkpoint("none", 1), Checkpoint("launched", 1));
+  for (const auto* out : {&on_cpu_lanes, &launched})
+    for (const TrainOutputs& o : *out) CHECK(o.metrics["engine"] == "lanes");
+  RequireSameBits(f, on_cpu_lanes[1], launched[1], Checkpoint("none", 1), Checkpoint("launched", 1));
 }
 
 }  // namespace
