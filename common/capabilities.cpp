@@ -24,6 +24,7 @@ const char* CapName(int cap) {
     case CAP_KILL: return "CAP_KILL";
     case CAP_DAC_OVERRIDE: return "CAP_DAC_OVERRIDE";
     case CAP_FOWNER: return "CAP_FOWNER";
+    case CAP_SETPCAP: return "CAP_SETPCAP";
     default: return "CAP_?";
   }
 }
@@ -48,6 +49,21 @@ int DropAllCapabilitiesRaw() {
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct none[2] = {};
   if (::syscall(SYS_capset, &header, none) != 0) return errno;
+  return 0;
+}
+
+int HardenChildRaw(bool* bounding_dropped) {
+  bool dropped = false;
+  if (HasEffectiveCapability(CAP_SETPCAP)) {
+    for (int cap = 0; cap < 64; ++cap) {
+      if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0) continue;
+      if (errno == EINVAL) break;  // past the kernel's last capability
+      return errno;
+    }
+    dropped = true;
+  }
+  if (bounding_dropped != nullptr) *bounding_dropped = dropped;
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
   return 0;
 }
 

@@ -26,6 +26,15 @@ std::vector<std::string> MissingCapabilities(const std::vector<int>& caps);
 // The ambient set of a kernel without it (before 4.3) is ignored.
 int DropAllCapabilitiesRaw();
 
+// Hardens the calling thread before it execs a program of another user's: empties its
+// capability bounding set when it holds CAP_SETPCAP (without it the set stays as the unit left
+// it; nothing can use it: see below), then sets no_new_privs (setuid and setgid bits and file
+// capabilities do nothing in what it execs, nor in what that starts). With the sets
+// DropAllCapabilitiesRaw empties, a non-root uid then never holds a capability again.
+// Async-signal-safe. Returns 0 or an errno. *bounding_dropped: whether the bounding set was
+// emptied.
+int HardenChildRaw(bool* bounding_dropped = nullptr);
+
 // DropAllCapabilitiesRaw as a Status (for the daemon's own process).
 Status DropAllCapabilities();
 

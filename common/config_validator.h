@@ -80,8 +80,9 @@ inline std::string Shown(const json& j) {
   return s.size() > 40 ? s.substr(0, 37) + "..." : s;
 }
 
+// A name that is also a plain file name: never ".", "..", a hidden file or a path.
 inline bool IsSafeName(const std::string& s) {
-  if (s.empty() || s.size() > 64) return false;
+  if (s.empty() || s.size() > 64 || s[0] == '.') return false;
   for (unsigned char c : s) {
     if (!std::isalnum(c) && c != '_' && c != '.' && c != '-') return false;
   }
@@ -193,7 +194,7 @@ class Validator {
         hint);
   }
   bool Name(const json& obj, const std::string& ptr, std::string_view key, std::string* out) {
-    return String(obj, ptr, key, out, "must be 1-64 characters of [A-Za-z0-9_.-]", IsSafeName);
+    return String(obj, ptr, key, out, "must be 1-64 characters of [A-Za-z0-9_.-], not starting with '.'", IsSafeName);
   }
   bool Enum(const json& obj, const std::string& ptr, std::string_view key, Words allowed,
             std::string* out) {

@@ -18,11 +18,14 @@ void JournalFollower::Reset() {
 }
 
 Status JournalFollower::Update() {
-  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return Status::NotFound(path_ + ": no journal");
-    return Status::FromErrno("open " + path_, errno);
+  FileCheck check = check_;
+  check.max_bytes = UINT64_MAX;  // a journal grows; what is read is only what is new
+  StatusOr<int> opened = OpenNoFollow(path_, check);
+  if (!opened.ok()) {
+    if (opened.status().code() == Status::Code::kNotFound) return Status::NotFound(path_ + ": no journal");
+    return opened.status();
   }
+  const int fd = *opened;
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;

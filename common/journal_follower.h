@@ -8,7 +8,10 @@
 // written, or torn by a crash) is left for a later call. A file that shrank (a restarted
 // supervisor cut a torn line away) or was replaced (another inode) is read again from its
 // start. A complete line that is not a record stops the reading there (Corruption, naming the
-// file and line); nothing after it is applied. Not thread-safe; one per journal.
+// file and line); nothing after it is applied. The journal is opened as common/no_follow.h
+// opens another user's file: no link followed, no FIFO waited on, `check`'s owner and size
+// (a follower of the daemon's reads a submitter's state directory). Not thread-safe; one per
+// journal.
 #pragma once
 
 #include <sys/types.h>
@@ -17,13 +20,14 @@
 #include <string>
 
 #include "common/journal.h"
+#include "common/no_follow.h"
 #include "common/status.h"
 
 namespace ens {
 
 class JournalFollower {
  public:
-  explicit JournalFollower(std::string path) : path_(std::move(path)) {}
+  explicit JournalFollower(std::string path, FileCheck check = {}) : path_(std::move(path)), check_(check) {}
 
   // NotFound when the journal does not exist (yet); progress() is then as before.
   Status Update();
@@ -34,6 +38,7 @@ class JournalFollower {
  private:
   void Reset();
   std::string path_;
+  FileCheck check_;
   uint64_t offset_ = 0;
   int lines_ = 0;  // complete lines applied (for the line number of an error)
   dev_t dev_ = 0;

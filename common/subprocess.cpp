@@ -70,6 +70,10 @@ struct ChildSetup {
   bp::error_code on_exec_setup(bp::posix::default_launcher&, const bp::filesystem::path&, const char* const*) {
     if (spec->new_session) ::setsid();
     else if (spec->own_process_group) ::setpgid(0, 0);
+    // The bounding set goes while CAP_SETPCAP is still held (a root parent's is gone after setuid).
+    if (spec->drop_capabilities) {
+      if (int err = HardenChildRaw(); err != 0) return bp::error_code(err, bp::system_category());
+    }
     // Before PR_SET_PDEATHSIG: a change of uid or gid clears it.
     if (spec->credentials) {
       const ProcessCredentials& c = *spec->credentials;

@@ -58,8 +58,9 @@ struct SubprocessSpec {
   bool stdout_append = false;           // stdout_file is appended to, not truncated (a log kept across restarts)
   bool stderr_to_stdout = false;
   std::optional<ProcessCredentials> credentials;  // unset: the parent's uid, gid and groups
-  // Empty the child's capability sets (ambient and inheritable included) before exec, after
-  // the credentials: what it runs inherits none of the parent's (common/capabilities.h).
+  // Harden the child before exec, after the credentials (common/capabilities.h): its bounding
+  // set emptied (when the parent holds CAP_SETPCAP), no_new_privs set, every capability set
+  // (ambient and inheritable included) emptied: what it runs holds none and gains none.
   bool drop_capabilities = false;
 };
 

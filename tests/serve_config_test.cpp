@@ -176,5 +176,36 @@ TEST_CASE("LoadServeConfigFile names the file in every error", "[serve][config]"
   CHECK_FALSE(LoadServeConfigFile(tmp / "missing.json").ok());
 }
 
+TEST_CASE("serve limits: priorities within +-1000 and in order, quotas >= 0, a token file resolved", "[serve][config]") {
+  ServeConfig c;
+  REQUIRE(Validate(Minimal(), &c).empty());
+  CHECK(c.limits.min_priority == -100);
+  CHECK(c.limits.max_priority == 10);
+  CHECK(c.limits.admin_max_priority == 1000);
+  CHECK(c.limits.runs == 0);
+  CHECK(c.http_token_file.empty());
+  json doc = Minimal();
+  doc["limits"] = {{"max_priority", 5}, {"admins_group", "ops"}, {"runs", 2}, {"gpus", 4}, {"cpu_workers", 8}};
+  doc["http_token_file"] = "token";
+  REQUIRE(Validate(doc, &c).empty());
+  CHECK(c.limits.max_priority == 5);
+  CHECK(c.limits.admins_group == "ops");
+  CHECK(c.limits.runs == 2);
+  CHECK(c.limits.gpus == 4);
+  CHECK(c.limits.cpu_workers == 8);
+  CHECK(c.http_token_file == "/cfg/token");
+  doc = Minimal();
+  doc["limits"] = {{"max_priority", 2147483647}};
+  RequireOnlyError(doc, "/limits/max_priority", "1000");
+  doc["limits"] = {{"min_priority", 20}};
+  RequireOnlyError(doc, "/limits/min_priority", "is above max_priority");
+  doc["limits"] = {{"max_priority", 50}, {"admin_max_priority", 20}};
+  RequireOnlyError(doc, "/limits/admin_max_priority", "is below max_priority");
+  doc["limits"] = {{"runs", -1}};
+  RequireOnlyError(doc, "/limits/runs", "");
+  doc["limits"] = {{"max_prio", 1}};
+  RequireOnlyError(doc, "/limits/max_prio", "");
+}
+
 }  // namespace
 }  // namespace ens

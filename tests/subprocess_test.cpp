@@ -163,20 +163,22 @@ TEST_CASE("RunToEnd times out, cancels and bounds the output, killing the proces
   CHECK(missing.status().code() == Status::Code::kNotFound);
 }
 
-TEST_CASE("a child runs with the credentials asked and no capability, or Start says why it could not") {
+TEST_CASE("a child runs with the credentials asked, no capability, an empty bounding set and no_new_privs, or Start says why it could not") {
   if (::geteuid() != 0) {  // setuid needs CAP_SETUID: reported skipped (SKIP_RETURN_CODE)
     std::printf("skipped: not root\n");
     std::fflush(stdout);
     std::_Exit(77);
   }
-  SubprocessSpec spec = Sh("id -u; id -g; id -G; grep -E '^Cap(Eff|Prm|Inh|Amb):' /proc/self/status");
+  SubprocessSpec spec = Sh("id -u; id -g; id -G; grep -E '^(Cap(Eff|Prm|Inh|Amb|Bnd)|NoNewPrivs):' /proc/self/status");
   spec.credentials = ProcessCredentials{65534, 65534, {65534, 100}};
   spec.drop_capabilities = true;
   auto r = RunToEnd(spec, "", 30);
   REQUIRE(r.ok());
   CHECK(r->exit.ok());
+  // Hardened as well: an empty bounding set (this parent holds CAP_SETPCAP) and no_new_privs.
   CHECK(r->out == "65534\n65534\n65534 100\nCapInh:\t0000000000000000\nCapPrm:\t0000000000000000\n"
-                  "CapEff:\t0000000000000000\nCapAmb:\t0000000000000000\n");
+                  "CapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\n"
+                  "NoNewPrivs:\t1\n");
 
   // Without CAP_SETUID (a child of this test that dropped its capabilities) setuid fails.
   pid_t tester = ::fork();

@@ -102,7 +102,9 @@ TEST_CASE("the configured unit file says what the daemon needs", "[service][unit
 TEST_CASE("the unit grants the daemon only the capabilities run_as submitter needs, never DAC_OVERRIDE", "[service][unit]") {
   std::string unit = ReadText(ConfiguredUnit());
   REQUIRE_FALSE(unit.empty());
-  const std::string caps = "CAP_SETUID CAP_SETGID CAP_CHOWN CAP_DAC_READ_SEARCH CAP_KILL";  // orchestrator/serve/run_as.h
+  // orchestrator/serve/run_as.h's five, and CAP_SETPCAP for the bounding set of a run's child
+  // (common/capabilities.h HardenChildRaw).
+  const std::string caps = "CAP_SETUID CAP_SETGID CAP_CHOWN CAP_DAC_READ_SEARCH CAP_KILL CAP_SETPCAP";
   CHECK(UnitValue(unit, "CapabilityBoundingSet") == caps);
   CHECK(UnitValue(unit, "AmbientCapabilities") == caps);
   CHECK(UnitValue(unit, "User") == "ensembled");  // not root: the capabilities are all it has
@@ -142,7 +144,7 @@ TEST_CASE("the installed serve config and the tmpfiles.d snippet fit the unit", 
   CHECK(installed == source.replace(source.find(from), from.size(), "\"runs_dir\": \"" + runs_dir + "\""));
   // runs.d: the daemon's user owns it, the group (who may submit) may drop files in.
   std::string tmpfiles = ReadText(std::string(ENS_BINARY_DIR) + "/packaging/ensembled.tmpfiles.conf");
-  CHECK_THAT(tmpfiles, Catch::Contains("\nd " + runs_dir + " 2775 ensembled ensembled -\n"));
+  CHECK_THAT(tmpfiles, Catch::Contains("\nd " + runs_dir + " 3775 ensembled ensembled -\n"));
   CHECK(tmpfiles.find('@') == std::string::npos);
 }
 
@@ -197,7 +199,7 @@ TEST_CASE("cmake --install puts the unit, the serve config and runs.d in place a
   CHECK(t.code == 0);
   struct stat st;
   REQUIRE(::stat((etc + "/runs.d").c_str(), &st) == 0);
-  CHECK((st.st_mode & 07777) == 02775);
+  CHECK((st.st_mode & 07777) == 03775);  // setgid and sticky: a drop directory
   std::smatch m;
   const std::string passwd = "\n" + ReadText(root + "/etc/passwd");
   REQUIRE(std::regex_search(passwd, m, std::regex(R"(\nensembled:[^:]*:(\d+):(\d+):)")));

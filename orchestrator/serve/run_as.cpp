@@ -44,6 +44,9 @@ StatusOr<Submitter> MapSubmitter(uid_t uid, const RunAsPolicy& policy, const Use
   const std::string who = "uid " + std::to_string(uid);
   if (uid == 0 && !policy.allow_root)
     return Status::InvalidArgument(who + " (root) may not submit runs here: run_as is \"submitter\" and allow_root is false");
+  if (uid != 0 && policy.daemon_uid && uid == *policy.daemon_uid)
+    return Status::InvalidArgument(who + " is the daemon's own user: a run of its would hold the daemon's files; "
+                                         "submit as a person (a member of the submitters' group)");
   std::optional<UserEntry> user = users.ByUid(uid);
   if (!user) return Status::InvalidArgument(who + " has no user entry (passwd): its runs cannot run as it");
   std::vector<gid_t> groups = users.GroupsOf(*user);

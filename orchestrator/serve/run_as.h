@@ -5,7 +5,7 @@
 // mutation commands, which it starts) runs as the uid that submitted it (the SO_PEERCRED uid of
 // `ensemblectl submit`, or the owner of a file dropped into runs_dir) with that user's groups.
 // MapSubmitter turns that uid into credentials, or refuses it: an unknown uid, uid 0 without
-// allow_root, a user outside the submitters' group. The user database is an interface so the
+// allow_root, the daemon's own user, a user outside the submitters' group. The user database is an interface so the
 // mapping can be tested with a fake passwd.
 // Plain data and pure functions besides SystemUsers() (getpwuid_r, getgrouplist).
 #pragma once
@@ -45,6 +45,8 @@ struct RunAsPolicy {
   bool submitter = false;   // run_as "submitter"
   bool allow_root = false;  // uid 0 may submit (its runs then run as root). Default: false
   gid_t group = 0;          // a submitter must be in this group (the daemon's, or submitters_group)
+  // The daemon's own uid: never a submitter (its runs would be the daemon's, with its files).
+  std::optional<uid_t> daemon_uid;
   std::string group_name;   // for messages
   mode_t state_dir_mode = 0750;
 };

@@ -20,6 +20,13 @@ const ConfigKey kResourceKeys[] = {{"gpus", ChangeRule::kRestart, {}}, {"cpu_wor
 const ConfigKey kPreemptionKeys[] = {{"enabled", ChangeRule::kRestart, {}},
                                      {"min_priority_gap", ChangeRule::kRestart, {}},
                                      {"grace_s", ChangeRule::kRestart, {}}};
+const ConfigKey kLimitKeys[] = {{"min_priority", ChangeRule::kRestart, {}},
+                                {"max_priority", ChangeRule::kRestart, {}},
+                                {"admin_max_priority", ChangeRule::kRestart, {}},
+                                {"admins_group", ChangeRule::kRestart, {}},
+                                {"runs", ChangeRule::kRestart, {}},
+                                {"gpus", ChangeRule::kRestart, {}},
+                                {"cpu_workers", ChangeRule::kRestart, {}}};
 const ConfigKey kTopKeys[] = {{"runs_dir", ChangeRule::kRestart, {}},
                               {"state_root", ChangeRule::kRestart, {}},
                               {"resources", ChangeRule::kRestart, kResourceKeys},
@@ -28,6 +35,8 @@ const ConfigKey kTopKeys[] = {{"runs_dir", ChangeRule::kRestart, {}},
                               {"allow_root", ChangeRule::kRestart, {}},
                               {"submitters_group", ChangeRule::kRestart, {}},
                               {"state_dir_mode", ChangeRule::kRestart, {}},
+                              {"limits", ChangeRule::kRestart, kLimitKeys},
+                              {"http_token_file", ChangeRule::kRestart, {}},
                               {"service", ChangeRule::kRestart, ConfigKeysOf("/service")}};
 
 constexpr std::string_view kRunAsWords[] = {"daemon", "submitter"};
@@ -54,6 +63,21 @@ void ReadPreemption(Validator& v, const json& root, PreemptionSpec* p) {
   v.Number(*j, ptr, "grace_s", kPositive, &p->grace_s);
 }
 
+void ReadLimits(Validator& v, const json& root, SubmitterLimits* l) {
+  const std::string p = "/limits";
+  const json* j = v.Section(root, "", "limits", kLimitKeys);
+  if (j == nullptr) return;
+  v.Int(*j, p, "min_priority", -kPriorityBound, kPriorityBound, &l->min_priority);
+  v.Int(*j, p, "max_priority", -kPriorityBound, kPriorityBound, &l->max_priority);
+  v.Int(*j, p, "admin_max_priority", -kPriorityBound, kPriorityBound, &l->admin_max_priority);
+  v.String(*j, p, "admins_group", &l->admins_group, "must be a group name, or \"\" for root alone",
+           [](const std::string&) { return true; });
+  for (auto [key, out] : {std::pair<const char*, int*>{"runs", &l->runs}, {"gpus", &l->gpus}, {"cpu_workers", &l->cpu_workers}})
+    v.Int(*j, p, key, 0, INT_MAX, out);
+  if (l->min_priority > l->max_priority) v.Error(p + "/min_priority", "is above max_priority");
+  if (l->max_priority > l->admin_max_priority) v.Error(p + "/admin_max_priority", "is below max_priority");
+}
+
 }  // namespace
 
 std::vector<ConfigError> ValidateServeConfigText(const std::string& text, const std::string& base_dir,
@@ -78,6 +102,8 @@ std::vector<ConfigError> ValidateServeConfigText(const std::string& text, const 
     v.String(*root, "", "state_dir_mode", &c.state_dir_mode,
              "must be an octal mode that gives its owner rwx and no one else write (\"0750\", \"0700\")",
              [](const std::string& m) { return ParseStateDirMode(m).has_value(); });
+    ReadLimits(v, *root, &c.limits);
+    v.Path(*root, "", "http_token_file", base_dir, &c.http_token_file);
     ReadService(v, *root, base_dir, &c.service);
   }
   if (v.ok() && out != nullptr) *out = std::move(c);

@@ -33,6 +33,22 @@ struct PreemptionSpec {
   double grace_s = 60;
 };
 
+// The bounds of a run's priority (submit --priority): every limit lies within them.
+inline constexpr int kPriorityBound = 1000;
+
+// What one submitter may ask of the daemon (docs/security.md "Policy"); a submission over a
+// limit is refused, naming it. Root and the members of admins_group are administrators.
+struct SubmitterLimits {
+  int min_priority = -100;  // the lowest priority anyone may ask. Default: -100
+  int max_priority = 10;    // the highest a submitter may ask. Default: 10
+  int admin_max_priority = kPriorityBound;  // the highest an administrator may ask. Default: 1000
+  std::string admins_group;  // its members are administrators. Default: "" (root only)
+  // Per submitter (uid), over its queued and running runs together; 0: no limit. Default: 0
+  int runs = 0;         // runs
+  int gpus = 0;         // GPUs asked (a count, or the GPUs named)
+  int cpu_workers = 0;  // CPU worker slots asked
+};
+
 struct ServeConfig {
   std::string runs_dir;    // REQUIRED: every *.json here is a run config (relative: to the config file)
   std::string state_root;  // REQUIRED: a run without state_dir gets state_root/<run_name>
@@ -44,6 +60,11 @@ struct ServeConfig {
   bool allow_root = false;       // run_as "submitter": uid 0 may submit. Default: false
   std::string submitters_group;  // run_as "submitter": who may submit. Default: "" (the daemon's group)
   std::string state_dir_mode = "0750";  // run_as "submitter": of each run's state directory. Default: "0750"
+  SubmitterLimits limits;
+  // A file holding the token (its first line) that HTTP clients send as "Authorization: Bearer
+  // <token>" to see a run's page (/runs/NAME). Default: "" (no token: a run's page is served to
+  // anyone under run_as "daemon", to no one under "submitter": `ensemblectl status` is the way)
+  std::string http_token_file;
   // control_socket "" = $RUNTIME_DIRECTORY/ensembled-serve.sock under systemd, else
   // <state_root>/.serve/control.sock; the other keys as a run's (config.h).
   ServiceSpec service;

@@ -20,12 +20,15 @@
 #include <spdlog/spdlog.h>
 
 #include "common/atomic_file.h"
+#include "common/fd_io.h"
 #include "common/exit_codes.h"
+#include "common/no_follow.h"
 #include "common/run_layout.h"
 #include "orchestrator/gpu/gpu_discovery.h"
 #include "orchestrator/gpu/nvml.h"
 #include "orchestrator/serve/serve_journal.h"
 #include "orchestrator/serve/serve_layout.h"
+#include "orchestrator/serve/submit_policy.h"
 #include "orchestrator/service/control_protocol.h"
 
 namespace ens {
@@ -43,9 +46,10 @@ constexpr double kMaxBackoffSeconds = 60;
 // A run config in runs_dir: "*.json", not hidden (editors' and `submit`'s temporary files are).
 bool IsRunFile(const fs::path& p) { return p.extension() == ".json" && p.filename().string()[0] != '.'; }
 
+// A file of runs_dir as it is there (lstat: a link is not followed; reading it refuses it).
 std::optional<std::pair<int64_t, int64_t>> Stamp(const std::string& path) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  if (::lstat(path.c_str(), &st) != 0) return std::nullopt;
   return std::pair<int64_t, int64_t>{int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec, st.st_size};
 }
 
@@ -65,11 +69,27 @@ ConfigError AsConfigError(const Status& s) {
   return {"", m};
 }
 
-// Why a run stopped, from the end of its log: its last error line, else its last line.
+// The largest config file the daemon reads from runs_dir.
+constexpr uint64_t kMaxConfigBytes = uint64_t{1} << 20;
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+// Why a run stopped, from the end of its log (the daemon's own file: the relayed output): its
+// last error line, else its last line.
 std::string LastLogLine(const std::string& log) {
-  auto text = ReadFile(log);
-  if (!text.ok()) return "";
-  std::string s = text->size() > 65536 ? text->substr(text->size() - 65536) : *text;
+  StatusOr<int> fd = OpenNoFollow(log, {::geteuid(), UINT64_MAX});
+  if (!fd.ok()) return "";
+  struct stat st {};
+  std::string s;
+  if (::fstat(*fd, &st) == 0) {
+    const uint64_t size = static_cast<uint64_t>(st.st_size), from = size > 65536 ? size - 65536 : 0;
+    s.resize(size - from);
+    if (!PreadFull(*fd, s.data(), s.size(), from, log).ok()) s.clear();
+  }
+  ::close(*fd);
   std::string last;
   size_t end = s.size();
   while (end > 0) {
@@ -173,6 +193,15 @@ std::vector<ConfigError> ValidateServedRunConfig(const std::string& text, const 
 
 ServeDaemon::ServeDaemon(ServeConfig cfg, ServeOptions opts) : cfg_(std::move(cfg)), opts_(std::move(opts)) {}
 
+bool ServeDaemon::IsAdmin(uid_t uid) const {
+  if (uid == 0) return true;
+  if (!admins_gid_) return false;
+  std::optional<UserEntry> user = SystemUsers().ByUid(uid);
+  if (!user) return false;
+  std::vector<gid_t> groups = SystemUsers().GroupsOf(*user);
+  return std::find(groups.begin(), groups.end(), *admins_gid_) != groups.end();
+}
+
 ServeDaemon::~ServeDaemon() {
   if (inotify_fd_ >= 0) ::close(inotify_fd_);
 }
@@ -191,9 +220,13 @@ Status ServeDaemon::Start() {
   for (const std::string& dir : {cfg_.state_root, ServeLayout(cfg_.state_root).ConfigsDir()}) {
     if (Status s = MakeDirs(dir); !s.ok()) return s;
   }
-  if (Status s = PrepareRunAs(); !s.ok()) return s;
   if (!PathExists(cfg_.runs_dir)) {
     if (Status s = MakeDirs(cfg_.runs_dir, 0755); !s.ok()) return s;
+  }
+  if (Status s = PrepareRunAs(); !s.ok()) return s;
+  if (!cfg_.limits.admins_group.empty()) {
+    admins_gid_ = SystemUsers().GroupByName(cfg_.limits.admins_group);
+    if (!admins_gid_) return Status::InvalidArgument("/limits/admins_group: no group named '" + cfg_.limits.admins_group + "'");
   }
   StatusOr<std::vector<ServeGpu>> gpus = ServeGpus(cfg_.resources);
   if (!gpus.ok()) return Status::InvalidArgument(gpus.status().message());
@@ -220,7 +253,18 @@ Status ServeDaemon::Start() {
     http_ = std::make_unique<ServeHttpEndpoint>();
     json gpus = json::array();
     for (const ServeGpu& g : queue_->pool().gpus()) gpus.push_back({{"id", g.id}, {"index", g.index}});
-    if (Status s = http_->Start(cfg_.service.http_bind, cfg_.service.http_port, gpus); !s.ok()) return s;
+    std::string token;
+    if (!cfg_.http_token_file.empty()) {
+      auto text = ReadNoFollow(cfg_.http_token_file, {std::nullopt, 4096});
+      if (!text.ok()) return Status::InvalidArgument("/http_token_file: " + text.status().message());
+      token = text->substr(0, text->find('\n'));
+      while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+      if (token.size() < 16)
+        return Status::InvalidArgument("/http_token_file: " + cfg_.http_token_file + ": its first line is the token, "
+                                       "at least 16 characters");
+    }
+    if (Status s = http_->Start(cfg_.service.http_bind, cfg_.service.http_port, gpus, token, !run_as_.submitter); !s.ok())
+      return s;
     spdlog::info("runs and metrics on http://{}:{}/", cfg_.service.http_bind, cfg_.service.http_port);
   }
 
@@ -238,8 +282,8 @@ Status ServeDaemon::ResumeFromJournal() {
   for (const auto& [name, jr] : st.runs) {
     ServedRun run;
     run.name = name;
-    run.file = PathExists(jr.file) ? jr.file : "";
-    run.priority = jr.priority;
+    run.file = Exists(jr.file) ? jr.file : "";
+    run.priority = std::clamp(jr.priority, -kPriorityBound, kPriorityBound);
     run.seq = jr.seq;
     run.submitter = jr.uid;
     run.preemptions = jr.preemptions;
@@ -257,10 +301,14 @@ Status ServeDaemon::ResumeFromJournal() {
       End(r, RunState::kCancelled, "its config file " + jr.file + " was removed while the daemon was down");
       continue;
     }
-    auto text = ReadFile(r.file);
+    // Its config as the daemon took it (its effective config, in the daemon's own folder; a
+    // reload rewrites it), never its file in runs_dir again, which others may write.
+    r.config_file = ServeLayout(cfg_.state_root).RunConfig(name);
+    auto text = ReadNoFollow(r.config_file, {::geteuid(), kMaxConfigBytes});
     Config cfg;
     std::vector<ConfigError> errors = text.ok() ? ValidateServedRunConfig(*text, ParentDir(r.file), cfg_.state_root, &cfg)
                                                 : std::vector<ConfigError>{{"", text.status().message()}};
+    if (errors.empty()) errors = StateDirRules(cfg, name);
     StatusOr<RunAsk> ask = errors.empty() ? queue_->pool().AskOf(cfg.resources) : StatusOr<RunAsk>(RunAsk{});
     if (!ask.ok()) errors.push_back(AsConfigError(ask.status()));
     if (!errors.empty()) {
@@ -272,7 +320,6 @@ Status ServeDaemon::ResumeFromJournal() {
     r.state_dir = cfg.state_dir;
     r.rounds = cfg.rounds.count;
     r.members = static_cast<int>(cfg.members.size());
-    r.config_file = ServeLayout(cfg_.state_root).RunConfig(name);
     StatusOr<std::string> effective = EffectiveConfigText(cfg);
     if (!effective.ok()) return effective.status();
     if (Status s = WriteFileAtomic(r.config_file, *effective); !s.ok()) return s;
@@ -293,18 +340,32 @@ ServedRun* ServeDaemon::RunOfFile(const std::string& file) {
   return nullptr;
 }
 
-bool ServeDaemon::StateDirTaken(const std::string& state_dir, const std::string& except) const {
-  if (Normal(state_dir) == Normal(ServeStateDir(cfg_))) return true;
-  for (const auto& [name, run] : runs_)
-    if (name != except && !IsEnded(run.state) && Normal(run.state_dir) == Normal(state_dir)) return true;
-  return false;
+std::string ServeDaemon::StateDirConflict(const std::string& state_dir, const std::string& except) const {
+  const std::string dir = PlainPath(state_dir), root = PlainPath(cfg_.state_root);
+  if (PathWithin(root, dir)) return "is the daemon's state_root " + root + " or a folder above it";
+  if (PathWithin(dir, ServeStateDir(cfg_))) return "is inside the daemon's own folder " + ServeStateDir(cfg_);
+  if (PathWithin(dir, cfg_.runs_dir) || PathWithin(cfg_.runs_dir, dir)) return "is or holds runs_dir " + cfg_.runs_dir;
+  for (const auto& [name, run] : runs_) {
+    if (name == except || IsEnded(run.state) || run.state_dir.empty()) continue;
+    if (PathWithin(dir, run.state_dir) || PathWithin(run.state_dir, dir))
+      return "is, or is inside or around, the state directory of run " + name + " (" + run.state_dir + ")";
+  }
+  if (run_as_.submitter && PathWithin(dir, root) && PlainPath(ParentDir(dir)) != root)
+    return "is inside state_root but not one of its folders (" + root + "/<name>): only those are made for a run";
+  return "";
+}
+
+std::vector<ConfigError> ServeDaemon::StateDirRules(const Config& cfg, const std::string& name) const {
+  if (std::string why = StateDirConflict(cfg.state_dir, name); !why.empty())
+    return {{"/state_dir", cfg.state_dir + " " + why}};
+  return {};
 }
 
 void ServeDaemon::ScanRunsDir() {
   std::vector<std::pair<std::pair<int64_t, int64_t>, std::string>> present;  // (stamp, path), oldest first
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(cfg_.runs_dir, ec)) {
-    if (!IsRunFile(entry.path()) || !entry.is_regular_file(ec)) continue;
+    if (!IsRunFile(entry.path())) continue;  // anything else named *.json is refused when read
     std::string path = Normal(fs::absolute(entry.path(), ec).string());
     if (auto stamp = Stamp(path)) present.push_back({*stamp, path});
   }
@@ -330,27 +391,38 @@ void ServeDaemon::ScanRunsDir() {
   for (const auto& [stamp, path] : present) {
     if (RunOfFile(path) != nullptr) continue;
     if (auto r = rejected_stamp_.find(path); r != rejected_stamp_.end() && r->second == stamp) continue;
-    struct stat st;
-    uid_t owner = ::stat(path.c_str(), &st) == 0 ? st.st_uid : 0;
-    AdmitFile(path, owner, 0);
+    // Read once, through no link, as what it is: its owner is the descriptor's, the very file read.
+    uid_t owner = 0;
+    auto text = ReadNoFollow(path, {std::nullopt, kMaxConfigBytes}, &owner);
+    if (!text.ok()) {
+      Reject(path, fs::path(path).stem().string(), {{"", text.status().message()}});
+      continue;
+    }
+    AdmitFile(path, *text, owner, 0);
   }
 }
 
-ServedRun* ServeDaemon::AdmitFile(const std::string& file, uid_t owner, int priority) {
+ServedRun* ServeDaemon::AdmitFile(const std::string& file, const std::string& text, uid_t owner, int priority) {
   std::string name = fs::path(file).stem().string();
-  auto text = ReadFile(file);
-  if (!text.ok()) {
-    Reject(file, name, {{"", text.status().message()}});
-    return nullptr;
-  }
   Config cfg;
-  std::vector<ConfigError> errors = ValidateServedRunConfig(*text, ParentDir(file), cfg_.state_root, &cfg);
+  std::vector<ConfigError> errors = ValidateServedRunConfig(text, ParentDir(file), cfg_.state_root, &cfg);
   if (errors.empty()) {
     name = cfg.run_name;
     errors = Admissible(cfg);
   }
   if (std::string why = RefuseSubmitter(owner); errors.empty() && !why.empty())
     errors.push_back({"", "its submitter: " + why});
+  if (errors.empty()) {
+    SubmitterUsage usage;
+    for (const auto& [n, r] : runs_) {
+      if (r.submitter != owner || IsEnded(r.state)) continue;
+      usage.runs += 1;
+      usage.gpus += GpusOf(r.ask);
+      usage.cpu_workers += r.ask.cpu_workers;
+    }
+    if (std::string why = RefuseQuota(owner, usage, *queue_->pool().AskOf(cfg.resources), cfg_.limits); !why.empty())
+      errors.push_back({"", "its submitter: " + why});
+  }
   if (!errors.empty()) {
     Reject(file, name, std::move(errors));
     return nullptr;
@@ -385,8 +457,7 @@ std::vector<ConfigError> ServeDaemon::Admissible(const Config& cfg) {
   if (ServedRun* other = FindRun(cfg.run_name); other != nullptr && (!IsEnded(other->state) || !other->file.empty()))
     return {{"/run_name", "run '" + cfg.run_name + "' is already " + RunStateName(other->state) + " here (its file: " +
                               (other->file.empty() ? std::string("removed") : other->file) + ")"}};
-  if (StateDirTaken(cfg.state_dir, cfg.run_name))
-    return {{"/state_dir", cfg.state_dir + " is the state directory of another queued or running run, or the daemon's own"}};
+  if (std::vector<ConfigError> e = StateDirRules(cfg, cfg.run_name); !e.empty()) return e;
   StatusOr<RunAsk> ask = queue_->pool().AskOf(cfg.resources);
   if (!ask.ok()) return {AsConfigError(ask.status())};
   return {};
@@ -563,10 +634,9 @@ void ServeDaemon::RunEnded(ServedRun& run, const ExitInfo& exit) {
     return;
   }
   if (exit.ok()) {
-    auto records = ReadJournal(RunLayout(run.state_dir).JournalFile());
-    RunProgress p = ReplayJournal(records.ok() ? *records : std::vector<json>{});
-    if (p.finished)
-      End(run, RunState::kFinished, p.finish_reason);
+    const RunProgress* p = ProgressOf(run);
+    if (p != nullptr && p->finished)
+      End(run, RunState::kFinished, p->finish_reason);
     else
       End(run, RunState::kCancelled, "it stopped before its last round without being cancelled here "
                                      "(ensemblectl stop on its own socket?); its state is kept");
@@ -593,14 +663,14 @@ void ServeDaemon::RunEnded(ServedRun& run, const ExitInfo& exit) {
 }
 
 void ServeDaemon::PreemptedRunEnded(ServedRun& run, const ExitInfo& exit) {
-  auto records = ReadJournal(RunLayout(run.state_dir).JournalFile());
-  RunProgress p = ReplayJournal(records.ok() ? *records : std::vector<json>{});
+  const RunProgress* progress = ProgressOf(run);
+  const RunProgress p = progress != nullptr ? *progress : RunProgress{};
   if (exit.ok() && p.finished) {
     End(run, RunState::kFinished, p.finish_reason);
     return;
   }
   if (!exit.signaled && exit.code == exit_code::kPermanentFailure) {
-    End(run, RunState::kFailed, exit.Describe() + ": " + LastLogLine(RunLayout(run.state_dir).ServeLog()));
+    End(run, RunState::kFailed, exit.Describe() + ": " + LastLogLine(LogOf(run)));
     return;
   }
   if (Status s = queue_->Move(run, RunState::kQueued); !s.ok()) {
@@ -763,14 +833,23 @@ json ServeDaemon::Handle(const json& req, const ControlPeer& peer) {
 json ServeDaemon::Submit(const json& req, const ControlPeer& peer) {
   if (!req.contains("config") || !req["config"].is_string() || !req.contains("base_dir") || !req["base_dir"].is_string())
     return ControlRefused("submit needs \"config\" (the file's text) and \"base_dir\" (its folder)");
-  int priority = req.contains("priority") && req["priority"].is_number_integer() ? req["priority"].get<int>() : 0;
+  long long priority = 0;
+  if (req.contains("priority")) {
+    const json& p = req["priority"];
+    if (!p.is_number_integer()) return ControlRefused("refused: \"priority\" must be an integer");
+    priority = p.is_number_unsigned() && p.get<uint64_t>() > static_cast<uint64_t>(kPriorityBound)
+                   ? static_cast<long long>(kPriorityBound) + 1
+                   : p.get<long long>();
+  }
   if (std::string why = RefuseSubmitter(peer.uid); !why.empty()) return ControlRefused("refused: " + why);
+  if (std::string why = RefusePriority(priority, IsAdmin(peer.uid), cfg_.limits); !why.empty())
+    return ControlRefused("refused: " + why);
   Config cfg;
   std::vector<ConfigError> errors =
       ValidateServedRunConfig(req["config"].get<std::string>(), req["base_dir"].get<std::string>(), cfg_.state_root, &cfg);
   if (errors.empty()) errors = Admissible(cfg);
   std::string file = Normal(ServeLayout::SubmittedFile(cfg_.runs_dir, cfg.run_name));
-  if (errors.empty() && PathExists(file)) errors.push_back({"/run_name", file + " exists already"});
+  if (errors.empty() && Exists(file)) errors.push_back({"/run_name", file + " exists already"});
   if (!errors.empty()) {
     json list = json::array();
     for (const ConfigError& e : errors) list.push_back({{"pointer", e.pointer}, {"message", e.message}});
@@ -781,15 +860,17 @@ json ServeDaemon::Submit(const json& req, const ControlPeer& peer) {
   if (!effective.ok()) return ControlRefused(effective.status().ToString());
   std::string text = "// submitted with `ensemblectl submit` by uid " + std::to_string(peer.uid) + " from " +
                      req["base_dir"].get<std::string>() + "\n" + *effective;
-  // run_as "submitter": the file is the daemon's, readable by the submitter's group only.
-  if (Status s = WriteFileAtomic(file, text, run_as_.submitter ? 0600 : 0644); !s.ok())
-    return ControlRefused(s.ToString());
+  // A new file of the drop directory, written through descriptors (nothing there followed or
+  // replaced). run_as "submitter": the daemon's, readable by the submitter's group only.
+  gid_t group = static_cast<gid_t>(-1);
   if (run_as_.submitter) {
     StatusOr<Submitter> who = MapSubmitter(peer.uid, run_as_, SystemUsers());  // (refused above otherwise)
-    if (Status s = who.ok() ? ShareWithSubmitter(file, who->credentials.gid) : who.status(); !s.ok())
-      spdlog::warn("{}", s.ToString());
+    if (!who.ok()) return ControlRefused("refused: " + who.status().message());
+    group = who->credentials.gid;
   }
-  ServedRun* run = AdmitFile(file, peer.uid, priority);
+  if (Status s = PublishNew(cfg_.runs_dir, BaseName(file), text, run_as_.submitter ? 0640 : 0644, group); !s.ok())
+    return ControlRefused("refused: " + s.message());
+  ServedRun* run = AdmitFile(file, text, peer.uid, static_cast<int>(priority));
   if (run == nullptr) {
     const ServedRun& r = rejected_[file];
     return ControlRefused("refused: " + r.reason);
@@ -818,16 +899,28 @@ json ServeDaemon::Describe(const ServedRun& run) const {
     for (const ConfigError& e : run.errors) j["errors"].push_back({{"pointer", e.pointer}, {"message", e.message}});
   }
   if (!run.state_dir.empty() && run.state != RunState::kRejected) {
-    auto [at, added] = journals_.try_emplace(run.state_dir, RunLayout(run.state_dir).JournalFile());
-    if (at->second.Update().ok()) {
-      const RunProgress& p = at->second.progress();
-      j["rounds_done"] = p.committed.size();
-      j["members_done"] = p.finished ? 0 : p.done.size();
+    if (const RunProgress* p = ProgressOf(run)) {
+      j["rounds_done"] = p->committed.size();
+      j["members_done"] = p->finished ? 0 : p->done.size();
     }
     j["rounds"] = run.rounds;
     j["members"] = run.members;
+    j["files_uid"] = *RunFiles(run).owner;  // whose files its state directory holds (HTTP reads them so)
   }
   return j;
+}
+
+const RunProgress* ServeDaemon::ProgressOf(const ServedRun& run) const {
+  if (run.state_dir.empty() || run.state == RunState::kRejected) return nullptr;
+  const FileCheck check = RunFiles(run);
+  const std::string key = PlainPath(run.state_dir) + "\n" + std::to_string(*check.owner);
+  auto [at, added] = journals_.try_emplace(key, RunLayout(run.state_dir).JournalFile(), check);
+  Status s = at->second.Update();
+  if (!s.ok()) {  // none yet, or not the run's (a link, a FIFO, another's file): not read
+    if (s.code() != Status::Code::kNotFound) spdlog::debug("run {}: {}", run.name, s.ToString());
+    return nullptr;
+  }
+  return &at->second.progress();
 }
 
 json ServeDaemon::List() const {

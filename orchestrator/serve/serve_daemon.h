@@ -73,6 +73,11 @@ std::vector<ConfigError> ValidateServedRunConfig(const std::string& text, const 
 // so the same run. Internal when it would not read back (a bug, named).
 StatusOr<std::string> EffectiveConfigText(const Config& cfg);
 
+// run_as "submitter": `dir` (runs_dir), which the submitters' group may write, is sticky (made
+// so when the daemon owns it): nobody renames, replaces or removes another's file there.
+// InvalidArgument naming /runs_dir when it is writable by others, not sticky and not the daemon's.
+Status KeepDropDirSticky(const std::string& dir);
+
 class ServeDaemon {
  public:
   ServeDaemon(ServeConfig cfg, ServeOptions opts);
@@ -84,8 +89,10 @@ class ServeDaemon {
   Status Start();
   Status ResumeFromJournal();
   void ScanRunsDir();
-  // Validates the file and queues its run (journaled), or records it as rejected (nullptr).
-  ServedRun* AdmitFile(const std::string& file, uid_t owner, int priority);
+  // Validates the text of `file` (a config of runs_dir, read once: `submitter` is the uid
+  // that owns it, or submitted it) and queues its run (journaled), or records it as rejected
+  // (nullptr).
+  ServedRun* AdmitFile(const std::string& file, const std::string& text, uid_t submitter, int priority);
   // Errors of a valid config that this daemon cannot take: a duplicate run_name or state
   // directory, an ask the machine can never meet.
   std::vector<ConfigError> Admissible(const Config& cfg);
@@ -128,11 +135,18 @@ class ServeDaemon {
   // the group and opens state_root and .serve to the submitters (search only); "daemon" drops
   // every capability of a daemon that is not root.
   Status PrepareRunAs();
+  // Root, or a member of limits.admins_group: may ask priorities up to admin_max_priority.
+  bool IsAdmin(uid_t uid) const;
   // "" when `uid` may submit, else why not (always "" with run_as "daemon").
   std::string RefuseSubmitter(uid_t uid) const;
   // Before a run starts as its submitter: its credentials, its state directory made and given
   // to it (mode state_dir_mode), its effective config readable by it.
   StatusOr<Submitter> PrepareSubmitterRun(const ServedRun& run);
+  // What a run's own files (journal, status.json, control socket) must be when the daemon
+  // reads them (common/no_follow.h): its submitter's under run_as "submitter", else the daemon's.
+  FileCheck RunFiles(const ServedRun& run) const;
+  // Where the run stands, from its journal (JournalFollower under RunFiles: read only what is new).
+  const RunProgress* ProgressOf(const ServedRun& run) const;
   // The file a run's output is relayed into: <state_dir>/serve.log, or with run_as
   // "submitter" <state_root>/.serve/logs/<name>.log (the daemon's file, the submitter's group).
   std::string LogOf(const ServedRun& run) const;
@@ -142,13 +156,18 @@ class ServeDaemon {
   nlohmann::json Describe(const ServedRun& run) const;
   ServedRun* FindRun(const std::string& name);
   ServedRun* RunOfFile(const std::string& file);
-  bool StateDirTaken(const std::string& state_dir, const std::string& except) const;
+  // Why `state_dir` cannot be run `except`'s (another live run's, inside or around one, the
+  // daemon's own folders, runs_dir); "" when it can.
+  std::string StateDirConflict(const std::string& state_dir, const std::string& except) const;
+  // StateDirConflict as the config's error (/state_dir), or none.
+  std::vector<ConfigError> StateDirRules(const Config& cfg, const std::string& name) const;
   void Append(nlohmann::json record);
   double Now() const;
 
   ServeConfig cfg_;
   ServeOptions opts_;
   RunAsPolicy run_as_;  // from cfg_ by PrepareRunAs
+  std::optional<gid_t> admins_gid_;  // limits.admins_group's
   std::unique_ptr<RunQueue> queue_;
   std::unique_ptr<Journal> journal_;
   ControlSocket control_;
@@ -167,7 +186,7 @@ class ServeDaemon {
   std::map<std::string, std::pair<int64_t, int64_t>> rejected_stamp_;  // file -> (mtime ns, size)
   std::map<std::string, Subprocess> children_;  // by run name
   std::map<std::string, double> started_at_;    // by run name: Now() at its start
-  // By state_dir: each run's journal as read so far, so that describing a run (every pass of
+  // By state_dir and owner: each run's journal as read so far, so that describing a run (every pass of
   // the loop, for the status page) reads only its new records.
   mutable std::map<std::string, JournalFollower> journals_;
   // (run name, its output's relay): one per started child, kept until its pipe ends (which a

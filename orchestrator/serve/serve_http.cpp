@@ -7,6 +7,7 @@
 #include <map>
 
 #include "common/atomic_file.h"
+#include "common/no_follow.h"
 #include "common/run_layout.h"
 #include "orchestrator/service/http_server_limits.h"
 #include "orchestrator/serve/run_queue.h"
@@ -78,10 +79,19 @@ std::string Sparkline(const json& curve) {
 
 }  // namespace
 
+StatusOr<std::string> ReadStatusFile(const json& run) {
+  // Its files are its runner's ("files_uid": the submitter, or the daemon): read through no
+  // link, no FIFO, nobody else's file (common/no_follow.h).
+  FileCheck check;
+  if (run.contains("files_uid") && run["files_uid"].is_number_unsigned()) check.owner = run["files_uid"].get<uid_t>();
+  else return Status::InvalidArgument("run " + run.value("name", "") + ": whose files are its is not known");
+  return ReadNoFollow(RunLayout(run.value("state_dir", "")).StatusFile(), check);
+}
+
 json WithRunFiles(json runs) {
   for (json& r : runs) {
     if (!r.is_object() || r.value("state_dir", "").empty() || r.value("state", "") == "rejected") continue;
-    auto text = ReadFile(RunLayout(r.value("state_dir", "")).StatusFile());
+    auto text = ReadStatusFile(r);
     if (!text.ok()) continue;
     json st = json::parse(*text, nullptr, false);
     if (!st.is_object()) continue;  // being rewritten: no curve this time
@@ -278,8 +288,20 @@ void ServeHttpEndpoint::Publish(json runs) {
   latest_ = std::move(runs);
 }
 
-Status ServeHttpEndpoint::Start(const std::string& bind, int port, json gpus) {
+bool BearerMatches(const std::string& header, const std::string& token) {
+  const std::string prefix = "Bearer ";
+  if (token.empty() || header.size() != prefix.size() + token.size() || header.compare(0, prefix.size(), prefix) != 0)
+    return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < token.size(); ++i)
+    diff |= static_cast<unsigned char>(header[prefix.size() + i] ^ token[i]);
+  return diff == 0;
+}
+
+Status ServeHttpEndpoint::Start(const std::string& bind, int port, json gpus, std::string token, bool pages_open) {
   gpus_ = std::move(gpus);  // before the server thread starts; never written again
+  token_ = std::move(token);
+  pages_open_ = pages_open;
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(RenderServeMetrics(WithRunFiles(Latest()), gpus_), "text/plain; version=0.0.4; charset=utf-8");
   });
@@ -288,10 +310,17 @@ Status ServeHttpEndpoint::Start(const std::string& bind, int port, json gpus) {
   });
   server_->Get(R"(/runs/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
     const std::string name = req.matches[1];
+    if (!token_.empty() ? !BearerMatches(req.get_header_value("Authorization"), token_) : !pages_open_) {
+      res.status = token_.empty() ? 403 : 401;
+      if (!token_.empty()) res.set_header("WWW-Authenticate", "Bearer");
+      res.set_content("a run's page is its submitter's: `ensemblectl status --socket SOCKET " + name + "`" +
+                          (token_.empty() ? " (or an http_token_file in the serve config)" : ", or this daemon's token") + "\n",
+                      "text/plain; charset=utf-8");
+      return;
+    }
     for (const json& r : Latest()) {
       if (r.value("name", "") != name || r.value("state", "") == "rejected") continue;
-      auto text = r.value("state_dir", "").empty() ? StatusOr<std::string>(std::string())
-                                                     : ReadFile(RunLayout(r.value("state_dir", "")).StatusFile());
+      auto text = r.value("state_dir", "").empty() ? StatusOr<std::string>(std::string()) : ReadStatusFile(r);
       res.set_content(RenderServedRunPage(r, text.ok() ? *text : ""), "text/html; charset=utf-8");
       return;
     }

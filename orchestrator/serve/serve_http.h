@@ -1,5 +1,9 @@
 // ServeHttpEndpoint: `ensembled serve`'s runs over HTTP (serve config service.http_port; off
-// when 0; service.http_bind, loopback by default, no authentication):
+// when 0; service.http_bind, loopback by default). Without authentication it serves what
+// `ensemblectl list` shows anyone (/ and /metrics); a run's page (/runs/NAME) needs the token
+// of http_token_file ("Authorization: Bearer <token>"), or, with no token configured, is open
+// under run_as "daemon" (where `status` is anyone's) and closed under "submitter" (a run's
+// details are its submitter's: `ensemblectl status`, checked by the socket's peer uid):
 //   /           an HTML table of every run: name (a link to its page), state, priority, grant,
 //               progress, a small plot of its ensemble error by round, reason
 //   /runs/NAME  the run's status page (the one `ensembled run` serves), from its status.json
@@ -38,7 +42,10 @@ class ServeHttpEndpoint {
   ~ServeHttpEndpoint();
   // Binds and starts serving; fails (naming address and port) when the port is taken.
   // `gpus`: the daemon's GPUs, [{"id": UUID or index, "index": n}], [] without.
-  Status Start(const std::string& bind, int port, nlohmann::json gpus = nlohmann::json::array());
+  // `token`: what a run's page needs ("" none); `pages_open`: with no token, whether run pages
+  // are served to anyone.
+  Status Start(const std::string& bind, int port, nlohmann::json gpus = nlohmann::json::array(),
+               std::string token = "", bool pages_open = true);
   void Publish(nlohmann::json runs);
 
  private:
@@ -48,8 +55,17 @@ class ServeHttpEndpoint {
   std::mutex mu_;
   nlohmann::json latest_ = nlohmann::json::array();
   nlohmann::json gpus_ = nlohmann::json::array();
+  std::string token_;
+  bool pages_open_ = true;
 };
 
+// Whether an Authorization header value carries `token` ("Bearer <token>"), compared in time
+// that does not depend on where they differ. False for an empty token.
+bool BearerMatches(const std::string& header, const std::string& token);
+
+// A run's status.json (`run`: an item of `ensemblectl list --json`'s runs), read as its
+// "files_uid"'s file through no link (common/no_follow.h); an error without files_uid.
+StatusOr<std::string> ReadStatusFile(const nlohmann::json& run);
 // Each run of `runs` with what its state directory's status.json adds: "error_curve" (the
 // ensemble's holdout error of each committed round: RMSE, or the fraction misclassified) and
 // "gpu_readings" (its supervisor's GPU samples: uuid, memory_used_mb, utilization_pct).

@@ -12,9 +12,24 @@
 // arithmetic; thread-safe.
 #pragma once
 
+#include <filesystem>
 #include <string>
 
 namespace ens {
+
+// `path` lexically normal and without a trailing slash ("a/b/" and "a/./b" are "a/b"): the
+// form two paths are compared in.
+inline std::string PlainPath(const std::string& path) {
+  std::string p = std::filesystem::path(path).lexically_normal().string();
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  return p;
+}
+
+// Whether `inner` is `outer` or inside it (both PlainPath'd).
+inline bool PathWithin(const std::string& inner, const std::string& outer) {
+  const std::string i = PlainPath(inner), o = PlainPath(outer);
+  return i == o || (i.size() > o.size() && i.compare(0, o.size(), o) == 0 && (o == "/" || i[o.size()] == '/'));
+}
 
 class ServeLayout {
  public:

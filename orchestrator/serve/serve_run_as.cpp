@@ -1,15 +1,19 @@
-// ServeDaemon's run_as (orchestrator/serve/run_as.h, docs/run-as.md): who each run runs as, and the
-// files the daemon hands to a run's submitter.
+// ServeDaemon's run_as (orchestrator/serve/run_as.h, docs/run-as.md, docs/security.md): who each
+// run runs as, and the files the daemon hands to a run's submitter.
 //
 // run_as "submitter": the daemon (not root; CAP_SETUID, CAP_SETGID, CAP_CHOWN,
-// CAP_DAC_READ_SEARCH) makes each run's state directory and gives it to the submitter
-// (owner: its uid, group: its primary group, mode state_dir_mode); the run writes everything
-// in it as that user, and the daemon only reads there (journal, status.json, its control
-// socket: CAP_DAC_READ_SEARCH). What the daemon writes for a run stays the daemon's, in
-// <state_root>/.serve, with the submitter's primary group and mode 0640: the effective config
-// (configs/<name>.json) and the relayed log (logs/<name>.log). state_root, .serve and its
-// folders are 0710 for the submitters' group: they reach their own files by name, list none.
+// CAP_DAC_READ_SEARCH, CAP_KILL) makes a run's state directory <state_root>/<run> through
+// descriptors (MakeOwnedDir: made and given to the submitter, owner its uid, group its primary
+// group, mode state_dir_mode; one that exists must be the submitter's already: never taken over);
+// a state directory elsewhere is made by the run's own `ensembled run`, as the submitter. The
+// run writes everything in it as that user; the daemon only reads there, through
+// common/no_follow.h (no link followed, the submitter's files only). What the daemon writes
+// for a run stays the daemon's, in <state_root>/.serve, with the submitter's primary group and
+// mode 0640: the effective config (configs/<name>.json) and the relayed log (logs/<name>.log).
+// state_root, .serve and its folders are 0710 for the submitters' group: they reach their own
+// files by name, list none. runs_dir is a drop directory the group writes: sticky.
 #include <grp.h>
+#include <linux/capability.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +21,7 @@
 
 #include "common/atomic_file.h"
 #include "common/capabilities.h"
+#include "common/no_follow.h"
 #include "common/run_layout.h"
 #include "orchestrator/serve/serve_daemon.h"
 #include "orchestrator/serve/serve_layout.h"
@@ -59,6 +64,11 @@ Status ServeDaemon::PrepareRunAs() {
     run_as_.group = *gid;
     run_as_.group_name = cfg_.submitters_group;
   }
+  run_as_.daemon_uid = ::geteuid();
+  if (!HasEffectiveCapability(CAP_SETPCAP))
+    spdlog::warn("no CAP_SETPCAP: a run's child keeps the capability bounding set it inherits (it still holds no "
+                 "capability and has no_new_privs; the shipped unit grants CAP_SETPCAP, docs/security.md)");
+  if (Status s = KeepDropDirSticky(cfg_.runs_dir); !s.ok()) return s;
   const ServeLayout serve(cfg_.state_root);
   for (const std::string& dir : {cfg_.state_root, serve.dir(), serve.ConfigsDir(), serve.LogsDir()}) {
     if (Status s = MakeDirs(dir); !s.ok()) return s;
@@ -80,23 +90,39 @@ StatusOr<Submitter> ServeDaemon::PrepareSubmitterRun(const ServedRun& run) {
   StatusOr<Submitter> who = MapSubmitter(run.submitter, run_as_, SystemUsers());
   if (!who.ok()) return Status::InvalidArgument("its submitter cannot run it: " + who.status().message());
   const ProcessCredentials& c = who->credentials;
-  const std::string& dir = run.state_dir;
-  if (!PathExists(dir)) {
-    if (Status s = MakeDirs(dir, static_cast<int>(run_as_.state_dir_mode)); !s.ok())
-      return Status::IOError("cannot make its state directory: " + s.message());
-  }
-  struct stat st;
-  if (::lstat(dir.c_str(), &st) != 0) return Status::FromErrno("its state directory " + dir, errno);
-  if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument("its state directory " + dir + " is not a directory");
-  if (st.st_uid == ::geteuid() && c.uid != st.st_uid) {  // made here (or before run_as): given to the submitter
-    if (::chmod(dir.c_str(), run_as_.state_dir_mode) != 0 || ::lchown(dir.c_str(), c.uid, c.gid) != 0)
-      return Status::FromErrno("giving its state directory " + dir + " to uid " + std::to_string(c.uid), errno);
-  } else if (st.st_uid != c.uid) {
-    return Status::InvalidArgument("its state directory " + dir + " belongs to uid " + std::to_string(st.st_uid) +
-                                   ", not to its submitter (uid " + std::to_string(c.uid) + ")");
+  // <state_root>/<run>: made here, through descriptors, and given to the submitter; one that
+  // exists must be the submitter's (a resumed run's). Elsewhere: its `ensembled run` makes it,
+  // as the submitter, where the submitter may.
+  if (PlainPath(ParentDir(PlainPath(run.state_dir))) == PlainPath(cfg_.state_root)) {
+    StatusOr<bool> made =
+        MakeOwnedDir(PlainPath(cfg_.state_root), BaseName(PlainPath(run.state_dir)), run_as_.state_dir_mode, c.uid, c.gid);
+    if (!made.ok()) return Status::InvalidArgument("its state directory: " + made.status().message());
   }
   if (Status s = ShareWithSubmitter(run.config_file, c.gid); !s.ok()) return s;
   return who;
+}
+
+FileCheck ServeDaemon::RunFiles(const ServedRun& run) const {
+  return {run_as_.submitter ? run.submitter : ::geteuid()};
+}
+
+Status KeepDropDirSticky(const std::string& dir) {
+  StatusOr<int> opened = OpenDirNoFollow(dir, {});
+  if (!opened.ok()) return Status::InvalidArgument("/runs_dir: " + opened.status().message());
+  const int fd = *opened;
+  struct stat st {};
+  Status s = ::fstat(fd, &st) == 0 ? Status::Ok() : Status::FromErrno("stat " + dir, errno);
+  if (s.ok() && (st.st_mode & S_ISVTX) == 0 && (st.st_mode & 0022) != 0) {
+    if (st.st_uid == ::geteuid()) {
+      if (::fchmod(fd, (st.st_mode & 07777) | S_ISVTX) != 0) s = Status::FromErrno("chmod +t " + dir, errno);
+      else spdlog::info("runs_dir {}: made sticky (a submitter may not rename or remove another's file)", dir);
+    } else {
+      s = Status::InvalidArgument("/runs_dir: " + dir + " is writable by its group or others and not sticky: any "
+                                  "submitter could replace another's file (chmod +t " + dir + ")");
+    }
+  }
+  ::close(fd);
+  return s;
 }
 
 std::string ServeDaemon::LogOf(const ServedRun& run) const {

@@ -21,7 +21,10 @@
 #include <spdlog/spdlog.h>
 
 #include "common/atomic_file.h"
+#include "common/no_follow.h"
+#include "common/run_layout.h"
 #include "orchestrator/serve/serve_daemon.h"
+#include "orchestrator/serve/serve_layout.h"
 #include "orchestrator/service/control_protocol.h"
 
 namespace ens {
@@ -45,8 +48,6 @@ json ErrorList(const std::vector<ConfigError>& errors) {
   for (const ConfigError& e : errors) list.push_back({{"pointer", e.pointer}, {"message", e.message}});
   return list;
 }
-
-std::string Normal(const std::string& path) { return std::filesystem::path(path).lexically_normal().string(); }
 
 }  // namespace
 
@@ -119,7 +120,20 @@ json ServeDaemon::RunCommand(const json& req, const ControlPeer& peer) {
 }
 
 json ServeDaemon::AskRun(const ServedRun& run, const std::string& cmd, RunReplyFinish finish) {
-  auto call = std::make_unique<ControlCall>(RunControlSocket(run.state_dir), json{{"cmd", cmd}}, kRunReplyMs);
+  // The run's socket as its status.json names it (else <state_dir>/control.sock), both reached
+  // without following a link and checked to be the run's own (RunFiles): a run cannot point the
+  // daemon at another's socket, nor at the daemon's.
+  const FileCheck mine = RunFiles(run);
+  std::string socket = RunLayout(run.state_dir).ControlSocket();
+  if (auto status = ReadNoFollow(RunLayout(run.state_dir).StatusFile(), mine); status.ok()) {
+    json j = json::parse(*status, nullptr, false);
+    if (j.is_object() && j.contains("control_socket") && j["control_socket"].is_string())
+      socket = j["control_socket"].get<std::string>();
+  }
+  StatusOr<int> inode = OpenSocketNoFollow(socket, mine);
+  if (!inode.ok()) return finish(Status::IOError("its control socket: " + inode.status().message()));
+  auto call = std::make_unique<ControlCall>(ProcFdPath(*inode), json{{"cmd", cmd}}, kRunReplyMs, socket);
+  ::close(*inode);  // connected (or over) by now
   if (call->fd() < 0) return finish(call->result());  // over at once (no socket, say)
   uint64_t ticket = control_.Defer();
   if (ticket == 0) return finish(Status::Internal("AskRun outside a control handler"));
@@ -140,13 +154,19 @@ void ServeDaemon::PollRunCalls() {
 
 json ServeDaemon::ReloadRun(ServedRun& run) {
   if (run.file.empty()) return Refused("run '" + run.name + "' has no config file in " + cfg_.runs_dir + " any more");
-  auto text = ReadFile(run.file);
+  // Read through no link; the file must still be the submitter's (a dropped file) or the
+  // daemon's (written by submit): nobody else's text becomes the run's.
+  uid_t owner = 0;
+  auto text = ReadNoFollow(run.file, {std::nullopt, uint64_t{1} << 20}, &owner);
   if (!text.ok()) return Refused(text.status().message());
+  if (owner != run.submitter && owner != ::geteuid())
+    return Refused(run.file + ": belongs to uid " + std::to_string(owner) + ", neither the run's submitter (uid " +
+                   std::to_string(run.submitter) + ") nor the daemon");
   Config cfg;
   std::vector<ConfigError> errors = ValidateServedRunConfig(*text, ParentDir(run.file), cfg_.state_root, &cfg);
   if (errors.empty() && cfg.run_name != run.name)
     errors.push_back({"/run_name", "a served run's name cannot change (it is '" + run.name + "')"});
-  if (errors.empty() && Normal(cfg.state_dir) != Normal(run.state_dir))
+  if (errors.empty() && PlainPath(cfg.state_dir) != PlainPath(run.state_dir))
     errors.push_back({"/state_dir", "a served run's state directory cannot change (it is " + run.state_dir + ")"});
   if (errors.empty()) {
     StatusOr<RunAsk> ask = queue_->pool().AskOf(cfg.resources);

@@ -307,11 +307,11 @@ StatusOr<nlohmann::json> ControlRequest(const std::string& path, const nlohmann:
   return reply;
 }
 
-ControlCall::ControlCall(const std::string& path, const nlohmann::json& request, int timeout_ms)
-    : path_(path), deadline_(Clock::now() + std::chrono::milliseconds(timeout_ms)), timeout_ms_(timeout_ms) {
+ControlCall::ControlCall(const std::string& path, const nlohmann::json& request, int timeout_ms, const std::string& named)
+    : path_(named.empty() ? path : named), deadline_(Clock::now() + std::chrono::milliseconds(timeout_ms)), timeout_ms_(timeout_ms) {
   sockaddr_un addr;
   if (!FillAddress(path, &addr)) {
-    Finish(Status::InvalidArgument(path + ": too long for a Unix socket path"));
+    Finish(Status::InvalidArgument(path_ + ": too long for a Unix socket path"));
     return;
   }
   fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -320,13 +320,13 @@ ControlCall::ControlCall(const std::string& path, const nlohmann::json& request,
     return;
   }
   if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    Finish(Status::FromErrno("connect " + path + " (is the daemon running?)", errno));
+    Finish(Status::FromErrno("connect " + path_ + " (is the daemon running?)", errno));
     return;
   }
   // A request is far smaller than a socket buffer: one send takes it whole.
   const std::string line = request.dump() + "\n";
   if (::send(fd_, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(line.size()))
-    Finish(Status::IOError(path + ": the request could not be sent"));
+    Finish(Status::IOError(path_ + ": the request could not be sent"));
 }
 
 ControlCall::~ControlCall() {

@@ -136,7 +136,9 @@ StatusOr<nlohmann::json> ControlRequest(const std::string& path, const nlohmann:
 // names the socket path (no reply within timeout_ms included).
 class ControlCall {
  public:
-  ControlCall(const std::string& path, const nlohmann::json& request, int timeout_ms);
+  // `named`: the socket as errors name it ("" the path; a /proc/self/fd/N path is named by
+  // what it was opened as).
+  ControlCall(const std::string& path, const nlohmann::json& request, int timeout_ms, const std::string& named = "");
   ControlCall(const ControlCall&) = delete;
   ControlCall& operator=(const ControlCall&) = delete;
   ~ControlCall();

@@ -191,7 +191,9 @@ struct HttpReply {
 };
 
 // "GET <path> HTTP/1.0" to host:port (IPv4 literal), reading until the server closes.
-inline HttpReply HttpGet(const std::string& host, int port, const std::string& path, int timeout_ms = 5000) {
+// `headers`: more request header lines, each ending in "\r\n".
+inline HttpReply HttpGet(const std::string& host, int port, const std::string& path, int timeout_ms = 5000,
+                         const std::string& headers = "") {
   HttpReply r;
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
@@ -203,7 +205,7 @@ inline HttpReply HttpGet(const std::string& host, int port, const std::string& p
     ::close(fd);
     return r;
   }
-  std::string req = "GET " + path + " HTTP/1.0\r\nHost: " + host + "\r\n\r\n";
+  std::string req = "GET " + path + " HTTP/1.0\r\nHost: " + host + "\r\n" + headers + "\r\n";
   (void)::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
   std::string raw;
   auto t0 = SteadyClock::now();
