@@ -31,7 +31,7 @@ void UserLink(const std::string& target, const std::string& path) {
   if (::geteuid() == 0) REQUIRE(::lchown(path.c_str(), 4242, 4242) == 0);
 }
 
-TEST_CASE("a plain file is read; links, '..', FIFOs, hard links, another owner and oversize are refused, naming why",
+TEST_CASE("a plain file is read - links, '..', FIFOs, hard links, another owner and oversize are refused, naming why",
           "[no_follow]") {
   TempDir t;
   const std::string dir = t.path();
@@ -122,7 +122,7 @@ TEST_CASE("a socket is reached through its checked inode, not a link to another"
   ::close(srv);
 }
 
-TEST_CASE("a directory made for a user is its own; an existing one of anyone else is never taken over",
+TEST_CASE("a directory made for a user is its own - an existing one of anyone else is never taken over",
           "[no_follow]") {
   TempDir t;
   const std::string dir = t.path();

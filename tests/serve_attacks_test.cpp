@@ -38,7 +38,7 @@ void CheckRefused(const TimedRun& r, const std::string& why) {
   CHECK_THAT(r.out + r.err, Catch::Contains(why));
 }
 
-TEST_CASE("a submitter's attacks on another's run and on the daemon are refused with their reasons; the other run "
+TEST_CASE("a submitter's attacks on another's run and on the daemon are refused with their reasons - the other run "
           "finishes with the bits of the same run alone", "[serve][run_as][security]") {
   SkipUnlessRunnable();
   TestUsers users;

@@ -24,7 +24,7 @@ TEST_CASE("a priority is refused outside its submitter's bounds, naming the limi
   CHECK_THAT(RefusePriority(static_cast<long long>(INT_MAX) + 1, false, l), Catch::Contains("2147483648"));
 }
 
-TEST_CASE("quotas count a uid's queued and running runs, GPUs and CPU workers; 0 is no limit", "[serve][policy]") {
+TEST_CASE("quotas count a uid's queued and running runs, GPUs and CPU workers - 0 is no limit", "[serve][policy]") {
   SubmitterLimits l;
   RunAsk cpu;
   cpu.cpu_workers = 2;
