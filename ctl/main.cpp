@@ -1,5 +1,6 @@
 // ensemblectl: the operator's tool. It reads the run state directly and runs
 // ensemble-worker for anything that needs libtorch, so it never loads libtorch itself.
+#include <algorithm>
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
@@ -11,6 +12,7 @@
 #include "common/exit_codes.h"
 #include "common/run_head.h"
 #include "ctl/commands.h"
+#include "orchestrator/serve/serve_daemon.h"
 #include "orchestrator/run/script_model_check.h"
 
 namespace ens::ctl {
@@ -56,11 +58,19 @@ int ValidateConfig(const std::string& path) {
   }
   Config cfg;
   auto errors = ValidateConfigText(*text, ParentDir(path), &cfg);
+  // A config for `ensembled serve` has no state_dir (the daemon gives it <state_root>/<run_name>):
+  // checked as submit checks it, as a served run.
+  const bool served = std::any_of(errors.begin(), errors.end(), [](const ConfigError& e) {
+    return e.pointer == "/state_dir" && e.message == "is required";
+  });
+  if (served) errors = ValidateServedRunConfig(*text, ParentDir(path), "<state_root>", &cfg);
   if (errors.empty()) errors = CheckAgainstData(cfg);
   for (const auto& e : errors) std::cout << path << ": " << (e.pointer.empty() ? "/" : e.pointer) << ": " << e.message << "\n";
   if (!errors.empty()) return exit_code::kPermanentFailure;
   std::cout << path << ": ok (" << cfg.members.size() << " members, " << cfg.rounds.count << " rounds, mutation "
-            << Name(cfg.mutation.policy) << ")\n";
+            << Name(cfg.mutation.policy) << (served ? "; for `ensembled serve`: no state_dir, the daemon gives it "
+                                                      "<state_root>/" + cfg.run_name
+                                                    : std::string()) << ")\n";
   return exit_code::kOk;
 }
 

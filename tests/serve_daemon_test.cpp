@@ -362,5 +362,20 @@ TEST_CASE("another uid cannot use any command of the protocol table marked as th
   CHECK(d.Stop() == 0);
 }
 
+TEST_CASE("validate-config accepts a served run's config without state_dir as submit does, and names its other errors",
+          "[serve][config]") {
+  TempDir tmp;
+  WriteText(tmp / "served.json", TinyRunConfig("served"));
+  auto ok = Run({BinaryPath("ensemblectl"), "validate-config", tmp / "served.json"}, tmp.path());
+  INFO(ok.out << ok.err);
+  CHECK(ok.code == 0);
+  CHECK_THAT(ok.out, Catch::Contains("for `ensembled serve`: no state_dir, the daemon gives it <state_root>/served"));
+  WriteText(tmp / "bad.json", TinyRunConfig("bad", 0));
+  auto bad = Run({BinaryPath("ensemblectl"), "validate-config", tmp / "bad.json"}, tmp.path());
+  CHECK(bad.code == 78);
+  CHECK_THAT(bad.out, Catch::Contains("/resources/cpu_workers"));
+  CHECK(bad.out.find("/state_dir") == std::string::npos);
+}
+
 }  // namespace
 }  // namespace ens

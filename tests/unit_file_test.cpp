@@ -95,6 +95,8 @@ TEST_CASE("the configured unit file says what the daemon needs", "[service][unit
   std::smatch m;
   std::string exec = UnitValue(unit, "ExecStart");
   REQUIRE(std::regex_match(exec, m, std::regex(R"((/\S+)/ensembled serve --config (/\S+)/ensembled/serve\.json)")));
+  // `systemctl reload`: SIGHUP, which the daemon takes as "read runs_dir again".
+  CHECK(UnitValue(unit, "ExecReload") == "/bin/kill -HUP $MAINPID");
   // The daemon writes submitted configs into runs_dir and removes cancelled ones.
   CHECK(UnitValue(unit, "ReadWritePaths") == m[2].str() + "/ensembled/runs.d");
 }
