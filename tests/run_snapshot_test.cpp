@@ -290,5 +290,25 @@ TEST_CASE("a snapshot holds the last kRecentRounds committed rounds and the coun
                                       Catch::Contains(">" + std::to_string(n) + "</text>"));
 }
 
+TEST_CASE("member curves go through status.json, each thinned to kCurvePoints with its ends kept", "[service]") {
+  RunSnapshot s;
+  s.curves_round = 4;
+  MemberCurve long_one, short_one;
+  for (int i = 0; i < 1000; ++i) long_one.loss.push_back(1000.0 - i);
+  short_one.loss = {3, 2, 1};
+  short_one.val_loss = {4, 3};
+  s.curves = {{"m000", long_one}, {"m001", short_one}};
+  RunSnapshot back = SnapshotFromJson(SnapshotToJson(s));
+  CHECK(back.curves_round == 4);
+  REQUIRE(back.curves.size() == 2);
+  const MemberCurve& l = back.curves["m000"];
+  REQUIRE(l.loss.size() == kCurvePoints);
+  CHECK(l.loss.front() == 1000.0);
+  CHECK(l.loss.back() == 1.0);
+  CHECK(l.val_loss.empty());
+  CHECK(back.curves["m001"].loss == std::vector<double>{3, 2, 1});
+  CHECK(back.curves["m001"].val_loss == std::vector<double>{4, 3});
+}
+
 }  // namespace
 }  // namespace ens

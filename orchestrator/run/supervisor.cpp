@@ -475,6 +475,7 @@ std::optional<int> Supervisor::FinishedOrExtended() {
     notifier_.Ready();  // systemd (Type=notify) must not count a finished run as a failed start
     notifier_.Stopping();
     std::printf("run in %s already finished (%s)\n", layout_.root().c_str(), progress_.finish_reason.c_str());
+    ServiceTick(true);  // its status.json says so, with its last round's curves
     if (cfg_.rounds.count < progress_.next_round)
       std::printf("rounds.count is %d; the %d rounds committed stay as they are\n", cfg_.rounds.count,
                   progress_.next_round);
@@ -600,12 +601,15 @@ int Supervisor::RunRounds() {
     }
     if (stop_now) {
       // The round is committed; without run_finished a restart appends it (the resume path above).
+      json finished;
       s = journal_->Append(RunFinishedRecord{
-          round + 1, round + 1 >= cfg_.rounds.count ? "all rounds done" : "stop_below_error reached"});
+          round + 1, round + 1 >= cfg_.rounds.count ? "all rounds done" : "stop_below_error reached"}, &finished);
       if (!s.ok()) {
         spdlog::error("journal: cannot record run_finished after round {}: {}", round, s.ToString());
         return ExitCodeFor(s);
       }
+      progress_.Apply(finished);
+      ServiceTick(true);  // the last status.json says the run finished, and why
       break;
     }
   }

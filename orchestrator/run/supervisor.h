@@ -132,6 +132,10 @@ class Supervisor : private RoundHost {
   void RequestStop(const std::string& why);
   void ApplyPendingReload();
   void RecordFinished(const std::string& member, const std::string& dir, double seconds);
+  // The status page's curves when this process has finished no member yet (a run resumed
+  // after its round's members were done, or finished): the last committed round's, from its
+  // members' files (either results layout). Once.
+  void CurvesOfLastCommittedRound();
   RunSnapshot BuildSnapshot() const;
 
   Config cfg_;
@@ -172,6 +176,7 @@ class Supervisor : private RoundHost {
   static constexpr size_t kMaxCurves = 64;
   std::map<std::string, MemberCurve> curves_;
   int curves_round_ = 0;
+  bool curves_looked_back_ = false;  // CurvesOfLastCommittedRound has run
 };
 
 }  // namespace ens

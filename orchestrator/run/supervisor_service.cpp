@@ -50,6 +50,25 @@ void Supervisor::RequestStop(const std::string& why) {
   }
 }
 
+namespace {
+
+// A member's loss curves from its history (its own file, or its pack's span); empty when it has none.
+MemberCurve CurveOf(const std::string& dir) {
+  MemberCurve curve;
+  auto text = ReadMemberFile(MemberFiles(dir).History());
+  std::istringstream hist(text.ok() ? *text : std::string());
+  std::string line;
+  while (std::getline(hist, line)) {
+    json h = json::parse(line, nullptr, false);
+    if (h.is_discarded()) break;
+    curve.loss.push_back(h.value("loss", 0.0));
+    if (h.contains("val_loss")) curve.val_loss.push_back(h.value("val_loss", 0.0));  // validation_split 0: none
+  }
+  return curve;
+}
+
+}  // namespace
+
 void Supervisor::RecordFinished(const std::string& member, const std::string& dir, double seconds) {
   if (curves_round_ != current_round_) {  // first member of a new round: drop the last round's curves
     curves_.clear();
@@ -61,18 +80,21 @@ void Supervisor::RecordFinished(const std::string& member, const std::string& di
   for (size_t i = 0; i < counters_.task_seconds_bucket_bounds.size(); ++i)
     if (seconds <= counters_.task_seconds_bucket_bounds[i]) ++counters_.task_seconds_buckets[i];
   if (curves_.size() >= kMaxCurves) return;  // the status page draws a round's first kMaxCurves
-  MemberCurve curve;
-  auto text = ReadMemberFile(MemberFiles(dir).History());  // its own file, or its pack's span
-  std::istringstream hist(text.ok() ? *text : std::string());
-  std::string line;
-  while (std::getline(hist, line)) {
-    json h = json::parse(line, nullptr, false);
-    if (h.is_discarded()) break;
-    curve.loss.push_back(h.value("loss", 0.0));
-    if (h.contains("val_loss")) curve.val_loss.push_back(h.value("val_loss", 0.0));  // validation_split 0: none
-  }
-  curves_[member] = std::move(curve);
+  curves_[member] = CurveOf(dir);
 }
+
+void Supervisor::CurvesOfLastCommittedRound() {
+  if (curves_looked_back_ || !curves_.empty() || progress_.committed.empty()) return;
+  curves_looked_back_ = true;
+  const int round = progress_.committed.back().round;
+  for (const MemberSpec& m : cfg_.members) {
+    if (curves_.size() >= kMaxCurves) break;
+    MemberCurve curve = CurveOf(layout_.MemberDir(round, m.name));
+    if (!curve.loss.empty()) curves_[m.name] = std::move(curve);
+  }
+  curves_round_ = round;
+}
+
 
 RunSnapshot Supervisor::BuildSnapshot() const {
   RunSnapshot s = counters_;
@@ -81,6 +103,8 @@ RunSnapshot Supervisor::BuildSnapshot() const {
   s.control_socket = control_.path();
   s.paused = paused_;
   s.stopping = stop_requests_ > 0;
+  s.finished = progress_.finished;
+  s.finish_reason = progress_.finish_reason;
   s.round = current_round_;
   s.rounds = cfg_.rounds.count;
   s.members_total = static_cast<int>(cfg_.members.size());
@@ -193,6 +217,7 @@ void Supervisor::ServiceTick(bool force) {
   if (gpus_) gpus_->MaybeSample(now, force);
   if (!force && now - last_status_write_ < std::chrono::seconds(1)) return;
   last_status_write_ = now;
+  CurvesOfLastCommittedRound();
   RunSnapshot snap = BuildSnapshot();
   char status[160];
   std::snprintf(status, sizeof(status), "%s: %d/%d members done, %d running%s",

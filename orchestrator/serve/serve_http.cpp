@@ -233,8 +233,8 @@ std::string RenderServePage(const json& runs) {
       "<!doctype html><html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"10\">"
       "<title>ensembled serve</title><style>body{font-family:sans-serif}td,th{padding:2px 8px;text-align:left}"
       "</style></head><body><h1>ensembled serve: " +
-      std::to_string(runs.size()) +
-      " runs</h1><table><tr><th>name</th><th>state</th><th>priority</th><th>resources</th><th>rounds</th>"
+      std::to_string(runs.size()) + (runs.size() == 1 ? " run" : " runs") +
+      "</h1><table><tr><th>name</th><th>state</th><th>priority</th><th>resources</th><th>rounds</th>"
       "<th>ensemble error</th><th>reason</th></tr>\n";
   for (const json& r : runs) {
     std::string rounds = r.contains("rounds") ? std::to_string(r.value("rounds_done", 0)) + "/" +

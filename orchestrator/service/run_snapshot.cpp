@@ -53,6 +53,18 @@ std::string RoundPosition(int round, int rounds) {
   return "round " + std::to_string(round) + " (" + std::to_string(round + 1) + " of " + std::to_string(rounds) + ")";
 }
 
+namespace {
+
+// At most kCurvePoints of `y`: evenly spaced, the first and the last kept.
+std::vector<double> Thinned(const std::vector<double>& y) {
+  if (y.size() <= kCurvePoints) return y;
+  std::vector<double> out;
+  for (size_t i = 0; i < kCurvePoints; ++i) out.push_back(y[i * (y.size() - 1) / (kCurvePoints - 1)]);
+  return out;
+}
+
+}  // namespace
+
 nlohmann::json SnapshotToJson(const RunSnapshot& s) {
   nlohmann::json workers = nlohmann::json::array();
   for (const auto& w : s.workers)
@@ -75,8 +87,13 @@ nlohmann::json SnapshotToJson(const RunSnapshot& s) {
     if (&r == &s.rounds_done.back() && !r.reliability_raw.empty())
       rounds.back()["reliability"] = {{"raw", r.reliability_raw}, {"calibrated", r.reliability_calibrated}};
   }
+  // The member curves, each at most kCurvePoints points (evenly spaced epochs, the last kept):
+  // the served run's page draws them from this file.
+  nlohmann::json curves = nlohmann::json::object();
+  for (const auto& [name, c] : s.curves) curves[name] = {{"loss", Thinned(c.loss)}, {"val_loss", Thinned(c.val_loss)}};
   return {{"run_name", s.run_name}, {"pid", s.pid}, {"control_socket", s.control_socket},
-          {"paused", s.paused}, {"stopping", s.stopping}, {"round", s.round}, {"rounds", s.rounds},
+          {"curves", curves}, {"curves_round", s.curves_round},
+          {"paused", s.paused}, {"stopping", s.stopping}, {"finished", s.finished}, {"finish_reason", s.finish_reason}, {"round", s.round}, {"rounds", s.rounds},
           {"members_total", s.members_total}, {"members_done", s.members_done},
           {"members_running", s.members_running}, {"members_failed", s.members_failed_round},
           {"eta_round_s", s.eta_round_s}, {"dataset_rows", s.dataset_rows},
@@ -115,6 +132,8 @@ RunSnapshot SnapshotFromJson(const nlohmann::json& j) {
   Take(j, "control_socket", &s.control_socket);
   Take(j, "paused", &s.paused);
   Take(j, "stopping", &s.stopping);
+  Take(j, "finished", &s.finished);
+  Take(j, "finish_reason", &s.finish_reason);
   Take(j, "round", &s.round);
   Take(j, "rounds", &s.rounds);
   Take(j, "members_total", &s.members_total);
@@ -132,6 +151,15 @@ RunSnapshot SnapshotFromJson(const nlohmann::json& j) {
   Take(j, "worker_recycles_total", &s.worker_recycles_total);
   Take(j, "bad_messages", &s.bad_messages_total);
   Take(j, "gpu_source", &s.gpu_source);
+  Take(j, "curves_round", &s.curves_round);
+  if (j.is_object() && j.contains("curves") && j["curves"].is_object())
+    for (const auto& [name, c] : j["curves"].items()) {
+      MemberCurve curve;
+      for (const char* key : {"loss", "val_loss"})
+        if (c.is_object() && c.contains(key) && c[key].is_array())
+          for (const auto& v : c[key]) (std::string(key) == "loss" ? curve.loss : curve.val_loss).push_back(v.is_number() ? v.get<double>() : 0.0);
+      s.curves[name] = std::move(curve);
+    }
   auto items = [&](const char* key) {
     return j.is_object() && j.contains(key) && j[key].is_array() ? j[key] : nlohmann::json::array();
   };

@@ -60,6 +60,9 @@ struct RoundView {
 struct MemberCurve {
   std::vector<double> loss, val_loss;
 };
+// status.json holds each member curve thinned to at most this many points (the served run's
+// page draws them from there; a chart is a few hundred pixels wide).
+inline constexpr size_t kCurvePoints = 256;
 
 // The committed rounds a snapshot carries: the last kRecentRounds. status.json is rewritten
 // every second and at each round boundary, and /metrics and the status page are rendered from a
@@ -72,6 +75,10 @@ struct RunSnapshot {
   int pid = 0;                  // the supervisor's
   std::string control_socket;
   bool paused = false, stopping = false;
+  // The run has finished (its journal says run_finished): the page says so, with the reason,
+  // rather than the counts of a round that will not start.
+  bool finished = false;
+  std::string finish_reason;
   int round = 0, rounds = 0;
   int members_total = 0, members_done = 0, members_running = 0, members_failed_round = 0;
   uint64_t dataset_rows = 0, dataset_generation = 0;

@@ -100,9 +100,14 @@ void WriteHeader(std::ostream& o, const RunSnapshot& s) {
     << "<title>ensembled: " << Html(s.run_name) << "</title><style>body{font-family:sans-serif;margin:20px}"
     << "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
     << ".plots{display:flex;flex-wrap:wrap;gap:16px}</style></head><body>";
-  o << "<h1>ensembled: " << Html(s.run_name) << "</h1><p id=\"summary\">" << RoundPosition(s.round, s.rounds)
-    << " &middot; " << s.members_done << "/" << s.members_total << " members done, " << s.members_running
-    << " running, " << s.members_failed_round << " failed &middot; config epoch " << s.config_epoch
+  o << "<h1>ensembled: " << Html(s.run_name) << "</h1><p id=\"summary\">";
+  if (s.finished)
+    o << "finished (" << Html(s.finish_reason) << ") after " << s.rounds_committed << " round"
+      << (s.rounds_committed == 1 ? "" : "s") << " of " << s.members_total << " members";
+  else
+    o << RoundPosition(s.round, s.rounds) << " &middot; " << s.members_done << "/" << s.members_total
+      << " members done, " << s.members_running << " running, " << s.members_failed_round << " failed";
+  o << " &middot; config epoch " << s.config_epoch
     << " &middot; dataset generation " << s.dataset_generation << ", "
     << s.dataset_rows << " training rows" << (s.paused ? " &middot; <b>paused</b>" : "")
     << (s.stopping ? " &middot; <b>stopping</b>" : "") << "</p>";
