@@ -96,7 +96,7 @@ TEST_CASE("the configured unit file says what the daemon needs", "[service][unit
   std::string exec = UnitValue(unit, "ExecStart");
   REQUIRE(std::regex_match(exec, m, std::regex(R"((/\S+)/ensembled serve --config (/\S+)/ensembled/serve\.json)")));
   // `systemctl reload`: SIGHUP, which the daemon takes as "read runs_dir again".
-  CHECK(UnitValue(unit, "ExecReload") == "/bin/kill -HUP $MAINPID");
+  CHECK(UnitValue(unit, "ExecReload") == "/bin/sh -c 'kill -HUP \"$$1\"' ensembled-reload $MAINPID");
   // The daemon writes submitted configs into runs_dir and removes cancelled ones.
   CHECK(UnitValue(unit, "ReadWritePaths") == m[2].str() + "/ensembled/runs.d");
 }
@@ -120,6 +120,17 @@ std::pair<std::string, std::string> UnitDirs() {
   std::smatch m;
   if (!std::regex_match(exec, m, std::regex(R"((/\S+)/ensembled serve --config (/\S+)/ensembled/serve\.json)"))) return {};
   return {m[1], m[2]};
+}
+
+// `cmake --install` of this build into `root` (DESTDIR), with `extra` arguments.
+TimedRun InstallInto(const std::string& root, const std::string& scratch, std::vector<std::string> extra = {}) {
+  const std::string cmake = FindProgram("cmake");
+  REQUIRE_FALSE(cmake.empty());  // it configured this build
+  std::vector<std::string> argv = {cmake, "--install", ENS_BINARY_DIR};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  EnvChanges env;
+  env.set = {{"DESTDIR", root}};
+  return RunWithEnv(argv, scratch, env, 300);
 }
 
 TEST_CASE("the installed serve config and the tmpfiles.d snippet fit the unit", "[service][unit]") {
@@ -152,19 +163,12 @@ TEST_CASE("the installed serve config and the tmpfiles.d snippet fit the unit", 
 
 TEST_CASE("cmake --install puts the unit, the serve config and runs.d in place and keeps an edited serve.json",
           "[service][unit][install]") {
-  std::string cmake = FindProgram("cmake");
-  if (cmake.empty()) {
-    WARN("cmake is not on PATH: skipping the install check");
-    return;
-  }
   auto [bindir, sysconf] = UnitDirs();
   REQUIRE_FALSE(bindir.empty());
   const std::string prefix = std::filesystem::path(bindir).parent_path().string();
   TempDir tmp;
   const std::string root = tmp / "root";
-  EnvChanges env;
-  env.set = {{"DESTDIR", root}};
-  auto first = RunWithEnv({cmake, "--install", ENS_BINARY_DIR}, tmp.path(), env, 300);
+  auto first = InstallInto(root, tmp.path());
   INFO("cmake --install:\n" << first.out << first.err);
   REQUIRE(first.code == 0);
   const std::string etc = root + sysconf + "/ensembled";
@@ -180,7 +184,7 @@ TEST_CASE("cmake --install puts the unit, the serve config and runs.d in place a
 
   // An operator's edit survives a reinstall.
   WriteText(etc + "/serve.json", "// edited\n" + ReadText(etc + "/serve.json"));
-  auto second = RunWithEnv({cmake, "--install", ENS_BINARY_DIR}, tmp.path(), env, 300);
+  auto second = InstallInto(root, tmp.path());
   INFO("again:\n" << second.out << second.err);
   REQUIRE(second.code == 0);
   CHECK_THAT(second.out, Catch::Contains("Keeping existing: " + etc + "/serve.json"));
@@ -207,6 +211,31 @@ TEST_CASE("cmake --install puts the unit, the serve config and runs.d in place a
   REQUIRE(std::regex_search(passwd, m, std::regex(R"(\nensembled:[^:]*:(\d+):(\d+):)")));
   CHECK(st.st_uid == static_cast<uid_t>(std::stoul(m[1])));
   CHECK(st.st_gid == static_cast<gid_t>(std::stoul(m[2])));
+}
+
+TEST_CASE("cmake --install --prefix /usr on a build configured for another prefix: the unit names where the files went",
+          "[service][unit][install]") {
+  auto [bindir, sysconf] = UnitDirs();
+  REQUIRE_FALSE(bindir.empty());
+  TempDir tmp;
+  const std::string root = tmp / "root";
+  auto r = InstallInto(root, tmp.path(), {"--prefix", "/usr"});
+  INFO("cmake --install --prefix /usr:\n" << r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(std::filesystem::exists(root + "/usr/bin/ensembled"));
+  CHECK(std::filesystem::exists(root + "/usr/sbin/ensembled-setup-torch"));
+  const std::string unit = ReadText(root + "/usr/lib/systemd/system/ensembled.service");
+  CHECK(UnitValue(unit, "ExecStart") == "/usr/bin/ensembled serve --config /etc/ensembled/serve.json");
+  CHECK(UnitValue(unit, "ReadWritePaths") == "/etc/ensembled/runs.d");
+  CHECK_THAT(ReadText(root + "/usr/lib/tmpfiles.d/ensembled.conf"), Catch::Contains("d /etc/ensembled/runs.d 3775"));
+  auto cfg = LoadServeConfigFile(root + "/etc/ensembled/serve.json");
+  REQUIRE(cfg.ok());
+  CHECK(cfg->runs_dir == "/etc/ensembled/runs.d");
+  CHECK(std::filesystem::is_directory(root + "/etc/ensembled/runs.d"));
+  CHECK(std::filesystem::exists(root + "/usr/share/ensembled/serve.json"));
+  // Nothing under the configured prefix when it is another one.
+  if (std::filesystem::path(bindir).parent_path() != "/usr")
+    CHECK_FALSE(std::filesystem::exists(root + std::filesystem::path(bindir).parent_path().string()));
 }
 
 TEST_CASE("systemd-analyze verify accepts the configured unit", "[service][unit]") {

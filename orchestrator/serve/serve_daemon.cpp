@@ -727,6 +727,7 @@ void ServeDaemon::HandleSignals() {
   struct signalfd_siginfo si;
   while (opts_.signal_fd >= 0 && ::read(opts_.signal_fd, &si, sizeof(si)) == sizeof(si)) {
     if (si.ssi_signo == SIGHUP) {
+      spdlog::info("SIGHUP: reading {} again", cfg_.runs_dir);
       ScanRunsDir();
     } else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
       ++stop_signals_;
