@@ -6,7 +6,7 @@ at most `parallel` at a time), each child trains one member from a NumPy memmap 
 dataset and sends its result back on a queue; after all members of the round are done the
 parent appends rows to the memmap and starts the next round.
 
-What each child does mirrors an ensembled task (worker/task_runner.cpp, worker/trainer.cpp):
+What each child does mirrors an ensembled task (worker/process/task_runner.cpp, worker/train/trainer.cpp):
 seeded random split of the current rows (validation_split), standardisation of x and y from
 the training split, model 9 -> 6 sigmoid -> 1 linear (Glorot-uniform kernels, zero biases,
 L1L2(1e-5, 1e-4) on both kernels as ensembled applies l1/l2 to every kernel), Huber loss on

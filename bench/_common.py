@@ -333,7 +333,7 @@ def journal(state_dir):
 
 
 def read_segment(path):
-    """A dataset segment (common/dataset_segment.h) as a float32 array [rows, features + 1]."""
+    """A dataset segment (common/state/dataset_segment.h) as a float32 array [rows, features + 1]."""
     import numpy as np
     hdr = np.fromfile(path, dtype=np.uint8, count=64)
     rows = int(hdr[24:32].view(np.uint64)[0])

@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "common/dataset_segment.h"
-#include "common/table.h"
+#include "common/state/dataset_segment.h"
+#include "common/base/table.h"
 
 namespace {
 

@@ -9,6 +9,6 @@ OUT="$(mktemp -d "${BENCH_TMP:-/tmp}/bench-mutation-XXXXXX")"
 trap 'rm -rf "$OUT"' EXIT
 BIN="$OUT/dataset_mutation"
 g++ -O2 -std=c++20 -I"$REPO" -o "$BIN" "$REPO/bench/dataset_mutation.cpp" \
-  "$REPO/common/dataset_segment.cpp" "$REPO/common/status.cpp" "$REPO/common/seed.cpp" -lrt
+  "$REPO/common/state/dataset_segment.cpp" "$REPO/common/base/status.cpp" "$REPO/common/base/seed.cpp" -lrt
 "$BIN" "$OUT" "$@" | tee "$OUT/out.txt"
 python3 "$REPO/bench/_append_result.py" "$OUT/out.txt" dataset_mutation

@@ -15,8 +15,8 @@
 #include <limits>
 #include <vector>
 
-#include "common/seed.h"
-#include "common/table.h"
+#include "common/base/seed.h"
+#include "common/base/table.h"
 #include "orchestrator/run/diverse_batch.h"
 
 namespace {

@@ -9,6 +9,6 @@ OUT="$(mktemp -d "${BENCH_TMP:-/tmp}/bench-diverse-XXXXXX")"
 trap 'rm -rf "$OUT"' EXIT
 BIN="$OUT/diverse_batch"
 g++ -O2 -DNDEBUG -std=c++20 -I"$REPO" -o "$BIN" "$REPO/bench/diverse_batch.cpp" \
-  "$REPO/orchestrator/run/diverse_batch.cpp" "$REPO/common/seed.cpp"
+  "$REPO/orchestrator/run/diverse_batch.cpp" "$REPO/common/base/seed.cpp"
 taskset -c 0 "$BIN" "$@" | tee "$OUT/out.txt"
 python3 "$REPO/bench/_append_result.py" "$OUT/out.txt" diverse_batch

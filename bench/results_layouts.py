@@ -2,7 +2,7 @@
 """One fused pack of K members x E epochs (bench/pack_throughput.py's run(): checkpoints on,
 round 1 of 2, the state on the disk unless --work-dir says otherwise) with config
 results_layout "members" (a directory of six files a member) and "packs" (one pack directory:
-common/pack_results.h), the same build, interleaved M P P M ... N times each, so both see the same
+common/state/pack_results.h), the same build, interleaved M P P M ... N times each, so both see the same
 load and the same recently deleted files. Prints each run, the medians and packs' ratio to
 members; the raw runs go to --out.
 

@@ -1,6 +1,6 @@
 // Operators (kernels, on a GPU) a training step dispatches on the CUDA path, counted on this
 // machine's CPU: the same tensor ops run on CPU tensors (TrainPath, trainer.h) and every ATen
-// operator is counted (worker/dispatch_count.h). For packs of K = 1, 64, 512, 4096 members of
+// operator is counted (worker/device/dispatch_count.h). For packs of K = 1, 64, 512, 4096 members of
 // 9 -> (6 ->)x L -> 1 (L = 1-3 hidden layers, sigmoid then relu, huber, Adam, batch 32, 800
 // rows: 25 steps an epoch), the PackStep path and the autograd loop that CUDA ran before it.
 // Per step = the training epochs' operators (windows' gathers and sums, the epoch's sums and
@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "common/seed.h"
-#include "worker/device_runtime.h"
-#include "worker/trainer.h"
+#include "common/base/seed.h"
+#include "worker/device/device_runtime.h"
+#include "worker/train/trainer.h"
 
 namespace ens {
 namespace {

@@ -1,4 +1,4 @@
-// ensemblectl's subcommands. Each returns an exit code from common/exit_codes.h and prints
+// ensemblectl's subcommands. Each returns an exit code from common/base/exit_codes.h and prints
 // errors that name the file or place at fault.
 #pragma once
 
@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "orchestrator/run/sigma_calibration.h"
 
 namespace ens::ctl {

@@ -1,9 +1,9 @@
 // ensemblectl stop | pause | resume | reload: one request over the daemon's control socket.
 #include <iostream>
 
-#include "common/atomic_file.h"
-#include "common/exit_codes.h"
-#include "common/run_layout.h"
+#include "common/base/atomic_file.h"
+#include "common/base/exit_codes.h"
+#include "common/state/run_layout.h"
 #include "ctl/commands.h"
 #include "orchestrator/service/control_socket.h"
 

@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "common/atomic_file.h"
-#include "common/exit_codes.h"
-#include "common/member_view.h"
+#include "common/base/atomic_file.h"
+#include "common/base/exit_codes.h"
+#include "common/state/member_view.h"
 #include "ctl/commands.h"
-#include "common/run_layout.h"
+#include "common/state/run_layout.h"
 
 namespace ens::ctl {
 namespace {

@@ -6,11 +6,11 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
-#include "common/atomic_file.h"
-#include "common/config.h"
-#include "common/data_source.h"
-#include "common/exit_codes.h"
-#include "common/run_head.h"
+#include "common/base/atomic_file.h"
+#include "common/config/config.h"
+#include "common/data/data_source.h"
+#include "common/base/exit_codes.h"
+#include "common/config/run_head.h"
 #include "ctl/commands.h"
 #include "orchestrator/serve/serve_daemon.h"
 #include "orchestrator/run/script_model_check.h"

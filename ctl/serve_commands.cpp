@@ -7,8 +7,8 @@
 #include <iostream>
 #include <optional>
 
-#include "common/atomic_file.h"
-#include "common/exit_codes.h"
+#include "common/base/atomic_file.h"
+#include "common/base/exit_codes.h"
 #include "ctl/commands.h"
 #include "orchestrator/service/control_socket.h"
 

@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <iostream>
 
-#include "common/atomic_file.h"
-#include "common/exit_codes.h"
-#include "common/journal.h"
-#include "common/retention.h"
-#include "common/run_layout.h"
+#include "common/base/atomic_file.h"
+#include "common/base/exit_codes.h"
+#include "common/state/journal.h"
+#include "common/state/retention.h"
+#include "common/state/run_layout.h"
 #include "ctl/commands.h"
 #include "orchestrator/service/control_socket.h"
 #include "orchestrator/service/run_snapshot.h"
@@ -77,7 +77,7 @@ json LiveStatus(const RunLayout& layout, const std::string& state_dir, const std
   return live;
 }
 
-// How many committed rounds hold each level of files (common/retention.h): {"all": n, ...}.
+// How many committed rounds hold each level of files (common/state/retention.h): {"all": n, ...}.
 json RoundFilesCounts(const RunProgress& p) {
   json out = json::object();
   for (RoundFiles f : {RoundFiles::kAll, RoundFiles::kTrainState, RoundFiles::kRecords})

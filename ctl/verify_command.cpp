@@ -12,13 +12,13 @@
 #include <filesystem>
 #include <iostream>
 
-#include "common/atomic_file.h"
-#include "common/cublas_workspace.h"
-#include "common/exit_codes.h"
-#include "common/member_view.h"
-#include "common/protocol.h"
-#include "common/run_layout.h"
-#include "common/seed.h"
+#include "common/base/atomic_file.h"
+#include "common/base/cublas_workspace.h"
+#include "common/base/exit_codes.h"
+#include "common/state/member_view.h"
+#include "common/ipc/protocol.h"
+#include "common/state/run_layout.h"
+#include "common/base/seed.h"
 #include "ctl/commands.h"
 
 namespace ens::ctl {

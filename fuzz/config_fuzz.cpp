@@ -1,4 +1,4 @@
-// libFuzzer target: config validation (common/config.h) on arbitrary bytes.
+// libFuzzer target: config validation (common/config/config.h) on arbitrary bytes.
 //
 // ValidateConfigText must turn every input into either a Config or a list of errors:
 // no crash, no uncaught exception, no sanitizer report. Relative paths resolve against
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
+#include "common/config/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -1,4 +1,4 @@
-// libFuzzer target: the CSV loader (common/data_source.h) on arbitrary file contents.
+// libFuzzer target: the CSV loader (common/data/data_source.h) on arbitrary file contents.
 //
 // The call shapes the daemon uses: training data (every column but the target "y", or but the
 // targets "y" and "z") and prediction input (named features "a", "b", no target). Either a
@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/data_source.h"
+#include "common/data/data_source.h"
 #include "fuzz/fuzz_file.h"
 
 namespace {

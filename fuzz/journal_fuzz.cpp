@@ -1,4 +1,4 @@
-// libFuzzer target: a run's journal (common/journal.h) on arbitrary file contents.
+// libFuzzer target: a run's journal (common/state/journal.h) on arbitrary file contents.
 //
 // What `ensembled run` (resume), `ensemblectl status` and the serve daemon do with a journal:
 // ReadJournal, then ReplayJournal and each record type's reader. Reading must accept or refuse
@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/journal.h"
+#include "common/state/journal.h"
 #include "fuzz/fuzz_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,4 +1,4 @@
-// libFuzzer target: the label readers of classification (common/class_list.h with the CSV and
+// libFuzzer target: the label readers of classification (common/config/class_list.h with the CSV and
 // .npy loaders) on arbitrary file contents.
 //
 // The whole input as a CSV whose target "y" holds labels, and its halves as an .npy pair whose
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "common/class_list.h"
-#include "common/data_source.h"
+#include "common/config/class_list.h"
+#include "common/data/data_source.h"
 #include "fuzz/fuzz_file.h"
 
 namespace {

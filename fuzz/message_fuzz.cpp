@@ -1,4 +1,4 @@
-// libFuzzer target: the wire protocol (common/protocol.h) on arbitrary bytes.
+// libFuzzer target: the wire protocol (common/ipc/protocol.h) on arbitrary bytes.
 //
 // DecodeMessage must accept or reject every input without a crash. A message it accepts
 // must survive the trip the supervisor and workers make with it: encoding it gives bytes
@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/protocol.h"
+#include "common/ipc/protocol.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);

@@ -1,4 +1,4 @@
-// libFuzzer target: the .npy pair loader (common/data_source.h) on arbitrary file contents.
+// libFuzzer target: the .npy pair loader (common/data/data_source.h) on arbitrary file contents.
 //
 // The input is split in two halves: the first floor(size / 2) bytes are the X file, the
 // rest the y file (the seed corpus holds pairs of equal length joined). Either a Table or
@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/data_source.h"
+#include "common/data/data_source.h"
 #include "fuzz/fuzz_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

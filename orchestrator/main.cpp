@@ -12,9 +12,9 @@
 #include <initializer_list>
 #include <spdlog/spdlog.h>
 
-#include "common/config.h"
-#include "common/exit_codes.h"
-#include "common/logging.h"
+#include "common/config/config.h"
+#include "common/base/exit_codes.h"
+#include "common/base/logging.h"
 #include "orchestrator/serve/serve_config.h"
 #include "orchestrator/serve/serve_daemon.h"
 #include "orchestrator/run/supervisor.h"

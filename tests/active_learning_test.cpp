@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "common/atomic_file.h"
-#include "common/journal.h"
-#include "common/run_layout.h"
+#include "common/base/atomic_file.h"
+#include "common/state/journal.h"
+#include "common/state/run_layout.h"
 #include "support/env_spawn.h"
 #include "support/process_harness.h"
 #include "support/python_imports.h"

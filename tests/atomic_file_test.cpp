@@ -1,4 +1,4 @@
-// MakeDirs (common/atomic_file.h): makes every missing directory of a path with the mode
+// MakeDirs (common/base/atomic_file.h): makes every missing directory of a path with the mode
 // asked, accepts one that exists, and names what stands in the way.
 #include <sys/stat.h>
 
@@ -6,7 +6,7 @@
 #include <fstream>
 #include <string>
 
-#include "common/atomic_file.h"
+#include "common/base/atomic_file.h"
 #include "support/temp_dir.h"
 
 namespace ens {

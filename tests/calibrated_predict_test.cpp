@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/run_layout.h"
+#include "common/state/run_layout.h"
 #include "support/predict_csv.h"
 #include "support/process_harness.h"
 #include "support/temp_dir.h"

@@ -1,6 +1,6 @@
 // Tests of common/capabilities: the effective set read, and dropped for good (in a child, so
 // this test's process keeps its own).
-#include "common/capabilities.h"
+#include "common/base/capabilities.h"
 
 #include <linux/capability.h>
 #include <sys/wait.h>

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/run_layout.h"
+#include "common/state/run_layout.h"
 #include "support/member_files_py.h"
 #include "support/process_harness.h"
 #include "support/temp_dir.h"

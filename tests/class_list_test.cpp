@@ -1,15 +1,15 @@
 // Tests of common/class_list and the label side of the loaders: canonical labels, the order
 // of classes, the limits (one class, more than 10,000), labels in CSV and npy files (unknown
 // and non-integer labels named by place), and the stratified holdout of a classification run.
-#include "common/class_list.h"
+#include "common/config/class_list.h"
 
 #include <catch2/catch.hpp>
 #include <map>
 #include <string>
 #include <vector>
 
-#include "common/data_source.h"
-#include "common/npy_writer.h"
+#include "common/data/data_source.h"
+#include "common/data/npy_writer.h"
 #include "support/temp_dir.h"
 
 namespace ens {

@@ -12,8 +12,8 @@
 #include <sstream>
 #include <string>
 
-#include "common/run_layout.h"
-#include "common/seed.h"
+#include "common/state/run_layout.h"
+#include "common/base/seed.h"
 #include "support/env_spawn.h"
 #include "support/predict_csv.h"
 #include "support/process_harness.h"

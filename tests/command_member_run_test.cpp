@@ -11,7 +11,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "common/run_layout.h"
+#include "common/state/run_layout.h"
 #include "support/env_spawn.h"
 #include "support/predict_csv.h"
 #include "support/process_harness.h"

@@ -1,8 +1,8 @@
-// Command members (worker/command_member.h) in-process: a real program (a Python script that
+// Command members (worker/models/command_member.h) in-process: a real program (a Python script that
 // needs nothing but the standard library) on real segments. What it is handed, what it must
 // produce, and every way it can go wrong: not found, non-zero exits, 78, a hang, misshapen,
 // non-finite or missing outputs, a flood of output, children left behind.
-#include "worker/command_member.h"
+#include "worker/models/command_member.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "common/data_source.h"
-#include "common/exit_codes.h"
-#include "common/npy_writer.h"
-#include "common/run_layout.h"
+#include "common/data/data_source.h"
+#include "common/base/exit_codes.h"
+#include "common/data/npy_writer.h"
+#include "common/state/run_layout.h"
 #include "support/temp_dir.h"
 
 namespace ens {

@@ -57,7 +57,7 @@ TEST_CASE("every key of the normalised config has a change rule", "[config]") {
     Leaves(ConfigToJson(Parse(text)), "", &leaves);
     REQUIRE(leaves.size() > 40);
     for (const auto& p : leaves) {
-      INFO(p << ": add the key to common/config_keys.cpp with its rule");
+      INFO(p << ": add the key to common/config/config_keys.cpp with its rule");
       CHECK(RuleFor(p).has_value());
     }
   }

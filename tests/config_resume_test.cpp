@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/exit_codes.h"
-#include "common/journal.h"
-#include "common/run_layout.h"
+#include "common/base/exit_codes.h"
+#include "common/state/journal.h"
+#include "common/state/run_layout.h"
 #include "support/env_spawn.h"
 #include "support/process_harness.h"
 

@@ -1,8 +1,8 @@
 // Tests of common/config: the shipped example, every class of error with its JSON pointer,
 // member resolution, path resolution and the member JSON round trip.
-#include "common/config.h"
+#include "common/config/config.h"
 #include "orchestrator/serve/serve_daemon.h"
-#include "common/protocol.h"
+#include "common/ipc/protocol.h"
 
 #include <unistd.h>
 

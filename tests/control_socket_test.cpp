@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/exit_codes.h"
+#include "common/base/exit_codes.h"
 #include "orchestrator/service/control_socket.h"
 #include "support/env_spawn_notify.h"
 
@@ -505,7 +505,7 @@ TEST_CASE("reload: a new rounds.count applies at the next round boundary, a new 
   CHECK(ReadText(tmp / "d.err").find("config reload applied: 2 rounds") != std::string::npos);
 }
 
-// A pack_size change alters members' results: reload refuses it (common/config_keys.h),
+// A pack_size change alters members' results: reload refuses it (common/config/config_keys.h),
 // where the hand-written list before that table let it through as "accepted".
 TEST_CASE("reload refuses a changed pack_size (it changes members' results)", "[service][control]") {
   TempDir tmp;

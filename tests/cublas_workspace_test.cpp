@@ -1,6 +1,6 @@
-// EnsureCublasWorkspaceConfig (common/cublas_workspace.h): a worker started without
+// EnsureCublasWorkspaceConfig (common/base/cublas_workspace.h): a worker started without
 // CUBLAS_WORKSPACE_CONFIG sets it before CUDA starts; a value the user set stays.
-#include "common/cublas_workspace.h"
+#include "common/base/cublas_workspace.h"
 
 #include <stdlib.h>
 

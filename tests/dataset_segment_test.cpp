@@ -1,6 +1,6 @@
 // Tests of common/dataset_segment: writer/reader round trips, appends, growth, rollback, and
 // every kind of damage the reader must refuse (written byte by byte with pwrite).
-#include "common/dataset_segment.h"
+#include "common/state/dataset_segment.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -9,7 +9,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "common/seed.h"
+#include "common/base/seed.h"
 
 namespace ens {
 namespace {

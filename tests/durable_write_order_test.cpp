@@ -3,7 +3,7 @@
 // Append reaches the disk (fdatasync, the record in the file) before it returns; a directory
 // renamed into place is followed by its parent's fsync. A power loss then leaves the old or the
 // new content, never a file the directory does not name or a record that was acknowledged but
-// lost (common/atomic_file.h, common/journal.h).
+// lost (common/base/atomic_file.h, common/state/journal.h).
 //
 // A recording shim: this program defines fsync, fdatasync, rename and renameat itself. The
 // library code linked into it (libens_common) calls these, which record the call (the path the
@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "common/atomic_file.h"
-#include "common/journal.h"
+#include "common/base/atomic_file.h"
+#include "common/state/journal.h"
 #include "support/temp_dir.h"
 
 namespace {

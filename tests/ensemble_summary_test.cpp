@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "common/seed.h"
+#include "common/base/seed.h"
 
 namespace ens {
 namespace {

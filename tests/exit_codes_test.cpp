@@ -1,7 +1,7 @@
-// Tests of ExitCodeFor (common/exit_codes.h), the one place a failure becomes an exit code, and
+// Tests of ExitCodeFor (common/base/exit_codes.h), the one place a failure becomes an exit code, and
 // of one path through it end to end: a mutation command that runs out of time is transient
 // (exit 1, so systemd restarts and the run resumes), not permanent.
-#include "common/exit_codes.h"
+#include "common/base/exit_codes.h"
 
 #include <catch2/catch.hpp>
 

@@ -2,14 +2,14 @@
 // (the interface product code asks through), and the journal-write fault end to end: a run whose
 // finished members cannot be journaled exits with the transient code (systemd restarts it),
 // says whose results are not recorded, and the next run completes the round.
-#include "common/fault_injection.h"
+#include "common/base/fault_injection.h"
 
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
 
-#include "common/exit_codes.h"
-#include "common/journal.h"
+#include "common/base/exit_codes.h"
+#include "common/state/journal.h"
 #include "support/env_spawn.h"
 #include "support/process_harness.h"
 

@@ -1,6 +1,6 @@
 // Tests of common/fd_io: whole transfers across short reads and writes, at the descriptor's
 // offset and at a file offset, and the errors that name what was read or written.
-#include "common/fd_io.h"
+#include "common/base/fd_io.h"
 
 #include <fcntl.h>
 #include <sys/wait.h>

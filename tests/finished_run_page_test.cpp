@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/run_layout.h"
+#include "common/state/run_layout.h"
 #include "orchestrator/service/run_snapshot.h"
 #include "support/env_spawn.h"
 #include "support/temp_dir.h"

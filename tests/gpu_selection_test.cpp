@@ -1,6 +1,6 @@
-// Tests of common/gpu_selection.h: the one rule that names a GPU in a list, and the one
+// Tests of common/config/gpu_selection.h: the one rule that names a GPU in a list, and the one
 // resolver run, serve and the grant pool share.
-#include "common/gpu_selection.h"
+#include "common/config/gpu_selection.h"
 
 #include <catch2/catch.hpp>
 

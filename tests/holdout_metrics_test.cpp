@@ -1,6 +1,6 @@
 // Tests of worker/holdout_metrics: a member's holdout scores for each head against figures
 // worked out by hand.
-#include "worker/holdout_metrics.h"
+#include "worker/kernels/holdout_metrics.h"
 
 #include <catch2/catch.hpp>
 

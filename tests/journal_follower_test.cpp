@@ -1,7 +1,7 @@
 // Tests of common/journal_follower: a RunProgress that follows a journal another writer appends
 // to, reading only what is new; a record being written waits, a journal cut short or replaced
 // is read again from its start, a bad line is an error naming it.
-#include "common/journal_follower.h"
+#include "common/state/journal_follower.h"
 
 #include <catch2/catch.hpp>
 #include <cstdio>

@@ -1,6 +1,6 @@
 // Tests of common/journal: durable append and reopen, the torn-tail rule, corruption with a
 // line number, and ReplayJournal's view of where a run stands.
-#include "common/journal.h"
+#include "common/state/journal.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

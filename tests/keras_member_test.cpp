@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <string>
 
-#include "common/run_layout.h"
+#include "common/state/run_layout.h"
 #include "support/env_spawn.h"
 #include "support/process_harness.h"
 #include "support/temp_dir.h"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The lane kernel's CUDA build keeps the host's IEEE float operations: in the PTX nvcc makes of
-# worker/lane_kernel_cuda.cu with the build's flags (CMakeLists.txt ENS_LANE_CUDA_FLAGS), every
+# worker/kernels/lane_kernel_cuda.cu with the build's flags (CMakeLists.txt ENS_LANE_CUDA_FLAGS), every
 # float multiply, add, subtract, division and square root is an exactly rounded one (.rn), and
 # there is no fused multiply-add, no approximate division, sqrt or exponent, and no flush to
 # zero. Then the kernel's bits are the thread form's that lane_kernel_test runs on the CPU.

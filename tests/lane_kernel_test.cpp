@@ -5,7 +5,7 @@
 // its block mates; one CUDA launch's threads run on the host (per-thread scratch, a skipped
 // block) give each block the vector lanes' bits; and the kernel trains (the loss falls), so equal bits are not equal nothing.
 // Pure C++: no libtorch.
-#include "worker/lane_kernel.h"
+#include "worker/kernels/lane_kernel.h"
 
 #include <catch2/catch.hpp>
 

@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/journal.h"
-#include "common/run_layout.h"
+#include "common/state/journal.h"
+#include "common/state/run_layout.h"
 #include "support/env_spawn.h"
 #include "support/process_harness.h"
 
@@ -76,7 +76,7 @@ long AvailableMib() {
 }
 
 TEST_CASE("256 CPU workers run under the default 800 KiB queue budget", "[many][slow]") {
-  // A CPU worker holds ~60 MiB of its own (libtorch's CPU half, worker/cuda_support.h); 256
+  // A CPU worker holds ~60 MiB of its own (libtorch's CPU half, worker/device/cuda_support.h); 256
   // of them ~15 GiB. Too little memory here is a skip (SKIP_RETURN_CODE), not a failure.
   const long need_mib = 256 * 64 + 2048;
   if (long avail = AvailableMib(); avail >= 0 && avail < need_mib) {

@@ -5,14 +5,14 @@
 // have when no member fails. A transient one (a failed write) retries the pack. A pack whose
 // worker is SIGKILLed by someone else in every attempt (the out-of-memory killer) fails for
 // good: exit 78, saying so, not exit 1 and a systemd restart loop. Failures are injected with ENSEMBLED_TEST_NONFINITE and
-// ENSEMBLED_TEST_FAIL_WRITE (common/fault_injection.h).
+// ENSEMBLED_TEST_FAIL_WRITE (common/base/fault_injection.h).
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
 
-#include "common/atomic_file.h"
-#include "common/journal.h"
-#include "common/run_layout.h"
+#include "common/base/atomic_file.h"
+#include "common/state/journal.h"
+#include "common/state/run_layout.h"
 #include "support/env_spawn.h"
 #include "support/process_harness.h"
 

@@ -1,6 +1,6 @@
-// Tests of common/member_options.h: every enum value has exactly one name, Parse is its
+// Tests of common/config/member_options.h: every enum value has exactly one name, Parse is its
 // inverse, and Parse accepts nothing but those exact names.
-#include "common/member_options.h"
+#include "common/config/member_options.h"
 
 #include <catch2/catch.hpp>
 #include <cctype>

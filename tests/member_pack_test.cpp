@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/member_view.h"
-#include "common/protocol.h"
-#include "common/run_layout.h"
+#include "common/state/member_view.h"
+#include "common/ipc/protocol.h"
+#include "common/state/run_layout.h"
 #include "support/env_spawn.h"
 #include "support/process_harness.h"
 

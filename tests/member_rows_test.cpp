@@ -1,4 +1,4 @@
-#include "common/member_rows.h"
+#include "common/data/member_rows.h"
 
 #include <catch2/catch.hpp>
 
@@ -7,7 +7,7 @@
 #include <set>
 #include <vector>
 
-#include "common/seed.h"
+#include "common/base/seed.h"
 #include "support/temp_dir.h"
 
 namespace ens {

@@ -1,7 +1,7 @@
 // MemberView over PackResults: a packed member's files read back by their member-directory
 // paths exactly as its own directory would hold them; the member's own directory first; a
 // member published twice served from its latest publication; a damaged pack an error naming it.
-#include "common/member_view.h"
+#include "common/state/member_view.h"
 
 #include <catch2/catch.hpp>
 
@@ -10,9 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/atomic_file.h"
-#include "common/member_result.h"
-#include "common/pack_results.h"
+#include "common/base/atomic_file.h"
+#include "common/state/member_result.h"
+#include "common/state/pack_results.h"
 #include "support/temp_dir.h"
 
 namespace ens {

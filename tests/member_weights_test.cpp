@@ -1,7 +1,7 @@
-// Tests of common/member_weights.h: a member's weights file reads back to what was written
+// Tests of common/state/member_weights.h: a member's weights file reads back to what was written
 // (spec text, source, tensor names, shapes and float bits), is told from a TorchScript archive
 // by its magic, and anything cut short, padded or damaged is Corruption naming the file.
-#include "common/member_weights.h"
+#include "common/state/member_weights.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>

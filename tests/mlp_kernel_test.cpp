@@ -2,7 +2,7 @@
 // reference (finite differences of a plain forward), for every activation, with dropout masks
 // and batches that are not a multiple of the kernel's 8 partial sums; and member k's bits the
 // same alone and in a pack, whatever the member range a call covers.
-#include "worker/mlp_kernel.h"
+#include "worker/kernels/mlp_kernel.h"
 
 #include <catch2/catch.hpp>
 

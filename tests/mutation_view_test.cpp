@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "common/atomic_file.h"
-#include "common/pack_results.h"
+#include "common/base/atomic_file.h"
+#include "common/state/pack_results.h"
 #include "support/npy_ids.h"
 #include "support/temp_dir.h"
 

@@ -2,7 +2,7 @@
 // is what it checked: no symbolic link anywhere in the path, no '..', no FIFO that hangs, no
 // hard link, the owner it expects, a size cap; a directory made for a user through
 // descriptors and never taken over; a drop file published without replacing anything.
-#include "common/no_follow.h"
+#include "common/base/no_follow.h"
 
 #include <fcntl.h>
 #include <sys/socket.h>

@@ -13,7 +13,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "common/data_source.h"
+#include "common/data/data_source.h"
 #include "support/temp_dir.h"
 
 namespace ens {

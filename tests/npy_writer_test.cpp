@@ -1,14 +1,14 @@
 // NpyWriter: what it writes reads back through the .npy loader (data_source.h), headers are
 // padded as numpy pads them, and a writer is strict about the rows it declared.
-#include "common/npy_writer.h"
+#include "common/data/npy_writer.h"
 
 #include <catch2/catch.hpp>
 #include <limits>
 #include <string>
 #include <vector>
 
-#include "common/atomic_file.h"
-#include "common/data_source.h"
+#include "common/base/atomic_file.h"
+#include "common/data/data_source.h"
 #include "support/temp_dir.h"
 
 namespace ens {

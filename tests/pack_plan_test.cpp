@@ -2,7 +2,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "common/member_rows.h"
+#include "common/data/member_rows.h"
 
 namespace ens {
 namespace {

@@ -1,6 +1,6 @@
 // Tests of common/protocol: every message type survives encode/decode, and every malformed
 // message is rejected with a reason that says what is wrong.
-#include "common/protocol.h"
+#include "common/ipc/protocol.h"
 
 #include <catch2/catch.hpp>
 #include <string>

@@ -21,7 +21,7 @@
 #include <regex>
 #include <thread>
 
-#include "common/journal.h"
+#include "common/state/journal.h"
 #include "support/env_spawn.h"
 #include "support/process_harness.h"
 #include "support/serve_harness.h"

@@ -1,4 +1,4 @@
-#include "common/recycle_policy.h"
+#include "common/config/recycle_policy.h"
 
 #include <catch2/catch.hpp>
 

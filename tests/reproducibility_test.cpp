@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/protocol.h"
-#include "common/run_layout.h"
+#include "common/ipc/protocol.h"
+#include "common/state/run_layout.h"
 #include "support/env_spawn.h"
 #include "support/process_harness.h"
 #include "support/temp_dir.h"

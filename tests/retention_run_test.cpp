@@ -1,4 +1,4 @@
-// Retention in whole runs (common/retention.h): with keep_rounds 2 a run of five warm-started
+// Retention in whole runs (common/state/retention.h): with keep_rounds 2 a run of five warm-started
 // rounds keeps every file of its last two rounds, the train state of the round before them and
 // the records of the rest; the journal says so; predict and export refuse a pruned round by
 // name, verify of the oldest kept round still retrains bit for bit, and status shows the state
@@ -15,9 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/exit_codes.h"
-#include "common/member_view.h"
-#include "common/run_layout.h"
+#include "common/base/exit_codes.h"
+#include "common/state/member_view.h"
+#include "common/state/run_layout.h"
 #include "support/env_spawn.h"
 #include "support/process_harness.h"
 

@@ -1,13 +1,13 @@
 // Tests of common/retention: which rounds keep which files for a keep_rounds window and pins,
 // that levels only go down, and what removing a level deletes (and keeps) in a member folder.
-#include "common/retention.h"
+#include "common/state/retention.h"
 
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <string>
 #include <vector>
 
-#include "common/run_layout.h"
+#include "common/state/run_layout.h"
 #include "support/temp_dir.h"
 
 namespace ens {

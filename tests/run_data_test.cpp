@@ -12,8 +12,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "common/data_source.h"
-#include "common/seed.h"
+#include "common/data/data_source.h"
+#include "common/base/seed.h"
 #include "support/temp_dir.h"
 
 namespace ens {

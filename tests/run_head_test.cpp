@@ -1,10 +1,10 @@
 // Tests of common/run_head: the head each loss, class count and target count make, its output
 // width, its committee scores and its score metric; a config's head follows its task.
-#include "common/run_head.h"
+#include "common/config/run_head.h"
 
 #include <catch2/catch.hpp>
 
-#include "common/config.h"
+#include "common/config/config.h"
 
 namespace ens {
 namespace {

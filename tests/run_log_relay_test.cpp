@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "common/subprocess.h"
+#include "common/base/subprocess.h"
 #include "support/temp_dir.h"
 
 namespace ens {

@@ -1,6 +1,6 @@
 // Tests of common/seed: splitmix64 against published reference values, pinned member and
 // stream seeds (they are part of the reproducibility contract), and SeededRng's ranges.
-#include "common/seed.h"
+#include "common/base/seed.h"
 
 #include <algorithm>
 #include <catch2/catch.hpp>

@@ -14,7 +14,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "common/journal.h"
+#include "common/state/journal.h"
 #include "support/env_spawn_notify.h"
 #include "support/run_as_harness.h"
 

@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/journal.h"
-#include "common/run_layout.h"
+#include "common/state/journal.h"
+#include "common/state/run_layout.h"
 #include "support/serve_harness.h"
 
 namespace ens {

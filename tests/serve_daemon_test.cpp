@@ -15,8 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/journal.h"
-#include "common/run_layout.h"
+#include "common/state/journal.h"
+#include "common/state/run_layout.h"
 #include "orchestrator/serve/serve_daemon.h"
 #include "orchestrator/service/control_protocol.h"
 #include "support/env_spawn_notify.h"

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/run_layout.h"
+#include "common/state/run_layout.h"
 #include "support/env_spawn_notify.h"
 #include "support/serve_harness.h"
 

@@ -3,7 +3,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "common/journal.h"
+#include "common/state/journal.h"
 #include "support/temp_dir.h"
 
 namespace ens {

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/journal.h"
+#include "common/state/journal.h"
 #include "support/serve_harness.h"
 
 namespace ens {

@@ -15,7 +15,7 @@
 #include <fstream>
 #include <thread>
 
-#include "common/journal.h"
+#include "common/state/journal.h"
 #include "support/run_as_harness.h"
 
 namespace ens {

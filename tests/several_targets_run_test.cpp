@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "common/npy_writer.h"
-#include "common/run_layout.h"
-#include "common/seed.h"
+#include "common/data/npy_writer.h"
+#include "common/state/run_layout.h"
+#include "common/base/seed.h"
 #include "support/env_spawn.h"
 #include "support/predict_csv.h"
 #include "support/process_harness.h"

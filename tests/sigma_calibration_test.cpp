@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "common/seed.h"
+#include "common/base/seed.h"
 
 namespace ens {
 namespace {

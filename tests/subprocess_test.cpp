@@ -1,6 +1,6 @@
 // Tests of common/subprocess: starting, exec failures, descriptors, environment, process
 // groups, credentials, RunToEnd's pipes, timeout, cancellation and output bound.
-#include "common/subprocess.h"
+#include "common/base/subprocess.h"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -1,4 +1,4 @@
-// Supervisor crashes: ensembled is SIGKILLed at each crash point it has (common/fault_injection.h,
+// Supervisor crashes: ensembled is SIGKILLed at each crash point it has (common/base/fault_injection.h,
 // ENSEMBLED_CRASH_AT), then run again. The resumed run ends in exactly the state an undisturbed
 // run ends in: same bits in every checkpoint, same commits, no member retrained after its
 // member_done, nothing of the run left behind (LeftoversOf).
@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/dataset_segment.h"
-#include "common/journal.h"
-#include "common/run_layout.h"
+#include "common/state/dataset_segment.h"
+#include "common/state/journal.h"
+#include "common/state/run_layout.h"
 #include "support/env_spawn.h"
 #include "support/process_harness.h"
 

@@ -9,17 +9,17 @@
 
 #include <catch2/catch.hpp>
 
-#include "common/config.h"
-#include "common/exit_codes.h"
+#include "common/config/config.h"
+#include "common/base/exit_codes.h"
 #include "orchestrator/run/supervisor.h"
 #include "orchestrator/workers/transport.h"
 #include "support/env_spawn.h"
 #include "support/fake_executor.h"
 #include "support/temp_dir.h"
 
-#include "common/atomic_file.h"
-#include "common/journal.h"
-#include "common/run_layout.h"
+#include "common/base/atomic_file.h"
+#include "common/state/journal.h"
+#include "common/state/run_layout.h"
 
 namespace ens {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "common/data_source.h"
+#include "common/data/data_source.h"
 
 namespace ens {
 namespace {

@@ -1,5 +1,5 @@
 // The seed the supervisor hands a member's task (orchestrator/run/supervisor.cpp) is the
-// documented derivation, MemberSeed(run_seed, index + seed_offset, round) (common/seed.h, which
+// documented derivation, MemberSeed(run_seed, index + seed_offset, round) (common/base/seed.h, which
 // seed_test pins to its definition): checked end to end from the journal of a two-round run,
 // for a member with a seed_offset (listed between two without), in the later round too. Dropping
 // the round, the offset or the index at the call site fails here.
@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/seed.h"
+#include "common/base/seed.h"
 #include "support/process_harness.h"
 #include "support/temp_dir.h"
 

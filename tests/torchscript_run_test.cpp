@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "common/run_layout.h"
+#include "common/state/run_layout.h"
 #include "support/env_spawn.h"
 #include "support/predict_csv.h"
 #include "support/process_harness.h"

@@ -1,13 +1,13 @@
-// Checkpoints without a module per member (worker/checkpoint.h, common/member_weights.h): the
+// Checkpoints without a module per member (worker/predict/checkpoint.h, common/state/member_weights.h): the
 // worker saves an MLP member as its weights file, builds no module for it, and the module
 // LoadMember builds from that file when asked is the one the member's parts make (the module
 // every checkpoint.pt held before), buffer for buffer and in every prediction bit; a member
 // module file (the earlier layout) and a member directory of either layout load too.
 #include "support/trainer_fixture.h"
 
-#include "common/atomic_file.h"
-#include "common/member_weights.h"
-#include "common/run_layout.h"
+#include "common/base/atomic_file.h"
+#include "common/state/member_weights.h"
+#include "common/state/run_layout.h"
 
 namespace ens {
 namespace {

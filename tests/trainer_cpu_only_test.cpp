@@ -1,12 +1,12 @@
-// The CPU-only kernels (worker/cpu_only.h) refuse a tensor that is not on the CPU with an error
+// The CPU-only kernels (worker/device/cpu_only.h) refuse a tensor that is not on the CPU with an error
 // that names the kernel and the device, and their callers route tensors elsewhere to tensor ops.
 // Meta-device tensors stand in for CUDA ones: they have shapes but no memory, so a kernel that
 // read them would crash, not fail.
 #include "support/trainer_fixture.h"
 
-#include "worker/model.h"
-#include "worker/objective.h"
-#include "worker/pack_optimizer.h"
+#include "worker/models/model.h"
+#include "worker/train/objective.h"
+#include "worker/train/pack_optimizer.h"
 
 namespace ens {
 namespace {

@@ -4,12 +4,12 @@
 #include "support/trainer_fixture.h"
 
 #include "fakes/fake_device_runtime.h"
-#include "common/atomic_file.h"
-#include "common/data_source.h"
-#include "common/dataset_segment.h"
-#include "common/run_layout.h"
-#include "worker/device_runtime.h"
-#include "worker/task_runner.h"
+#include "common/base/atomic_file.h"
+#include "common/data/data_source.h"
+#include "common/state/dataset_segment.h"
+#include "common/state/run_layout.h"
+#include "worker/device/device_runtime.h"
+#include "worker/process/task_runner.h"
 
 namespace ens {
 namespace {

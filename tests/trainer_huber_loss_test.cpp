@@ -1,4 +1,4 @@
-// The huber loss on the CPU (worker/loss_kernel.h, through the regression objective) against
+// The huber loss on the CPU (worker/kernels/loss_kernel.h, through the regression objective) against
 // the libtorch expression it replaced, where(|e| <= d, 0.5 e e, d (|e| - 0.5 d)) with autograd:
 // the same bits for the loss and for the gradient of the outputs, member by member with their
 // own deltas, one target and several, with weighted rows (as a poisoned row's zero weight),
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <limits>
 
-#include "worker/objective.h"
+#include "worker/train/objective.h"
 
 namespace ens {
 namespace {

@@ -1,4 +1,4 @@
-// The lane path on a device (worker/lane_step.h with a LaneLauncher, lane_launcher.h): through
+// The lane path on a device (worker/train/lane_step.h with a LaneLauncher, lane_launcher.h): through
 // FakeDeviceRuntime, whose lane launcher is the host one (the CUDA kernel's threads, run on the
 // CPU with the device's scratch layout), a member trains with the bits it has in the CPU's
 // vector lanes, alone and in packs of 7 and 17 in any position, with dropout, L1/L2, SGD and
@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #include "fakes/fake_device_runtime.h"
-#include "worker/lane_launcher.h"
+#include "worker/device/lane_launcher.h"
 
 namespace ens {
 namespace {

@@ -1,4 +1,4 @@
-// LaneStep (worker/lane_step.h), the CPU's training step for packs of small members, 16 to a
+// LaneStep (worker/train/lane_step.h), the CPU's training step for packs of small members, 16 to a
 // vector register: a member's bits are the same alone, in packs of 3, 16, 17 and 40 with mixed
 // hyperparameters (dropout, L1/L2, early stopping, epochs; relu, sigmoid, swish, gelu and tanh;
 // mse, huber, gaussian_nll; adversarial training), in any block position and under
@@ -11,8 +11,8 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "worker/lane_kernel.h"
-#include "worker/lane_step.h"
+#include "worker/kernels/lane_kernel.h"
+#include "worker/train/lane_step.h"
 
 namespace ens {
 namespace {

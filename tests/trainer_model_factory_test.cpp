@@ -1,9 +1,9 @@
-// BuildModel (worker/model.h): a pack's model by its members' kind. An MLP pack has a member
+// BuildModel (worker/models/model.h): a pack's model by its members' kind. An MLP pack has a member
 // a slice and its kind's parameters; a TorchScript member's missing file is NotFound naming
 // it; a command member has no model of ours.
 #include "support/trainer_fixture.h"
 
-#include "worker/model.h"
+#include "worker/models/model.h"
 
 namespace ens {
 namespace {

@@ -1,4 +1,4 @@
-// PackOptimizer (worker/pack_optimizer.h) against libtorch's own optimizers: each member of a
+// PackOptimizer (worker/train/pack_optimizer.h) against libtorch's own optimizers: each member of a
 // pack, with its own lr, weight decay and momentum, takes the steps torch::optim::Adam, AdamW
 // or SGD takes on that member's slice alone with the same gradients (within float rounding),
 // including a warm-started member whose bias correction counts its earlier steps, and with
@@ -6,7 +6,7 @@
 // per member slice and the tensor ops CUDA runs (StepPath::kTensorOps on CPU tensors).
 #include "support/trainer_fixture.h"
 
-#include "worker/pack_optimizer.h"
+#include "worker/train/pack_optimizer.h"
 
 namespace ens {
 namespace {

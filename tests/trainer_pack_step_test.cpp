@@ -1,4 +1,4 @@
-// PackStep (worker/pack_step.h), the CUDA path's training step, run on CPU tensors
+// PackStep (worker/train/pack_step.h), the CUDA path's training step, run on CPU tensors
 // (TrainPath::kTensorOps): it trains as the CPU's own loop does up to float rounding (every
 // loss, optimizer, activation and depth it takes, L1/L2 and dropout, early stopping), twice the
 // same bits for the same pack, a non-finite member alone fails, packs it cannot train keep the

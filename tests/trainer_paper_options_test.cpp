@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-#include "worker/model.h"
+#include "worker/models/model.h"
 
 namespace ens {
 namespace {

@@ -1,5 +1,5 @@
-// A member's eager predictions (worker/checkpoint.h PredictRows): its standardisation, row
-// copies and regression head run as plain loops (worker/predict_rows_kernel.h) between the
+// A member's eager predictions (worker/predict/checkpoint.h PredictRows): its standardisation, row
+// copies and regression head run as plain loops (worker/kernels/predict_rows_kernel.h) between the
 // member's statements, and give the bits of PredictRowsByOps (every step a libtorch operator,
 // as the module's forward_block) for every activation, input and layer width, target count
 // and row count around the 192-row block; heads the loops do not take (Gaussian,
@@ -13,8 +13,8 @@
 
 #include <torch/torch.h>
 
-#include "worker/checkpoint.h"
-#include "worker/dispatch_count.h"
+#include "worker/predict/checkpoint.h"
+#include "worker/device/dispatch_count.h"
 
 namespace ens {
 namespace {
@@ -29,7 +29,7 @@ torch::Tensor Activated(const torch::Tensor& h, const std::string& act) {
 }
 
 // An MLP member f -> units (act) -> units (act) -> outputs with random weights and
-// standardisation, its statements spelled as the MLP model's (worker/mlp_model.cpp).
+// standardisation, its statements spelled as the MLP model's (worker/models/mlp_model.cpp).
 MemberParts Member(int64_t f, int64_t units, int64_t outputs, const std::string& act, LossKind loss, int classes) {
   MemberParts p;
   p.spec.name = "m000";

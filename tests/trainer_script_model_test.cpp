@@ -1,4 +1,4 @@
-// TorchScript members in-process (worker/script_model.h): the user's module trained by the one
+// TorchScript members in-process (worker/models/script_model.h): the user's module trained by the one
 // loop learns, retrains to the same bits (dropout inside the module included), draws its
 // kernels from the member's seed or keeps the file's, checkpoints as a callable module,
 // continues from its previous round when warm-started, predicts several targets, and a
@@ -8,7 +8,7 @@
 
 #include <fstream>
 
-#include "worker/script_model.h"
+#include "worker/models/script_model.h"
 
 namespace ens {
 namespace {

@@ -4,7 +4,7 @@
 // architecture changed or there is no state.
 #include "support/trainer_fixture.h"
 
-#include "common/atomic_file.h"
+#include "common/base/atomic_file.h"
 
 namespace ens {
 namespace {

@@ -14,8 +14,8 @@
 #include <future>
 #include <thread>
 
-#include "common/protocol.h"
-#include "common/supervisor_link.h"
+#include "common/ipc/protocol.h"
+#include "common/ipc/supervisor_link.h"
 #include "support/temp_dir.h"
 
 namespace ens {

@@ -12,8 +12,8 @@
 #include <regex>
 #include <sstream>
 
-#include "common/config.h"
-#include "common/exit_codes.h"
+#include "common/config/config.h"
+#include "common/base/exit_codes.h"
 #include "orchestrator/service/control_socket.h"
 #include "orchestrator/serve/serve_config.h"
 #include "support/env_spawn.h"
@@ -105,7 +105,7 @@ TEST_CASE("the unit grants the daemon only the capabilities run_as submitter nee
   std::string unit = ReadText(ConfiguredUnit());
   REQUIRE_FALSE(unit.empty());
   // orchestrator/serve/run_as.h's five, and CAP_SETPCAP for the bounding set of a run's child
-  // (common/capabilities.h HardenChildRaw).
+  // (common/base/capabilities.h HardenChildRaw).
   const std::string caps = "CAP_SETUID CAP_SETGID CAP_CHOWN CAP_DAC_READ_SEARCH CAP_KILL CAP_SETPCAP";
   CHECK(UnitValue(unit, "CapabilityBoundingSet") == caps);
   CHECK(UnitValue(unit, "AmbientCapabilities") == caps);
@@ -333,7 +333,7 @@ TEST_CASE("the packaged default config is valid and fits the unit", "[service][u
 
 // The ServiceSpec comment and configs document "" as the default of control_socket (and
 // log_file), but the validator rejects an explicit "": a config that spells out the default
-// fails with "must be a non-empty string" (common/config.cpp ReadService, v.Path).
+// fails with "must be a non-empty string" (common/config/config.cpp ReadService, v.Path).
 TEST_CASE("an explicit \"\" for service.control_socket and service.log_file (their defaults) is accepted",
           "[service][unit]") {
   Config cfg;

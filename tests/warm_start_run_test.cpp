@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "common/atomic_file.h"
-#include "common/run_layout.h"
+#include "common/base/atomic_file.h"
+#include "common/state/run_layout.h"
 #include "support/env_spawn.h"
 #include "support/process_harness.h"
 #include "support/temp_dir.h"

@@ -2,7 +2,7 @@
 // size limit on both sides, a zero-byte message told apart from a close, end of stream after
 // a SIGKILLed sender's last whole message, inheritance across exec only where asked, and
 // that hundreds of channels take nothing from the POSIX message queue budget.
-#include "common/worker_channel.h"
+#include "common/ipc/worker_channel.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "common/protocol.h"
+#include "common/ipc/protocol.h"
 
 namespace ens {
 namespace {

@@ -13,9 +13,9 @@
 #include <optional>
 #include <string>
 
-#include "common/exit_codes.h"
-#include "common/protocol.h"
-#include "common/worker_channel.h"
+#include "common/base/exit_codes.h"
+#include "common/ipc/protocol.h"
+#include "common/ipc/worker_channel.h"
 #include "support/env_spawn.h"
 #include "support/process_harness.h"
 

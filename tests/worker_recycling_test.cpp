@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/journal.h"
-#include "common/run_layout.h"
+#include "common/state/journal.h"
+#include "common/state/run_layout.h"
 #include "support/process_harness.h"
 
 namespace ens {

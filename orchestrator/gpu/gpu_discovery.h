@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
-#include "common/gpu_selection.h"
-#include "common/status.h"
+#include "common/config/config.h"
+#include "common/config/gpu_selection.h"
+#include "common/base/status.h"
 #include "orchestrator/gpu/nvml.h"
 
 namespace ens {
@@ -68,7 +68,7 @@ struct UsableGpus {
 // the inventory does not have (naming the token).
 StatusOr<UsableGpus> ResolveUsable(const GpuInventory& inv, const std::optional<std::string>& cuda_visible_devices);
 
-// The GPUs a selection may pick from (GpuSelection's resolver, common/gpu_selection.h).
+// The GPUs a selection may pick from (GpuSelection's resolver, common/config/gpu_selection.h).
 std::vector<GpuCandidate> Candidates(const UsableGpus& usable);
 // "the 2 GPUs this process may use (CUDA_VISIBLE_DEVICES=... of this process)": for errors.
 std::string UsableWhat(const GpuInventory& inv, const UsableGpus& usable);

@@ -16,7 +16,7 @@
 
 #include <vector>
 
-#include "common/run_options.h"
+#include "common/config/run_options.h"
 
 namespace ens {
 

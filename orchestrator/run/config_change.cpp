@@ -3,8 +3,8 @@
 #include <cinttypes>
 #include <cstdio>
 
-#include "common/atomic_file.h"
-#include "common/dataset_segment.h"
+#include "common/base/atomic_file.h"
+#include "common/state/dataset_segment.h"
 
 namespace ens {
 namespace {

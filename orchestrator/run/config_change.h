@@ -1,7 +1,7 @@
 // ConfigChange: what differs between two configs, and which differences a live reload or a
 // resume may apply. One comparison for both paths: the normalised configs (ConfigToJson) are
 // compared key by key and every difference is classified by the one key table
-// (common/config_keys.h).
+// (common/config/config_keys.h).
 //  - `ensemblectl reload` applies only kLive changes (at the next round boundary).
 //  - `ensembled run` on an existing state directory applies kLive and kRestart changes and logs
 //    each; a kResults (or unclassified) change is refused with exit 78 unless the run is started
@@ -16,9 +16,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/config.h"
-#include "common/config_keys.h"
-#include "common/status.h"
+#include "common/config/config.h"
+#include "common/config/config_keys.h"
+#include "common/base/status.h"
 
 namespace ens {
 

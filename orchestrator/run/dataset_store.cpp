@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <iterator>
 
-#include "common/atomic_file.h"
-#include "common/data_source.h"
-#include "common/fault_injection.h"
-#include "common/npy_writer.h"
+#include "common/base/atomic_file.h"
+#include "common/data/data_source.h"
+#include "common/base/fault_injection.h"
+#include "common/data/npy_writer.h"
 
 namespace ens {
 namespace {

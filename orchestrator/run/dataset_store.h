@@ -18,13 +18,13 @@
 #include <string>
 #include <vector>
 
-#include "common/class_list.h"
-#include "common/config.h"
-#include "common/dataset_segment.h"
-#include "common/journal.h"
-#include "common/run_layout.h"
-#include "common/status.h"
-#include "common/table.h"
+#include "common/config/class_list.h"
+#include "common/config/config.h"
+#include "common/state/dataset_segment.h"
+#include "common/state/journal.h"
+#include "common/state/run_layout.h"
+#include "common/base/status.h"
+#include "common/base/table.h"
 #include "orchestrator/run/mutation_policy.h"
 
 namespace ens {

@@ -24,7 +24,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/table.h"
+#include "common/base/table.h"
 
 namespace ens {
 

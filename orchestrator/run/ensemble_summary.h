@@ -58,8 +58,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/member_result.h"
-#include "common/run_head.h"
+#include "common/state/member_result.h"
+#include "common/config/run_head.h"
 #include "orchestrator/run/sigma_calibration.h"
 #include "orchestrator/service/round_figures.h"
 
@@ -94,7 +94,7 @@ struct EnsembleSummary {
 };
 
 // The least sigma the calibration figures use, in target units (a Gaussian head's variance
-// is at least 1e-6 in standardised units, worker/objective.h).
+// is at least 1e-6 in standardised units, worker/train/objective.h).
 inline constexpr double kCalibrationSigmaFloor = 1e-6;
 // ensemble_ece's bins.
 inline constexpr int kCalibrationBins = 15;

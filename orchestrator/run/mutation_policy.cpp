@@ -8,8 +8,8 @@
 #include <map>
 #include <numeric>
 
-#include "common/seed.h"
-#include "common/subprocess.h"
+#include "common/base/seed.h"
+#include "common/base/subprocess.h"
 #include "orchestrator/run/committee_score.h"
 #include "orchestrator/run/diverse_batch.h"
 

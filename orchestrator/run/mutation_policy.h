@@ -27,12 +27,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/class_list.h"
-#include "common/config.h"
-#include "common/member_result.h"
-#include "common/run_head.h"
-#include "common/status.h"
-#include "common/table.h"
+#include "common/config/class_list.h"
+#include "common/config/config.h"
+#include "common/state/member_result.h"
+#include "common/config/run_head.h"
+#include "common/base/status.h"
+#include "common/base/table.h"
 
 namespace ens {
 

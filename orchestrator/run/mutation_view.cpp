@@ -1,10 +1,10 @@
 #include "orchestrator/run/mutation_view.h"
 
-#include "common/atomic_file.h"
-#include "common/dataset_segment.h"
-#include "common/member_view.h"
-#include "common/npy_writer.h"
-#include "common/run_layout.h"
+#include "common/base/atomic_file.h"
+#include "common/state/dataset_segment.h"
+#include "common/state/member_view.h"
+#include "common/data/npy_writer.h"
+#include "common/state/run_layout.h"
 
 namespace ens {
 

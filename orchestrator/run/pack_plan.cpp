@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/lane_fit.h"
-#include "common/member_rows.h"
+#include "common/config/lane_fit.h"
+#include "common/data/member_rows.h"
 
 namespace ens {
 namespace {

@@ -4,11 +4,11 @@
 // activations, loss kind, optimizer kind, batch size, initializer and validation split (it
 // sets the split sizes). Everything else — seed, split kind, lr, weight_decay, momentum, l1,
 // l2, huber_delta, dropout rates, epochs, early stopping — is per member inside a pack.
-// A member's bits do not depend on its pack (worker/trainer.h), so the plan is free to
+// A member's bits do not depend on its pack (worker/train/trainer.h), so the plan is free to
 // depend on the worker count: "auto" spreads each group over the workers. A member of a kind
 // that is not packable (ModelKindTraits: a command member is a program of its own, a
 // TorchScript member a module of its own) is always a pack of one. So is, when the run has a
-// GPU worker, a member the lane kernel does not train (common/lane_fit.h): on CUDA its engines
+// GPU worker, a member the lane kernel does not train (common/config/lane_fit.h): on CUDA its engines
 // (PackStep, the autograd loop) give bits that depend on the pack's size, which a retry (the
 // decided members dropped) or an out-of-memory split (two halves) would change; alone, it keeps
 // its bits through both. Lane members pack as on the CPU: their bits are the same in any pack.
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
+#include "common/config/config.h"
 
 namespace ens {
 

@@ -8,7 +8,7 @@
 #include <system_error>
 #include <vector>
 
-#include "common/fault_injection.h"
+#include "common/base/fault_injection.h"
 
 namespace ens {
 namespace {

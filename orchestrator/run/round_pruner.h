@@ -1,4 +1,4 @@
-// RoundPruner: applies the run's retention policy (common/retention.h) to its committed
+// RoundPruner: applies the run's retention policy (common/state/retention.h) to its committed
 // rounds, at each commit and when a run resumes.
 //
 // Each due change of level is journaled first (round_pruned, one fsync for all of them), then
@@ -10,10 +10,10 @@
 
 #include <cstdint>
 
-#include "common/journal.h"
-#include "common/retention.h"
-#include "common/run_layout.h"
-#include "common/status.h"
+#include "common/state/journal.h"
+#include "common/state/retention.h"
+#include "common/state/run_layout.h"
+#include "common/base/status.h"
 
 namespace ens {
 

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "common/fault_injection.h"
-#include "common/member_result.h"
+#include "common/base/fault_injection.h"
+#include "common/state/member_result.h"
 #include "orchestrator/run/pack_plan.h"
 
 namespace ens {

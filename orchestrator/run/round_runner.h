@@ -26,11 +26,11 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
-#include "common/journal.h"
-#include "common/member_result.h"
-#include "common/protocol.h"
-#include "common/status.h"
+#include "common/config/config.h"
+#include "common/state/journal.h"
+#include "common/state/member_result.h"
+#include "common/ipc/protocol.h"
+#include "common/base/status.h"
 #include "orchestrator/run/pack_scheduler.h"
 #include "orchestrator/workers/worker_pool.h"
 

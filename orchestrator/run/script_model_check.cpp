@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "common/subprocess.h"
+#include "common/base/subprocess.h"
 
 namespace ens {
 

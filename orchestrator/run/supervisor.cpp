@@ -14,12 +14,12 @@
 #include <filesystem>
 #include <iterator>
 
-#include "common/atomic_file.h"
-#include "common/exit_codes.h"
-#include "common/fault_injection.h"
-#include "common/logging.h"
-#include "common/member_view.h"
-#include "common/seed.h"
+#include "common/base/atomic_file.h"
+#include "common/base/exit_codes.h"
+#include "common/base/fault_injection.h"
+#include "common/base/logging.h"
+#include "common/state/member_view.h"
+#include "common/base/seed.h"
 #include "orchestrator/run/config_change.h"
 #include "orchestrator/workers/legacy_queues.h"
 #include "orchestrator/gpu/nvml.h"

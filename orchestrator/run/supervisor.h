@@ -21,15 +21,15 @@
 #include <string>
 #include <vector>
 
-#include "common/class_list.h"
-#include "common/config.h"
-#include "common/dataset_segment.h"
-#include "common/journal.h"
-#include "common/member_result.h"
-#include "common/run_head.h"
-#include "common/run_layout.h"
-#include "common/status.h"
-#include "common/table.h"
+#include "common/config/class_list.h"
+#include "common/config/config.h"
+#include "common/state/dataset_segment.h"
+#include "common/state/journal.h"
+#include "common/state/member_result.h"
+#include "common/config/run_head.h"
+#include "common/state/run_layout.h"
+#include "common/base/status.h"
+#include "common/base/table.h"
 #include "orchestrator/run/config_change.h"
 #include "orchestrator/service/control_socket.h"
 #include "orchestrator/run/dataset_store.h"
@@ -61,7 +61,7 @@ class Supervisor : private RoundHost {
  public:
   Supervisor(Config config, SupervisorOptions opts);
   ~Supervisor() override;
-  // Returns an exit code from common/exit_codes.h.
+  // Returns an exit code from common/base/exit_codes.h.
   int Run();
 
  private:
@@ -102,7 +102,7 @@ class Supervisor : private RoundHost {
                                              const std::vector<MemberResult>& results) const;
   // An extended run: the mutation its last committed round skipped, decided now.
   Status ApplyDeferredMutation();
-  // The retention policy (common/retention.h) after a commit, or when the rounds begin
+  // The retention policy (common/state/retention.h) after a commit, or when the rounds begin
   // (`resuming`: also finishes removals a crash cut short).
   Status ApplyRetention(bool resuming);
   bool HandleSignals();  // false when the loop must end now

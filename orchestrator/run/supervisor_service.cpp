@@ -7,13 +7,13 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "common/atomic_file.h"
-#include "common/member_view.h"
+#include "common/base/atomic_file.h"
+#include "common/state/member_view.h"
 #include "orchestrator/run/config_change.h"
 #include "orchestrator/run/supervisor.h"
 
 #include "orchestrator/service/control_protocol.h"
-#include "common/run_layout.h"
+#include "common/state/run_layout.h"
 
 namespace ens {
 

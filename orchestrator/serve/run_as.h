@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
-#include "common/subprocess.h"
+#include "common/base/status.h"
+#include "common/base/subprocess.h"
 
 namespace ens {
 

@@ -8,7 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "common/fd_io.h"
+#include "common/base/fd_io.h"
 
 namespace ens {
 namespace {

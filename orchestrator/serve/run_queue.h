@@ -46,8 +46,8 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
-#include "common/status.h"
+#include "common/config/config.h"
+#include "common/base/status.h"
 
 namespace ens {
 

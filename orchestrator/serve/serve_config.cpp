@@ -4,8 +4,8 @@
 #include <climits>
 #include <filesystem>
 
-#include "common/atomic_file.h"
-#include "common/config_validator.h"
+#include "common/base/atomic_file.h"
+#include "common/config/config_validator.h"
 #include "orchestrator/service/control_socket.h"
 #include "orchestrator/serve/run_as.h"
 #include "orchestrator/serve/serve_layout.h"

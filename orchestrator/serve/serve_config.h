@@ -1,7 +1,7 @@
 // ServeConfig: the config of `ensembled serve`, the daemon that runs many runs (configs/serve.json
 // documents it for users).
 //
-// Read with the run config's reader (common/config_validator.h): every problem reported as
+// Read with the run config's reader (common/config/config_validator.h): every problem reported as
 // "<JSON pointer>: <message>", unknown keys are errors, "service" has the run config's keys and
 // rules. Plain data. Thread-compatible.
 #pragma once
@@ -9,15 +9,15 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
-#include "common/status.h"
+#include "common/config/config.h"
+#include "common/base/status.h"
 
 namespace ens {
 
 // What the daemon hands out to its runs.
 struct ServeResources {
   // "auto" (every GPU this process may use) | "none" | a count (the first N usable GPUs) | a
-  // list of physical indices or UUIDs (common/gpu_selection.h). Default: "auto"
+  // list of physical indices or UUIDs (common/config/gpu_selection.h). Default: "auto"
   GpuSelection gpus;
   int cpu_workers = 2;  // CPU worker slots shared by the runs that use no GPU, >= 1. Default: 2
 };

@@ -19,11 +19,11 @@
 
 #include <spdlog/spdlog.h>
 
-#include "common/atomic_file.h"
-#include "common/fd_io.h"
-#include "common/exit_codes.h"
-#include "common/no_follow.h"
-#include "common/run_layout.h"
+#include "common/base/atomic_file.h"
+#include "common/base/fd_io.h"
+#include "common/base/exit_codes.h"
+#include "common/base/no_follow.h"
+#include "common/state/run_layout.h"
 #include "orchestrator/gpu/gpu_discovery.h"
 #include "orchestrator/gpu/nvml.h"
 #include "orchestrator/serve/serve_journal.h"

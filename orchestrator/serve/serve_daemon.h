@@ -5,7 +5,7 @@
 // bad one is `rejected` with every error and the daemon goes on), queues it (RunQueue: state
 // table, grants, order), and runs it as a child `ensembled run --config <effective config>`
 // with CUDA_VISIBLE_DEVICES set to its grant ("" for a CPU run), in a process group of its own,
-// with PR_SET_PDEATHSIG (common/subprocess.h): a crash of one run touches no other, and a
+// with PR_SET_PDEATHSIG (common/base/subprocess.h): a crash of one run touches no other, and a
 // daemon killed with SIGKILL leaves no run behind. A run's stdout and stderr go into a pipe the
 // daemon reads in its loop (RunLogRelay): appended to <state_dir>/serve.log, and each line to
 // the daemon's own log as "[run NAME] <line>"; the pipe is drained before a run's exit is acted
@@ -37,11 +37,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/config.h"
-#include "common/journal.h"
-#include "common/journal_follower.h"
-#include "common/status.h"
-#include "common/subprocess.h"
+#include "common/config/config.h"
+#include "common/state/journal.h"
+#include "common/state/journal_follower.h"
+#include "common/base/status.h"
+#include "common/base/subprocess.h"
 #include "orchestrator/service/control_socket.h"
 #include "orchestrator/serve/run_as.h"
 #include "orchestrator/serve/run_log_relay.h"
@@ -82,7 +82,7 @@ class ServeDaemon {
  public:
   ServeDaemon(ServeConfig cfg, ServeOptions opts);
   ~ServeDaemon();
-  // Runs until stopped; the exit code (common/exit_codes.h).
+  // Runs until stopped; the exit code (common/base/exit_codes.h).
   int Run();
 
  private:
@@ -143,7 +143,7 @@ class ServeDaemon {
   // to it (mode state_dir_mode), its effective config readable by it.
   StatusOr<Submitter> PrepareSubmitterRun(const ServedRun& run);
   // What a run's own files (journal, status.json, control socket) must be when the daemon
-  // reads them (common/no_follow.h): its submitter's under run_as "submitter", else the daemon's.
+  // reads them (common/base/no_follow.h): its submitter's under run_as "submitter", else the daemon's.
   FileCheck RunFiles(const ServedRun& run) const;
   // Where the run stands, from its journal (JournalFollower under RunFiles: read only what is new).
   const RunProgress* ProgressOf(const ServedRun& run) const;

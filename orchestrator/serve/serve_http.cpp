@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <map>
 
-#include "common/atomic_file.h"
-#include "common/no_follow.h"
-#include "common/run_layout.h"
+#include "common/base/atomic_file.h"
+#include "common/base/no_follow.h"
+#include "common/state/run_layout.h"
 #include "orchestrator/service/http_server_limits.h"
 #include "orchestrator/serve/run_queue.h"
 #include "orchestrator/service/run_snapshot.h"
@@ -81,7 +81,7 @@ std::string Sparkline(const json& curve) {
 
 StatusOr<std::string> ReadStatusFile(const json& run) {
   // Its files are its runner's ("files_uid": the submitter, or the daemon): read through no
-  // link, no FIFO, nobody else's file (common/no_follow.h).
+  // link, no FIFO, nobody else's file (common/base/no_follow.h).
   FileCheck check;
   if (run.contains("files_uid") && run["files_uid"].is_number_unsigned()) check.owner = run["files_uid"].get<uid_t>();
   else return Status::InvalidArgument("run " + run.value("name", "") + ": whose files are its is not known");

@@ -28,7 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace httplib {
 class Server;
@@ -64,7 +64,7 @@ class ServeHttpEndpoint {
 bool BearerMatches(const std::string& header, const std::string& token);
 
 // A run's status.json (`run`: an item of `ensemblectl list --json`'s runs), read as its
-// "files_uid"'s file through no link (common/no_follow.h); an error without files_uid.
+// "files_uid"'s file through no link (common/base/no_follow.h); an error without files_uid.
 StatusOr<std::string> ReadStatusFile(const nlohmann::json& run);
 // Each run of `runs` with what its state directory's status.json adds: "error_curve" (the
 // ensemble's holdout error of each committed round: RMSE, or the fraction misclassified) and

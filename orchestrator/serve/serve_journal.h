@@ -1,5 +1,5 @@
 // The queue journal of `ensembled serve`: <state_root>/.serve/queue.jsonl, written with
-// common/journal.h (one JSON object per line, fsynced before Append returns; a torn last line
+// common/state/journal.h (one JSON object per line, fsynced before Append returns; a torn last line
 // is dropped on open). It is what the daemon knows after a crash: which runs were submitted, in
 // which order and with which priority, which were running, and which have ended.
 //

@@ -7,7 +7,7 @@
 // group, mode state_dir_mode; one that exists must be the submitter's already: never taken over);
 // a state directory elsewhere is made by the run's own `ensembled run`, as the submitter. The
 // run writes everything in it as that user; the daemon only reads there, through
-// common/no_follow.h (no link followed, the submitter's files only). What the daemon writes
+// common/base/no_follow.h (no link followed, the submitter's files only). What the daemon writes
 // for a run stays the daemon's, in <state_root>/.serve, with the submitter's primary group and
 // mode 0640: the effective config (configs/<name>.json) and the relayed log (logs/<name>.log).
 // state_root, .serve and its folders are 0710 for the submitters' group: they reach their own
@@ -19,10 +19,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include "common/atomic_file.h"
-#include "common/capabilities.h"
-#include "common/no_follow.h"
-#include "common/run_layout.h"
+#include "common/base/atomic_file.h"
+#include "common/base/capabilities.h"
+#include "common/base/no_follow.h"
+#include "common/state/run_layout.h"
 #include "orchestrator/serve/serve_daemon.h"
 #include "orchestrator/serve/serve_layout.h"
 

@@ -20,9 +20,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include "common/atomic_file.h"
-#include "common/no_follow.h"
-#include "common/run_layout.h"
+#include "common/base/atomic_file.h"
+#include "common/base/no_follow.h"
+#include "common/state/run_layout.h"
 #include "orchestrator/serve/serve_daemon.h"
 #include "orchestrator/serve/serve_layout.h"
 #include "orchestrator/service/control_protocol.h"

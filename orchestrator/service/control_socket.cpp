@@ -17,8 +17,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "common/atomic_file.h"
-#include "common/run_layout.h"
+#include "common/base/atomic_file.h"
+#include "common/state/run_layout.h"
 
 namespace ens {
 namespace {

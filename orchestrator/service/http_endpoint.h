@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "orchestrator/service/run_snapshot.h"
 
 namespace httplib {

@@ -20,7 +20,7 @@
 #include <cstddef>
 #include <string>
 
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace httplib {
 class Server;

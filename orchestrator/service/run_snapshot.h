@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/journal.h"
+#include "common/state/journal.h"
 #include "orchestrator/gpu/gpu_view.h"
 #include "orchestrator/service/round_figures.h"
 

@@ -3,7 +3,7 @@
 // The supervisor knows a worker only by its WorkerHandle: an opaque spawn token (random, never
 // reused: a leftover worker of an earlier supervisor can never pass for a new one) plus what the
 // executor can say about where it runs. Implementations:
-//   LocalExecutor  (this file)              fork + exec here (common/subprocess.h); workers
+//   LocalExecutor  (this file)              fork + exec here (common/base/subprocess.h); workers
 //                                           reach the supervisor over a socket pair
 //   SlurmExecutor  (slurm_executor.h)        one sbatch pilot job per worker; workers connect
 //                                           back over TCP (transport.h)
@@ -28,8 +28,8 @@
 #include <utility>
 #include <vector>
 
-#include "common/status.h"
-#include "common/subprocess.h"
+#include "common/base/status.h"
+#include "common/base/subprocess.h"
 
 namespace ens {
 

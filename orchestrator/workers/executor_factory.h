@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
-#include "common/status.h"
+#include "common/config/config.h"
+#include "common/base/status.h"
 #include "orchestrator/workers/executor.h"
 #include "orchestrator/gpu/gpu_discovery.h"
 #include "orchestrator/workers/transport.h"

@@ -3,7 +3,7 @@
 // Those versions gave every run POSIX message queues named /ens-<uid>-<run id>-up and
 // -s<slot>. The queues of a SIGKILLed run stayed in the kernel, holding the user's
 // RLIMIT_MSGQUEUE budget, until that run resumed; if it never did, they stayed until reboot.
-// This version makes no queues (workers talk over socket pairs, common/worker_channel.h) and,
+// This version makes no queues (workers talk over socket pairs, common/ipc/worker_channel.h) and,
 // at start, removes such queues once nothing can be using them:
 //   - named ens-<this uid>-..., owned by this user;
 //   - open in no process this user can see (a live run of an earlier version holds each of its

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <random>
 
-#include "common/worker_channel.h"
+#include "common/ipc/worker_channel.h"
 #include "orchestrator/workers/executor.h"
 #include "orchestrator/workers/executor_factory.h"
 #include "orchestrator/workers/transport.h"

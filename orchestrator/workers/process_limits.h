@@ -15,7 +15,7 @@
 // the user runs elsewhere are not counted: running out of them later is a failed spawn, retried.
 #pragma once
 
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace ens {
 

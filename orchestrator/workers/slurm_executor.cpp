@@ -10,9 +10,9 @@
 #include <spdlog/spdlog.h>
 #include <thread>
 
-#include "common/atomic_file.h"
-#include "common/supervisor_link.h"
-#include "common/run_layout.h"
+#include "common/base/atomic_file.h"
+#include "common/ipc/supervisor_link.h"
+#include "common/state/run_layout.h"
 #include "orchestrator/workers/executor_factory.h"
 #include "orchestrator/workers/transport.h"
 

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
+#include "common/config/config.h"
 #include "orchestrator/workers/executor.h"
 
 namespace ens {

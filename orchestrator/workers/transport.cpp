@@ -13,7 +13,7 @@
 #include <set>
 #include <spdlog/spdlog.h>
 
-#include "common/fd_io.h"
+#include "common/base/fd_io.h"
 
 namespace ens {
 

@@ -1,4 +1,4 @@
-// Transport: how a worker the supervisor starts gets its WorkerChannel (common/worker_channel.h).
+// Transport: how a worker the supervisor starts gets its WorkerChannel (common/ipc/worker_channel.h).
 //
 //   LocalTransport  a socket pair per worker process; the worker's end is passed at fd 3.
 //                   Nothing to authenticate: nobody else can hold either end.
@@ -20,9 +20,9 @@
 #include <utility>
 #include <vector>
 
-#include "common/status.h"
-#include "common/supervisor_link.h"
-#include "common/worker_channel.h"
+#include "common/base/status.h"
+#include "common/ipc/supervisor_link.h"
+#include "common/ipc/worker_channel.h"
 #include "orchestrator/workers/executor.h"
 
 namespace ens {

@@ -10,9 +10,9 @@
 #include <cstdlib>
 #include <thread>
 
-#include "common/atomic_file.h"
-#include "common/cublas_workspace.h"
-#include "common/run_layout.h"
+#include "common/base/atomic_file.h"
+#include "common/base/cublas_workspace.h"
+#include "common/state/run_layout.h"
 #include "orchestrator/gpu/gpu_share.h"
 #include "orchestrator/workers/process_limits.h"
 

@@ -44,10 +44,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/config.h"
-#include "common/protocol.h"
-#include "common/worker_channel.h"
-#include "common/status.h"
+#include "common/config/config.h"
+#include "common/ipc/protocol.h"
+#include "common/ipc/worker_channel.h"
+#include "common/base/status.h"
 #include "orchestrator/workers/executor.h"
 #include "orchestrator/gpu/gpu_discovery.h"
 #include "orchestrator/workers/transport.h"

@@ -1,4 +1,4 @@
-"""A run's data tables, state_dir/data/{train,holdout,pool}.bin (common/dataset_segment.h), as
+"""A run's data tables, state_dir/data/{train,holdout,pool}.bin (common/state/dataset_segment.h), as
 numpy arrays.
 
 Layout (little-endian): a 4096-byte header (magic "ENSDSET1", u32 layout_version 1, u32

@@ -1,4 +1,4 @@
-"""A run's journal (state_dir/journal.jsonl) read back as ensembled reads it (common/journal.cpp).
+"""A run's journal (state_dir/journal.jsonl) read back as ensembled reads it (common/state/journal.cpp).
 
 read_journal(path) -> the records, in order: a line that is not a JSON object with a string
 "event" is CorruptState naming PATH:LINE, except the file's last line, which is a torn tail
@@ -12,7 +12,7 @@ import json
 
 from .errors import CorruptState
 
-# What retention leaves of a committed round (common/retention.h RoundFiles), least first.
+# What retention leaves of a committed round (common/state/retention.h RoundFiles), least first.
 ROUND_FILES = ("all", "train_state", "records")
 
 
@@ -41,7 +41,7 @@ def read_journal(path):
 
 
 class RunProgress:
-    """Where a run stands after its records (common/journal.h RunProgress, the parts a reader uses).
+    """Where a run stands after its records (common/state/journal.h RunProgress, the parts a reader uses).
 
     committed      the round_committed records in round order, with a later mutation_applied
                    folded in (its excluded_file; mutation_skipped false)

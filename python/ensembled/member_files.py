@@ -1,4 +1,4 @@
-"""A member's files, found the way ensembled's own readers find them (common/member_view.h),
+"""A member's files, found the way ensembled's own readers find them (common/state/member_view.h),
 whichever results_layout wrote them (docs/configuration.md): the member's own directory
 rounds/rNNNN/members/<name>/ first, else its span of its pack's file of the same name, found
 through the pack's members.jsonl (rounds/rNNNN/packs/<pack>/; a pack directory ending in .tmp

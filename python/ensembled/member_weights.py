@@ -1,4 +1,4 @@
-"""An MLP member's checkpoint, weights.bin (common/member_weights.h), as numpy arrays.
+"""An MLP member's checkpoint, weights.bin (common/state/member_weights.h), as numpy arrays.
 
 Layout (little-endian): "ENSWGT01"; u64 header length H; H bytes of JSON {"spec": the member
 spec's JSON text, "source": the module's TorchScript source, "tensors": [{"name", "shape"}]};

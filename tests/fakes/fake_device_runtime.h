@@ -1,4 +1,4 @@
-// FakeDeviceRuntime: a GPU that is not there (worker/device_runtime.h), so the worker's GPU
+// FakeDeviceRuntime: a GPU that is not there (worker/device/device_runtime.h), so the worker's GPU
 // path runs on a CPU machine. Tensors stay on the CPU; what the fake adds is libtorch's CUDA
 // rules and a count of everything that would cost a host-device transfer or a sync:
 //  - the allocator (Stats, ResetPeakStats, EmptyCache) asked before Init is what throws
@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "worker/device_runtime.h"
-#include "worker/lane_launcher.h"
+#include "worker/device/device_runtime.h"
+#include "worker/device/lane_launcher.h"
 
 namespace ens::testing {
 
@@ -62,7 +62,7 @@ class FakeDeviceRuntime final : public DeviceRuntime {
     return t.clone();
   }
 
-  // The lane launcher this "GPU" offers (worker/lane_launcher.h): none unless a test sets one
+  // The lane launcher this "GPU" offers (worker/device/lane_launcher.h): none unless a test sets one
   // (NewHostLaneLauncher: the CUDA kernel's threads run on the CPU).
   LaneLauncher* lanes() override { return lane_launcher; }
 

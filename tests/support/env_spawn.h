@@ -24,9 +24,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/journal.h"
-#include "common/member_view.h"
-#include "common/run_layout.h"
+#include "common/state/journal.h"
+#include "common/state/member_view.h"
+#include "common/state/run_layout.h"
 #include "process_harness.h"
 
 extern char** environ;
@@ -201,7 +201,7 @@ inline std::vector<std::string> MemberNames(int n) {
 }
 
 // A member file's bytes by its member-directory path, whichever layout holds it (its own
-// directory, or its pack's files: common/member_view.h); "" when neither does.
+// directory, or its pack's files: common/state/member_view.h); "" when neither does.
 inline std::string ReadMemberText(const std::string& path) {
   auto bytes = ReadMemberFile(path);
   return bytes.ok() ? *bytes : std::string();

@@ -24,9 +24,9 @@
 #include <mutex>
 #include <thread>
 
-#include "common/member_result.h"
-#include "common/protocol.h"
-#include "common/worker_channel.h"
+#include "common/state/member_result.h"
+#include "common/ipc/protocol.h"
+#include "common/ipc/worker_channel.h"
 #include "orchestrator/workers/executor.h"
 
 namespace ens::testing {

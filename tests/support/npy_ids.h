@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "common/atomic_file.h"
+#include "common/base/atomic_file.h"
 
 namespace ens::testing {
 

@@ -4,9 +4,9 @@
 // Includes libtorch first: catch's CHECK must win over libtorch's.
 #pragma once
 
-#include "worker/trainer.h"
+#include "worker/train/trainer.h"
 
-#include "worker/checkpoint.h"
+#include "worker/predict/checkpoint.h"
 #undef CHECK
 #include <catch2/catch.hpp>
 
@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "common/seed.h"
+#include "common/base/seed.h"
 
 namespace ens::testing {
 

@@ -1,3 +1,0 @@
-// The lane kernel's block code compiled for AVX2 (lane_kernel.h; CMakeLists.txt sets the flags).
-#define ENS_LANE_ENTRY LaneTrainWindowAvx2
-#include "worker/lane_kernel_body.inc"

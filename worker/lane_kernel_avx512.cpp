@@ -1,3 +1,0 @@
-// The lane kernel's block code compiled for AVX-512F (lane_kernel.h; CMakeLists.txt sets the flags).
-#define ENS_LANE_ENTRY LaneTrainWindowAvx512
-#include "worker/lane_kernel_body.inc"
