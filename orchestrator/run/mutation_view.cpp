@@ -8,10 +8,10 @@
 
 namespace ens {
 
-StatusOr<MutationView> WriteMutationView(const MutationViewInputs& in) {
-  const std::string dir = RunLayout::MutationDir(in.round_dir);
-  Status s = MakeDirs(dir);
-  if (!s.ok()) return s;
+namespace {
+
+// The generation's kept training rows (every table row but the dropped ones), ascending.
+std::vector<int64_t> KeptRows(const MutationViewInputs& in) {
   std::vector<int64_t> rows;
   rows.reserve(in.table_rows - std::min<uint64_t>(in.table_rows, in.dropped->size()));
   auto next_dropped = in.dropped->begin();
@@ -22,17 +22,11 @@ StatusOr<MutationView> WriteMutationView(const MutationViewInputs& in) {
     }
     rows.push_back(static_cast<int64_t>(r));
   }
-  std::vector<int64_t> unused;
-  for (size_t i = 0; i < in.pool_used->size(); ++i)
-    if (!(*in.pool_used)[i]) unused.push_back(static_cast<int64_t>(i));
-  const std::string row_ids = RunLayout::MutationTrainRowIds(in.round_dir);
-  const std::string pool_ids = RunLayout::MutationPoolUnusedIds(in.round_dir);
-  s = WriteNpyInt64(row_ids, rows);
-  if (s.ok()) s = WriteNpyInt64(pool_ids, unused);
-  if (!s.ok()) return s;
+  return rows;
+}
 
-  MutationView v;
-  const std::string table = RunLayout::TrainSegment(in.data_dir);
+// The members' entries of run.json: name, directory and where each prediction file's values are.
+StatusOr<nlohmann::json> MemberEntries(const MutationViewInputs& in) {
   nlohmann::json members = nlohmann::json::array();
   for (size_t i = 0; i < in.member_names.size(); ++i) {
     nlohmann::json m = {{"name", in.member_names[i]}, {"dir", in.member_dirs[i]}};
@@ -50,6 +44,28 @@ StatusOr<MutationView> WriteMutationView(const MutationViewInputs& in) {
     }
     members.push_back(std::move(m));
   }
+  return members;
+}
+
+}  // namespace
+
+StatusOr<MutationView> WriteMutationView(const MutationViewInputs& in) {
+  Status s = MakeDirs(RunLayout::MutationDir(in.round_dir));
+  if (!s.ok()) return s;
+  const std::vector<int64_t> rows = KeptRows(in);
+  std::vector<int64_t> unused;
+  for (size_t i = 0; i < in.pool_used->size(); ++i)
+    if (!(*in.pool_used)[i]) unused.push_back(static_cast<int64_t>(i));
+  const std::string row_ids = RunLayout::MutationTrainRowIds(in.round_dir);
+  const std::string pool_ids = RunLayout::MutationPoolUnusedIds(in.round_dir);
+  s = WriteNpyInt64(row_ids, rows);
+  if (s.ok()) s = WriteNpyInt64(pool_ids, unused);
+  if (!s.ok()) return s;
+  auto members = MemberEntries(in);
+  if (!members.ok()) return members.status();
+
+  MutationView v;
+  const std::string table = RunLayout::TrainSegment(in.data_dir);
   v.run = {{"state_dir", in.state_dir},
            {"round_dir", in.round_dir},
            {"round", in.round},
@@ -70,7 +86,7 @@ StatusOr<MutationView> WriteMutationView(const MutationViewInputs& in) {
            {"holdout_x", RunLayout::HoldoutFeatures(in.data_dir)},
            {"pool_x", RunLayout::PoolFeatures(in.data_dir)},
            {"pool_unused_ids", pool_ids},
-           {"members", members},
+           {"members", std::move(*members)},
            {"predictions_dtype", "<f4"},
            {"ensemblectl", in.ctl_binary}};
   if (in.gaussian) v.run["prediction"] = "gaussian";

@@ -125,44 +125,31 @@ void Take(const nlohmann::json& j, const char* key, T* out) {
 
 }  // namespace
 
-RunSnapshot SnapshotFromJson(const nlohmann::json& j) {
-  RunSnapshot s;
-  Take(j, "run_name", &s.run_name);
-  Take(j, "pid", &s.pid);
-  Take(j, "control_socket", &s.control_socket);
-  Take(j, "paused", &s.paused);
-  Take(j, "stopping", &s.stopping);
-  Take(j, "finished", &s.finished);
-  Take(j, "finish_reason", &s.finish_reason);
-  Take(j, "round", &s.round);
-  Take(j, "rounds", &s.rounds);
-  Take(j, "members_total", &s.members_total);
-  Take(j, "members_done", &s.members_done);
-  Take(j, "members_running", &s.members_running);
-  Take(j, "members_failed", &s.members_failed_round);
-  Take(j, "eta_round_s", &s.eta_round_s);
-  Take(j, "dataset_rows", &s.dataset_rows);
-  Take(j, "dataset_generation", &s.dataset_generation);
-  Take(j, "config_epoch", &s.config_epoch);
-  Take(j, "members_finished_total", &s.members_finished_total);
-  Take(j, "members_failed_total", &s.members_failed_total);
-  Take(j, "members_retried_total", &s.members_retried_total);
-  Take(j, "worker_restarts_total", &s.worker_restarts_total);
-  Take(j, "worker_recycles_total", &s.worker_recycles_total);
-  Take(j, "bad_messages", &s.bad_messages_total);
-  Take(j, "gpu_source", &s.gpu_source);
-  Take(j, "curves_round", &s.curves_round);
-  if (j.is_object() && j.contains("curves") && j["curves"].is_object())
-    for (const auto& [name, c] : j["curves"].items()) {
-      MemberCurve curve;
-      for (const char* key : {"loss", "val_loss"})
-        if (c.is_object() && c.contains(key) && c[key].is_array())
-          for (const auto& v : c[key]) (std::string(key) == "loss" ? curve.loss : curve.val_loss).push_back(v.is_number() ? v.get<double>() : 0.0);
-      s.curves[name] = std::move(curve);
-    }
-  auto items = [&](const char* key) {
-    return j.is_object() && j.contains(key) && j[key].is_array() ? j[key] : nlohmann::json::array();
-  };
+namespace {
+
+// The member curves of status.json ("curves": {"<member>": {"loss": [...], "val_loss": [...]}}).
+std::map<std::string, MemberCurve> CurvesFromJson(const nlohmann::json& j) {
+  std::map<std::string, MemberCurve> out;
+  if (!j.is_object() || !j.contains("curves") || !j["curves"].is_object()) return out;
+  for (const auto& [name, c] : j["curves"].items()) {
+    MemberCurve curve;
+    for (const char* key : {"loss", "val_loss"})
+      if (c.is_object() && c.contains(key) && c[key].is_array())
+        for (const auto& v : c[key]) (std::string(key) == "loss" ? curve.loss : curve.val_loss).push_back(v.is_number() ? v.get<double>() : 0.0);
+    out[name] = std::move(curve);
+  }
+  return out;
+}
+
+// j[key] when it is an array, else an empty one.
+nlohmann::json ArrayAt(const nlohmann::json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_array() ? j[key] : nlohmann::json::array();
+}
+
+// The workers, GPUs and committed rounds of status.json.
+void ListsFromJson(const nlohmann::json& j, RunSnapshot* snapshot) {
+  RunSnapshot& s = *snapshot;
+  auto items = [&](const char* key) { return ArrayAt(j, key); };
   for (const auto& w : items("workers")) {
     WorkerView v;
     Take(w, "slot", &v.slot);
@@ -210,6 +197,39 @@ RunSnapshot SnapshotFromJson(const nlohmann::json& j) {
     }
     s.rounds_done.push_back(v);
   }
+}
+
+}  // namespace
+
+RunSnapshot SnapshotFromJson(const nlohmann::json& j) {
+  RunSnapshot s;
+  Take(j, "run_name", &s.run_name);
+  Take(j, "pid", &s.pid);
+  Take(j, "control_socket", &s.control_socket);
+  Take(j, "paused", &s.paused);
+  Take(j, "stopping", &s.stopping);
+  Take(j, "finished", &s.finished);
+  Take(j, "finish_reason", &s.finish_reason);
+  Take(j, "round", &s.round);
+  Take(j, "rounds", &s.rounds);
+  Take(j, "members_total", &s.members_total);
+  Take(j, "members_done", &s.members_done);
+  Take(j, "members_running", &s.members_running);
+  Take(j, "members_failed", &s.members_failed_round);
+  Take(j, "eta_round_s", &s.eta_round_s);
+  Take(j, "dataset_rows", &s.dataset_rows);
+  Take(j, "dataset_generation", &s.dataset_generation);
+  Take(j, "config_epoch", &s.config_epoch);
+  Take(j, "members_finished_total", &s.members_finished_total);
+  Take(j, "members_failed_total", &s.members_failed_total);
+  Take(j, "members_retried_total", &s.members_retried_total);
+  Take(j, "worker_restarts_total", &s.worker_restarts_total);
+  Take(j, "worker_recycles_total", &s.worker_recycles_total);
+  Take(j, "bad_messages", &s.bad_messages_total);
+  Take(j, "gpu_source", &s.gpu_source);
+  Take(j, "curves_round", &s.curves_round);
+  s.curves = CurvesFromJson(j);
+  ListsFromJson(j, &s);
   s.rounds_committed = static_cast<int>(s.rounds_done.size());
   Take(j, "rounds_committed", &s.rounds_committed);
   return s;

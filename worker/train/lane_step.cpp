@@ -87,12 +87,18 @@ LaneStep::LaneStep(Model& model, const std::vector<const MemberSpec*>& specs, co
   hyper_ = torch::empty({blocks_, kLaneHyperRows + 3 * F, kLaneWidth}, f32);
   sums_ = torch::zeros({blocks_, 3, kLaneWidth}, torch::kDouble);
   val_sums_ = torch::zeros({blocks_, 3, kLaneWidth}, torch::kDouble);
-  // Hyperparameters as PackOptimizer and the objective hold them: floats of the spec's doubles.
+  for (const MemberSpec* s : specs)
+    for (const LayerSpec& l : s->layers) dropout_any_ = dropout_any_ || l.dropout > 0;
+  FillHyper(specs, norm);
+  LoadParams();
+}
+
+// Hyperparameters as PackOptimizer and the objective hold them: floats of the spec's doubles.
+void LaneStep::FillHyper(const std::vector<const MemberSpec*>& specs, const PackStepNorm& norm) {
+  const int64_t F = net_.inputs;
   const torch::Tensor xm = Host(norm.xm), xs = Host(norm.xs), ym = Host(norm.ym), ys = Host(norm.ys);
   const torch::Tensor adv = net_.adversarial ? Host(norm.adversarial_step) : torch::Tensor();
   TORCH_CHECK(!net_.adversarial || adv.numel() == members_ * F, "an adversarial pack needs its steps [K, 1, F]");
-  for (const MemberSpec* s : specs)
-    for (const LayerSpec& l : s->layers) dropout_any_ = dropout_any_ || l.dropout > 0;
   for (int64_t b = 0; b < blocks_; ++b) {
     float* h = Lanes(hyper_, b);
     for (int j = 0; j < kLaneWidth; ++j) {
@@ -119,7 +125,10 @@ LaneStep::LaneStep(Model& model, const std::vector<const MemberSpec*>& specs, co
       }
     }
   }
-  // The model's parameters into lanes.
+}
+
+// The model's parameters into lanes.
+void LaneStep::LoadParams() {
   std::vector<torch::Tensor> host_w, host_b;
   for (int64_t l = 0; l < net_.layers; ++l) host_w.push_back(Host(weights_[l])), host_b.push_back(Host(biases_[l]));
   for (int64_t b = 0; b < blocks_; ++b) {

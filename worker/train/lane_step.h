@@ -89,6 +89,8 @@ class LaneStep {
   void OwnOnDevice();
   void LaunchWindow(const torch::Tensor& all, int64_t len, int64_t batch, int64_t steps, const std::vector<bool>& running,
                     bool train, bool masked);
+  void FillHyper(const std::vector<const MemberSpec*>& specs, const PackStepNorm& norm);  // hyper_ from the specs
+  void LoadParams();  // the model's parameters into params_t_'s lanes
   torch::Tensor Host(const torch::Tensor& t) const;  // t on the CPU (a copy from a launcher's device)
 
   LaneNet net_;

@@ -45,7 +45,6 @@ PackStep::PackStep(Model& model, const std::vector<const MemberSpec*>& specs, co
   dropout_ = ml->dropout;
   members_ = ml->weights[0].size(0);
   features_ = ml->weights[0].size(2);
-  const torch::Device dev = ml->weights[0].device();
   const auto opts = ml->weights[0].options().requires_grad(false);
   const size_t n_layers = ml->weights.size();
   int64_t offset = 0;
@@ -84,6 +83,17 @@ PackStep::PackStep(Model& model, const std::vector<const MemberSpec*>& specs, co
   model.AdoptLayers(weights, biases);
 
   state_ = torch::zeros({planes, members_, params_}, opts);
+  SetHyper(specs, kernel_mask, opts);
+  mean_ = torch::cat({norm.xm, norm.ym.unsqueeze(-1)}, 2);
+  std_ = torch::cat({norm.xs, norm.ys.unsqueeze(-1)}, 2);
+  ys_ = norm.ys;
+}
+
+// The optimizer's and the loss's per-member values as columns on the pack's device; L1 and L2
+// only on kernel entries (kernel_mask), and only when some member has them.
+void PackStep::SetHyper(const std::vector<const MemberSpec*>& specs, const std::vector<float>& kernel_mask,
+                        const torch::TensorOptions& opts) {
+  const torch::Device dev = opts.device();
   std::vector<float> decay, wd, momentum, neg_lr, l1, l2, delta;
   bool any_decay = false, any_l1 = false, any_l2 = false;
   for (const MemberSpec* s : specs) {
@@ -117,9 +127,6 @@ PackStep::PackStep(Model& model, const std::vector<const MemberSpec*>& specs, co
   }
   delta_ = Column(delta, dev).unsqueeze(-1);
   neg_delta_ = -delta_;
-  mean_ = torch::cat({norm.xm, norm.ym.unsqueeze(-1)}, 2);
-  std_ = torch::cat({norm.xs, norm.ys.unsqueeze(-1)}, 2);
-  ys_ = norm.ys;
 }
 
 void PackStep::SetPoison(const torch::Tensor& poison) {

@@ -77,6 +77,8 @@ class PackStep {
   void EndWindow(torch::Tensor& loss_sum, std::vector<torch::Tensor>& sums);
 
  private:
+  void SetHyper(const std::vector<const MemberSpec*>& specs, const std::vector<float>& kernel_mask,
+                const torch::TensorOptions& opts);  // the per-member columns, from the constructor
   struct Layer {
     int64_t in = 0, out = 0, offset = 0;  // the augmented matrix [out, 1 + in] at row offset
     Activation activation = Activation::kLinear;
