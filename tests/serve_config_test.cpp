@@ -89,7 +89,7 @@ TEST_CASE("serve gpus: auto, none, a count or a list", "[serve][config]") {
 TEST_CASE("run_as: daemon by default - submitter with its allow_root, submitters_group and state_dir_mode", "[serve][config]") {
   ServeConfig c;
   REQUIRE(Validate(Minimal(), &c).empty());
-  CHECK(c.run_as == "daemon");
+  CHECK(c.run_as == RunAs::kDaemon);
   CHECK_FALSE(c.allow_root);
   CHECK(c.submitters_group.empty());
   CHECK(c.state_dir_mode == "0750");
@@ -99,7 +99,7 @@ TEST_CASE("run_as: daemon by default - submitter with its allow_root, submitters
   doc["submitters_group"] = "ml";
   doc["state_dir_mode"] = "0700";
   REQUIRE(Validate(doc, &c).empty());
-  CHECK(c.run_as == "submitter");
+  CHECK(c.run_as == RunAs::kSubmitter);
   CHECK(c.allow_root);
   CHECK(c.submitters_group == "ml");
   CHECK(c.state_dir_mode == "0700");

@@ -36,8 +36,10 @@
 //         pool_pred.f32            raw float32 predictions on pool rows
 //         train_state.pt           the optimizer's state, for the next round's warm start
 //         model/                   a command member's own files (its checkpoint)
+//         command.log              a command member's program's output
 //       (retention, common/state/retention.h, may remove the predictions, checkpoint, train_state.pt
 //        and model/ of rounds outside its window; the rest stays)
+//     transport.secret             executor "slurm": the TCP transport's secret (0600)
 //     slurm/worker-<token>.sh      executor "slurm": one job script per worker launch
 //     slurm/slot<N>-<job>.log      ... and its job's output
 //     serve.log                    a run of `ensembled serve`: its output (orchestrator/serve/serve_daemon.h)
@@ -73,6 +75,8 @@ class RunLayout {
   }
 
   std::string SlurmDir() const { return root_ + "/slurm"; }
+  // executor "slurm": the TCP transport's shared secret (its workers read it on the shared disk).
+  std::string TransportSecret() const { return root_ + "/transport.secret"; }
   std::string SlurmScript(const std::string& token_hex) const { return SlurmDir() + "/worker-" + token_hex + ".sh"; }
   std::string SlurmLog(int slot, const std::string& job) const {
     return SlurmDir() + "/slot" + std::to_string(slot) + "-" + job + ".log";
@@ -137,6 +141,8 @@ class MemberFiles {
   std::string TrainState() const { return dir_ + "/train_state.pt"; }
   // A command member's model folder (ENSEMBLED_MODEL_DIR), its program's own files.
   std::string CommandModel() const { return dir_ + "/model"; }
+  // A command member's program's stdout and stderr.
+  std::string CommandLog() const { return dir_ + "/command.log"; }
 
  private:
   std::string dir_;

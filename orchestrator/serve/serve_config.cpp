@@ -39,7 +39,6 @@ const ConfigKey kTopKeys[] = {{"runs_dir", ChangeRule::kRestart, {}},
                               {"http_token_file", ChangeRule::kRestart, {}},
                               {"service", ChangeRule::kRestart, ConfigKeysOf("/service")}};
 
-constexpr std::string_view kRunAsWords[] = {"daemon", "submitter"};
 
 void ReadServeResources(Validator& v, const json& root, ServeResources* r) {
   const std::string p = "/resources";
@@ -95,7 +94,7 @@ std::vector<ConfigError> ValidateServeConfigText(const std::string& text, const 
     v.Path(*root, "", "state_root", base_dir, &c.state_root);
     ReadServeResources(v, *root, &c.resources);
     ReadPreemption(v, *root, &c.preemption);
-    v.Enum(*root, "", "run_as", kRunAsWords, &c.run_as);
+    v.Enum(*root, "", "run_as", &c.run_as);
     v.Bool(*root, "", "allow_root", &c.allow_root);
     v.String(*root, "", "submitters_group", &c.submitters_group, "must be a group name, or \"\" for the daemon's own",
              [](const std::string&) { return true; });

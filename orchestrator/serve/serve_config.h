@@ -6,7 +6,9 @@
 // rules. Plain data. Thread-compatible.
 #pragma once
 
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/config/config.h"
@@ -49,6 +51,11 @@ struct SubmitterLimits {
   int cpu_workers = 0;  // CPU worker slots asked
 };
 
+// Config "run_as", by its names in kRunAsNames (Name and Parse of member_options.h).
+enum class RunAs { kDaemon, kSubmitter };
+inline constexpr std::string_view kRunAsNames[] = {"daemon", "submitter"};
+constexpr std::span<const std::string_view> NamesOf(RunAs) { return kRunAsNames; }
+
 struct ServeConfig {
   std::string runs_dir;    // REQUIRED: every *.json here is a run config (relative: to the config file)
   std::string state_root;  // REQUIRED: a run without state_dir gets state_root/<run_name>
@@ -56,7 +63,7 @@ struct ServeConfig {
   PreemptionSpec preemption;
   // Who each run's processes run as (orchestrator/serve/run_as.h, docs/run-as.md): "daemon" (the
   // daemon's user) | "submitter" (the uid that submitted it, with its groups). Default: "daemon"
-  std::string run_as = "daemon";
+  RunAs run_as = RunAs::kDaemon;
   bool allow_root = false;       // run_as "submitter": uid 0 may submit. Default: false
   std::string submitters_group;  // run_as "submitter": who may submit. Default: "" (the daemon's group)
   std::string state_dir_mode = "0750";  // run_as "submitter": of each run's state directory. Default: "0750"

@@ -39,7 +39,7 @@ std::string GroupName(gid_t gid) {
 }  // namespace
 
 Status ServeDaemon::PrepareRunAs() {
-  if (cfg_.run_as != "submitter") {
+  if (cfg_.run_as != RunAs::kSubmitter) {
     // Every run runs as the daemon: a capability the unit grants for run_as "submitter" is of
     // no use here (root keeps its own: it is how the daemon ran before run_as).
     return ::geteuid() == 0 ? Status::Ok() : DropAllCapabilities();

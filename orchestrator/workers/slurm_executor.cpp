@@ -261,7 +261,7 @@ StatusOr<ExecutorSetup> SetUpSlurmExecutor(const ExecutorContext& ctx) {
     ::gethostname(name, sizeof(name) - 1);
     host = name;
   }
-  auto tcp = TcpTransport::Listen(sl.listen, sl.port, host, ctx.state_root + "/transport.secret");
+  auto tcp = TcpTransport::Listen(sl.listen, sl.port, host, RunLayout(ctx.state_root).TransportSecret());
   if (!tcp.ok()) return tcp.status();
   spdlog::info("workers connect to {} (Slurm jobs named ens-{})", (*tcp)->address(), ctx.run_id);
   setup.transport = std::move(*tcp);

@@ -80,7 +80,7 @@ int KillStrays() {
 class OutputSink {
  public:
   OutputSink(const CommandMemberJob& job) : job_(job), tag_("[" + job.task->member.name + "] ") {
-    log_ = std::fopen((job.dir + "/command.log").c_str(), "we");
+    log_ = std::fopen(MemberFiles(job.dir).CommandLog().c_str(), "we");
   }
   ~OutputSink() {
     if (log_) std::fclose(log_);
@@ -110,7 +110,7 @@ class OutputSink {
  private:
   void Line() {
     if (lines_ < kCommandLogLines) Log(tag_ + line_);
-    else if (lines_ == kCommandLogLines) Log(tag_ + "(further output only in " + job_.dir + "/command.log)");
+    else if (lines_ == kCommandLogLines) Log(tag_ + "(further output only in " + MemberFiles(job_.dir).CommandLog() + ")");
     ++lines_;
     line_.clear();
   }
@@ -280,7 +280,7 @@ CommandMemberResult RunCommandMember(const CommandMemberJob& job) {
     const std::string msg = "member " + t.member.name + ": " + exit.status().message();
     return fail(missing ? Status::NotFound(msg) : Status::IOError(msg), missing);
   }
-  const std::string log = job.dir + "/command.log";
+  const std::string log = MemberFiles(job.dir).CommandLog();
   const std::string who = "member " + t.member.name + ": command " + program;
   if (how == RunEnd::kTimedOut)
     return fail(Status::Timeout(who + " did not finish within " + std::to_string(t.member.model.timeout_s) +

@@ -79,7 +79,8 @@ struct MemberRun {
   bool stopped = false;
   std::vector<torch::Tensor> kept;  // its parameter slices at best (restore_best) or at its stop
   int epochs = 0;                   // its budget: epochs, or warm_start_epochs when warm
-  std::string warm;                 // warm_start members: "warm" or "cold: <why>"
+  bool is_warm = false;             // warm_start members: started from the previous round's state
+  std::string warm;                 // and the metric saying so: "warm" or "cold: <why>"
   PackOptimizer::Moments moments;   // warm_start members: the optimizer's state at its stop
   int64_t moments_step = 0;         // and the steps it had taken then
 };
@@ -278,7 +279,7 @@ class PackLoop {
                                           PackStepNorm{norm_.xm, norm_.xs, norm_.ym, norm_.ys, norm_.adversarial_step}, offsets,
                                           in[0].lanes, in[0].lanes != nullptr ? &rt_ : nullptr);
       for (size_t k = 0; k < in.size(); ++k)
-        if (runs_[k].warm == "warm") lanes_->SetMemberMoments(static_cast<int64_t>(k), {warm[k]->m, warm[k]->v});
+        if (runs_[k].is_warm) lanes_->SetMemberMoments(static_cast<int64_t>(k), {warm[k]->m, warm[k]->v});
       return;
     }
     const bool cuda_path = dev_.is_cuda() || path == TrainPath::kTensorOps;
@@ -291,7 +292,7 @@ class PackLoop {
     optimizer_ = std::make_unique<PackOptimizer>(specs, model_->Parameters(), offsets, model_->Kernels(),
                                                  tensor_ops_ ? StepPath::kTensorOps : StepPath::kByDevice);
     for (size_t k = 0; k < in.size(); ++k)
-      if (runs_[k].warm == "warm")
+      if (runs_[k].is_warm)
         optimizer_->SetMemberMoments(static_cast<int64_t>(k), {warm[k]->m, warm[k]->v});
   }
 
@@ -376,6 +377,7 @@ class PackLoop {
       for (size_t i = 0; i < params.size(); ++i) params[i][ki].copy_(warm[k]->params[i]);
       offsets[k] = warm[k]->step;
       r.epochs = r.spec->warm_start_epochs;
+      r.is_warm = true;
       r.warm = "warm";
     }
     return offsets;
