@@ -9,7 +9,9 @@
 #include "common/base/atomic_file.h"
 #include "common/base/no_follow.h"
 #include "common/state/run_layout.h"
+#include "orchestrator/service/html_escape.h"
 #include "orchestrator/service/http_server_limits.h"
+#include "orchestrator/service/prometheus_writer.h"
 #include "orchestrator/serve/run_queue.h"
 #include "orchestrator/service/run_snapshot.h"
 
@@ -17,32 +19,6 @@ namespace ens {
 namespace {
 
 using json = nlohmann::json;
-
-// A Prometheus label value: backslash, quote and newline escaped (a rejected file's name is
-// whatever the file was called).
-std::string Label(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '\\' || c == '"') out += '\\', out += c;
-    else if (c == '\n') out += "\\n";
-    else out += c;
-  }
-  return out;
-}
-
-std::string Html(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 std::string GrantText(const json& r) {
   if (r.value("state", "") == "rejected") return "-";
@@ -110,122 +86,111 @@ json WithRunFiles(json runs) {
 namespace {
 
 // ensembled_runs: how many runs are in each state (every state named, 0 included).
-std::string RunsByState(const json& runs) {
+void RunsByState(const json& runs, PrometheusWriter& w) {
   constexpr RunState kStates[] = {RunState::kQueued, RunState::kRunning,  RunState::kStopping,
                                   RunState::kPreempting, RunState::kFinished, RunState::kFailed,
                                   RunState::kCancelled, RunState::kRejected};
   std::map<std::string, int> by_state;
   for (RunState s : kStates) by_state[RunStateName(s)] = 0;
   for (const json& r : runs) ++by_state[r.value("state", "")];
-  std::string out = "# HELP ensembled_runs Runs of this daemon by state.\n# TYPE ensembled_runs gauge\n";
+  w.Family("ensembled_runs", "gauge", "Runs of this daemon by state.");
   for (RunState s : kStates)
-    out += std::string("ensembled_runs{state=\"") + RunStateName(s) + "\"} " + std::to_string(by_state[RunStateName(s)]) + "\n";
-  return out;
+    w.Sample("ensembled_runs", by_state[RunStateName(s)], std::string("state=\"") + RunStateName(s) + "\"");
 }
 
 // One family a run figure (state, rounds, members, grant, crashes), a sample per run that has it.
-std::string PerRunSeries(const json& runs) {
-  std::string out;
+void PerRunSeries(const json& runs, PrometheusWriter& w) {
   struct Series {
     const char* name;
     const char* help;
+    const char* key;  // the list entry's count, sampled when present ("": below)
   };
   const Series series[] = {
-      {"ensembled_run_state", "1 for the state a run is in."},
-      {"ensembled_run_rounds_done", "Rounds the run has committed."},
-      {"ensembled_run_rounds", "Rounds the run's config asks for."},
-      {"ensembled_run_members_done", "Members of the run's current round finished."},
-      {"ensembled_run_gpus_granted", "GPUs the run holds now."},
-      {"ensembled_run_cpu_workers_granted", "CPU worker slots the run holds now."},
-      {"ensembled_run_crashes", "Crashes of the run in a row (restarts)."},
+      {"ensembled_run_rounds_done", "Rounds the run has committed.", "rounds_done"},
+      {"ensembled_run_rounds", "Rounds the run's config asks for.", "rounds"},
+      {"ensembled_run_members_done", "Members of the run's current round finished.", "members_done"},
   };
-  for (const Series& s : series) {
-    out += std::string("# HELP ") + s.name + " " + s.help + "\n# TYPE " + s.name + " gauge\n";
-    for (const json& r : runs) {
-      std::string run = "run=\"" + Label(r.value("name", "")) + "\"";
-      std::string n = s.name;
-      bool granted = r.value("granted", false);
-      if (n == "ensembled_run_state") {
-        out += n + "{" + run + ",state=\"" + Label(r.value("state", "")) + "\"} 1\n";
-      } else if (n == "ensembled_run_rounds_done" && r.contains("rounds_done")) {
-        out += n + "{" + run + "} " + std::to_string(r.value("rounds_done", 0)) + "\n";
-      } else if (n == "ensembled_run_rounds" && r.contains("rounds")) {
-        out += n + "{" + run + "} " + std::to_string(r.value("rounds", 0)) + "\n";
-      } else if (n == "ensembled_run_members_done" && r.contains("members_done")) {
-        out += n + "{" + run + "} " + std::to_string(r.value("members_done", 0)) + "\n";
-      } else if (n == "ensembled_run_gpus_granted") {
-        out += n + "{" + run + "} " + std::to_string(granted && r.contains("gpus") ? r["gpus"].size() : 0) + "\n";
-      } else if (n == "ensembled_run_cpu_workers_granted") {
-        out += n + "{" + run + "} " + std::to_string(granted ? r.value("cpu_workers", 0) : 0) + "\n";
-      } else if (n == "ensembled_run_crashes") {
-        out += n + "{" + run + "} " + std::to_string(r.value("crashes", 0)) + "\n";
-      }
-    }
-  }
-  out += "# HELP ensembled_run_preemptions_total Times the run was preempted by a run of a higher priority.\n"
-         "# TYPE ensembled_run_preemptions_total counter\n";
+  auto run_of = [](const json& r) { return "run=\"" + PrometheusLabel(r.value("name", "")) + "\""; };
+  w.Family("ensembled_run_state", "gauge", "1 for the state a run is in.");
   for (const json& r : runs)
-    out += "ensembled_run_preemptions_total{run=\"" + Label(r.value("name", "")) + "\"} " +
-           std::to_string(r.value("preemptions", 0)) + "\n";
-  return out;
+    w.Sample("ensembled_run_state", 1, run_of(r) + ",state=\"" + PrometheusLabel(r.value("state", "")) + "\"");
+  for (const Series& s : series) {
+    w.Family(s.name, "gauge", s.help);
+    for (const json& r : runs)
+      if (r.contains(s.key)) w.Sample(s.name, r.value(s.key, 0), run_of(r));
+  }
+  w.Family("ensembled_run_gpus_granted", "gauge", "GPUs the run holds now.");
+  for (const json& r : runs) {
+    const bool granted = r.value("granted", false);
+    w.Sample("ensembled_run_gpus_granted", static_cast<double>(granted && r.contains("gpus") ? r["gpus"].size() : 0),
+             run_of(r));
+  }
+  w.Family("ensembled_run_cpu_workers_granted", "gauge", "CPU worker slots the run holds now.");
+  for (const json& r : runs)
+    w.Sample("ensembled_run_cpu_workers_granted", r.value("granted", false) ? r.value("cpu_workers", 0) : 0, run_of(r));
+  w.Family("ensembled_run_crashes", "gauge", "Crashes of the run in a row (restarts).");
+  for (const json& r : runs) w.Sample("ensembled_run_crashes", r.value("crashes", 0), run_of(r));
+  w.Family("ensembled_run_preemptions_total", "counter", "Times the run was preempted by a run of a higher priority.");
+  for (const json& r : runs) w.Sample("ensembled_run_preemptions_total", r.value("preemptions", 0), run_of(r));
 }
 
 // The daemon's GPUs: which runs hold each (one given whole, or several with shares), and what
 // the first holder's supervisor last read of it.
-std::string GpuHolding(const json& runs, const json& gpus) {
+void GpuHolding(const json& runs, const json& gpus, PrometheusWriter& out) {
   std::map<std::string, std::vector<const json*>> holders;  // GPU id -> the runs holding it
   for (const json& r : runs)
     if (r.value("granted", false) && r.contains("gpus"))
       for (const json& g : r["gpus"])
         if (g.is_string()) holders[g.get<std::string>()].push_back(&r);
   int held = 0;
-  std::string granted, shared, memory, utilization;
+  PrometheusWriter granted, shared, memory, utilization;  // each family's samples, GPU by GPU
   for (const json& g : gpus) {
     const std::string id = g.value("id", "");
     const std::vector<const json*>& on = holders[id];
     held += !on.empty();
     auto labels_of = [&](const json* r) {
-      return "gpu=\"" + Label(id) + "\",index=\"" + std::to_string(g.value("index", 0)) + "\",run=\"" +
-             Label(r == nullptr ? "" : r->value("name", "")) + "\"";
+      return "gpu=\"" + PrometheusLabel(id) + "\",index=\"" + std::to_string(g.value("index", 0)) + "\",run=\"" +
+             PrometheusLabel(r == nullptr ? "" : r->value("name", "")) + "\"";
     };
-    if (on.empty()) granted += "ensembled_gpu_granted{" + labels_of(nullptr) + "} 0\n";
+    if (on.empty()) granted.Sample("ensembled_gpu_granted", 0, labels_of(nullptr));
     uint64_t share_sum = 0;
     for (const json* r : on) {
-      granted += "ensembled_gpu_granted{" + labels_of(r) + "} 1\n";
+      granted.Sample("ensembled_gpu_granted", 1, labels_of(r));
       share_sum += r->value("gpu_share_bytes", uint64_t{0});
     }
-    shared += "ensembled_gpu_shared_bytes{gpu=\"" + Label(id) + "\"} " + std::to_string(share_sum) + "\n";
+    shared.Sample("ensembled_gpu_shared_bytes", static_cast<double>(share_sum), "gpu=\"" + PrometheusLabel(id) + "\"");
     if (on.empty() || !on[0]->contains("gpu_readings")) continue;
     const std::string labels = labels_of(on[0]);
     for (const json& reading : (*on[0])["gpu_readings"]) {
       const std::string uuid = reading.value("uuid", "");
       if (uuid.empty() || (uuid != id && id.rfind(uuid, 0) != 0 && uuid.rfind(id, 0) != 0)) continue;
       if (reading.value("memory_used_mb", -1.0) >= 0)
-        memory += "ensembled_gpu_memory_used_mb{" + labels + "} " + Number(reading.value("memory_used_mb", -1.0)) + "\n";
+        memory.Sample("ensembled_gpu_memory_used_mb", reading.value("memory_used_mb", -1.0), labels);
       if (reading.value("utilization_pct", -1) >= 0)
-        utilization += "ensembled_gpu_utilization_pct{" + labels + "} " + std::to_string(reading.value("utilization_pct", -1)) + "\n";
+        utilization.Sample("ensembled_gpu_utilization_pct", reading.value("utilization_pct", -1), labels);
     }
   }
-  std::string out = "# HELP ensembled_gpus The daemon's GPUs, held by a run or free.\n# TYPE ensembled_gpus gauge\n";
-  out += "ensembled_gpus{state=\"granted\"} " + std::to_string(held) + "\n";
-  out += "ensembled_gpus{state=\"free\"} " + std::to_string(static_cast<int>(gpus.size()) - held) + "\n";
-  out += "# HELP ensembled_gpu_granted 1 for each run holding the GPU (its run label; several with shares), "
-         "0 for a free GPU.\n# TYPE ensembled_gpu_granted gauge\n" + granted;
-  out += "# HELP ensembled_gpu_shared_bytes Bytes of the GPU granted as shares (resources.gpu_memory_gb).\n"
-         "# TYPE ensembled_gpu_shared_bytes gauge\n" + shared;
-  out += "# HELP ensembled_gpu_memory_used_mb GPU memory used, as the holding run's supervisor last sampled it.\n"
-         "# TYPE ensembled_gpu_memory_used_mb gauge\n" + memory;
-  out += "# HELP ensembled_gpu_utilization_pct GPU utilisation, as the holding run's supervisor last sampled it.\n"
-         "# TYPE ensembled_gpu_utilization_pct gauge\n" + utilization;
-  return out;
+  out.Family("ensembled_gpus", "gauge", "The daemon's GPUs, held by a run or free.");
+  out.Sample("ensembled_gpus", held, "state=\"granted\"");
+  out.Sample("ensembled_gpus", static_cast<int>(gpus.size()) - held, "state=\"free\"");
+  out.Family("ensembled_gpu_granted", "gauge", "1 for each run holding the GPU (its run label; several with shares), 0 for a free GPU.");
+  out.Text(granted.str());
+  out.Family("ensembled_gpu_shared_bytes", "gauge", "Bytes of the GPU granted as shares (resources.gpu_memory_gb).");
+  out.Text(shared.str());
+  out.Family("ensembled_gpu_memory_used_mb", "gauge", "GPU memory used, as the holding run's supervisor last sampled it.");
+  out.Text(memory.str());
+  out.Family("ensembled_gpu_utilization_pct", "gauge", "GPU utilisation, as the holding run's supervisor last sampled it.");
+  out.Text(utilization.str());
 }
 
 }  // namespace
 
 std::string RenderServeMetrics(const json& runs, const json& gpus) {
-  std::string out = RunsByState(runs) + PerRunSeries(runs);
-  if (gpus.empty()) return out;
-  return out + GpuHolding(runs, gpus);
+  PrometheusWriter w;
+  RunsByState(runs, w);
+  PerRunSeries(runs, w);
+  if (!gpus.empty()) GpuHolding(runs, gpus, w);
+  return w.str();
 }
 
 std::string RenderServePage(const json& runs) {
@@ -241,15 +206,15 @@ std::string RenderServePage(const json& runs) {
                                                     std::to_string(r.value("rounds", 0))
                                               : "-";
     // A rejected config: every error (the reason is the first); else the reason. All escaped.
-    std::string reason = r.contains("errors") ? "" : Html(r.value("reason", ""));
+    std::string reason = r.contains("errors") ? "" : HtmlEscape(r.value("reason", ""));
     if (r.contains("errors"))
       for (const json& e : r["errors"])
-        reason += (reason.empty() ? "" : "<br>") + Html(e.value("pointer", "") + ": " + e.value("message", ""));
-    const std::string name = Html(r.value("name", ""));
+        reason += (reason.empty() ? "" : "<br>") + HtmlEscape(e.value("pointer", "") + ": " + e.value("message", ""));
+    const std::string name = HtmlEscape(r.value("name", ""));
     const bool has_page = r.value("state", "") != "rejected";
     out += "<tr><td>" + (has_page ? "<a href=\"/runs/" + name + "\">" + name + "</a>" : name) + "</td><td>" +
-           Html(r.value("state", "")) + "</td><td>" + std::to_string(r.value("priority", 0)) + "</td><td>" +
-           Html(GrantText(r)) + "</td><td>" + rounds + "</td><td>" +
+           HtmlEscape(r.value("state", "")) + "</td><td>" + std::to_string(r.value("priority", 0)) + "</td><td>" +
+           HtmlEscape(GrantText(r)) + "</td><td>" + rounds + "</td><td>" +
            Sparkline(r.contains("error_curve") ? r["error_curve"] : json()) + "</td><td>" +
            reason + "</td></tr>\n";
   }
@@ -257,15 +222,15 @@ std::string RenderServePage(const json& runs) {
 }
 
 std::string RenderServedRunPage(const json& run, const std::string& status_json) {
-  const std::string queue_view = "<p><a href=\"/\">all runs</a> &middot; served: " + Html(run.value("state", "")) +
-                                 ", " + Html(GrantText(run)) +
-                                 (run.value("reason", "").empty() ? "" : " &middot; " + Html(run.value("reason", ""))) + "</p>";
+  const std::string queue_view = "<p><a href=\"/\">all runs</a> &middot; served: " + HtmlEscape(run.value("state", "")) +
+                                 ", " + HtmlEscape(GrantText(run)) +
+                                 (run.value("reason", "").empty() ? "" : " &middot; " + HtmlEscape(run.value("reason", ""))) + "</p>";
   json st = status_json.empty() ? json() : json::parse(status_json, nullptr, false);
   if (!st.is_object())
     return "<!doctype html><html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"10\">"
-           "<title>ensembled: " + Html(run.value("name", "")) + "</title></head><body style=\"font-family:sans-serif\"><h1>ensembled: " +
-           Html(run.value("name", "")) + "</h1>" + queue_view + "<p>Not started yet: no status.json in " +
-           Html(run.value("state_dir", "")) + ".</p></body></html>\n";
+           "<title>ensembled: " + HtmlEscape(run.value("name", "")) + "</title></head><body style=\"font-family:sans-serif\"><h1>ensembled: " +
+           HtmlEscape(run.value("name", "")) + "</h1>" + queue_view + "<p>Not started yet: no status.json in " +
+           HtmlEscape(run.value("state_dir", "")) + ".</p></body></html>\n";
   std::string page = RenderStatusPage(SnapshotFromJson(st));
   if (size_t body = page.find("<body>"); body != std::string::npos) page.insert(body + 6, queue_view);
   return page;

@@ -1,48 +1,13 @@
 // RenderPrometheus: the /metrics endpoint's text.
 #include <cmath>
-#include <iomanip>
-#include <sstream>
 
+#include "orchestrator/service/prometheus_writer.h"
 #include "orchestrator/service/run_snapshot.h"
 
 namespace ens {
 namespace {
 
-std::string Escape(const std::string& v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
-class Writer {
- public:
-  void Family(const std::string& name, const char* type, const std::string& help) {
-    out_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
-  }
-  void Sample(const std::string& name, double v, const std::string& labels = "") {
-    out_ << std::setprecision(17) << name;
-    if (!labels.empty()) out_ << "{" << labels << "}";
-    // The exposition format's spellings of the non-finite values (a round summary without an
-    // error, say, is +Inf), which the stream would write as "inf" and "nan".
-    if (std::isnan(v))
-      out_ << " NaN\n";
-    else if (std::isinf(v))
-      out_ << (v > 0 ? " +Inf\n" : " -Inf\n");
-    else
-      out_ << " " << v << "\n";
-  }
-  std::string str() const { return out_.str(); }
-
- private:
-  std::ostringstream out_;
-};
+using Writer = PrometheusWriter;
 
 // The run's position and its counters since the daemon started. `run`: the run label.
 void WriteProgress(Writer& w, const RunSnapshot& s, const std::string& run) {
@@ -84,18 +49,18 @@ void WriteWorkerMemory(Writer& w, const RunSnapshot& s, const std::string& run) 
   w.Family("ensembled_worker_rss_bytes", "gauge", "Resident set of each worker process.");
   for (const auto& wk : s.workers)
     w.Sample("ensembled_worker_rss_bytes", static_cast<double>(wk.rss_kb) * 1024,
-             run + ",slot=\"" + std::to_string(wk.slot) + "\",gpu=\"" + Escape(wk.gpu) + "\"");
+             run + ",slot=\"" + std::to_string(wk.slot) + "\",gpu=\"" + PrometheusLabel(wk.gpu) + "\"");
   w.Family("ensembled_worker_gpu_reserved_bytes", "gauge", "CUDA memory reserved by each worker (0 on CPU).");
   for (const auto& wk : s.workers)
     w.Sample("ensembled_worker_gpu_reserved_bytes", wk.gpu_reserved_mb * 1048576,
-             run + ",slot=\"" + std::to_string(wk.slot) + "\",gpu=\"" + Escape(wk.gpu) + "\"");
+             run + ",slot=\"" + std::to_string(wk.slot) + "\",gpu=\"" + PrometheusLabel(wk.gpu) + "\"");
 }
 
 // GPUs (GpuMonitor, through NVML), and each worker's memory on its GPU: a reading NVML did not
 // give is left out, and a family with no reading at all too.
 void WriteGpus(Writer& w, const RunSnapshot& s, const std::string& run) {
   auto gpu_labels = [&](int index, const std::string& uuid) {
-    return run + ",gpu=\"" + std::to_string(index) + "\",uuid=\"" + Escape(uuid) + "\"";
+    return run + ",gpu=\"" + std::to_string(index) + "\",uuid=\"" + PrometheusLabel(uuid) + "\"";
   };
   auto gpu_family = [&](const char* name, const char* help, auto value) {
     bool any = false;
@@ -126,7 +91,7 @@ void WriteGpus(Writer& w, const RunSnapshot& s, const std::string& run) {
     for (const auto& g : s.gpus)
       if (g.uuid == wk.gpu || std::to_string(g.index) == wk.gpu) uuid = g.uuid, index = std::to_string(g.index);
     w.Sample("ensembled_gpu_worker_memory_bytes", wk.gpu_memory_mb * 1048576,
-             run + ",slot=\"" + std::to_string(wk.slot) + "\",gpu=\"" + index + "\",uuid=\"" + Escape(uuid) + "\"");
+             run + ",slot=\"" + std::to_string(wk.slot) + "\",gpu=\"" + index + "\",uuid=\"" + PrometheusLabel(uuid) + "\"");
   }
 }
 
@@ -181,7 +146,7 @@ void WriteCalibration(Writer& w, const RunSnapshot& s, const std::string& run) {
 
 std::string RenderPrometheus(const RunSnapshot& s) {
   Writer w;
-  const std::string run = "run=\"" + Escape(s.run_name) + "\"";
+  const std::string run = "run=\"" + PrometheusLabel(s.run_name) + "\"";
   WriteProgress(w, s, run);
   WriteTaskDurations(w, s, run);
   WriteWorkerMemory(w, s, run);

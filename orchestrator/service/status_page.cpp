@@ -5,24 +5,11 @@
 #include <cstdio>
 #include <sstream>
 
+#include "orchestrator/service/html_escape.h"
 #include "orchestrator/service/run_snapshot.h"
 
 namespace ens {
 namespace {
-
-std::string Html(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 struct Series {
   std::string name, color;
@@ -52,11 +39,11 @@ std::string LineChart(const std::string& id, const std::string& title, const std
   std::ostringstream o;
   o << "<svg id=\"" << id << "\" class=\"plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h
     << "\" font-family=\"sans-serif\" font-size=\"11\"><rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>"
-    << "<text x=\"" << (l + (w - l - r) / 2) << "\" y=\"18\" text-anchor=\"middle\" font-size=\"13\">" << Html(title)
+    << "<text x=\"" << (l + (w - l - r) / 2) << "\" y=\"18\" text-anchor=\"middle\" font-size=\"13\">" << HtmlEscape(title)
     << "</text>";
   o << "<line x1=\"" << l << "\" y1=\"" << h - b << "\" x2=\"" << w - r << "\" y2=\"" << h - b << "\" stroke=\"#000\"/>"
     << "<line x1=\"" << l << "\" y1=\"" << t << "\" x2=\"" << l << "\" y2=\"" << h - b << "\" stroke=\"#000\"/>"
-    << "<text x=\"" << (l + (w - l - r) / 2) << "\" y=\"" << h - 8 << "\" text-anchor=\"middle\">" << Html(xlabel)
+    << "<text x=\"" << (l + (w - l - r) / 2) << "\" y=\"" << h - 8 << "\" text-anchor=\"middle\">" << HtmlEscape(xlabel)
     << "</text>";
   if (n == 0 || !std::isfinite(lo)) {
     o << "<text x=\"" << l + 10 << "\" y=\"" << h / 2 << "\">no data yet</text></svg>";
@@ -87,7 +74,7 @@ std::string LineChart(const std::string& id, const std::string& title, const std
       if (std::isfinite(s.y[i])) o << X(s, i) << "," << Y(s.y[i]) << " ";
     o << "\"/>";
     if (k < 16)
-      o << "<text x=\"" << w - r + 8 << "\" y=\"" << t + 12 * k + 8 << "\" fill=\"" << s.color << "\">" << Html(s.name)
+      o << "<text x=\"" << w - r + 8 << "\" y=\"" << t + 12 * k + 8 << "\" fill=\"" << s.color << "\">" << HtmlEscape(s.name)
         << "</text>";
   }
   o << "</svg>";
@@ -97,12 +84,12 @@ std::string LineChart(const std::string& id, const std::string& title, const std
 // The page's head (title, style, a refresh every 10 s) and the run's one-line summary.
 void WriteHeader(std::ostream& o, const RunSnapshot& s) {
   o << "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"10\">"
-    << "<title>ensembled: " << Html(s.run_name) << "</title><style>body{font-family:sans-serif;margin:20px}"
+    << "<title>ensembled: " << HtmlEscape(s.run_name) << "</title><style>body{font-family:sans-serif;margin:20px}"
     << "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
     << ".plots{display:flex;flex-wrap:wrap;gap:16px}</style></head><body>";
-  o << "<h1>ensembled: " << Html(s.run_name) << "</h1><p id=\"summary\">";
+  o << "<h1>ensembled: " << HtmlEscape(s.run_name) << "</h1><p id=\"summary\">";
   if (s.finished)
-    o << "finished (" << Html(s.finish_reason) << ") after " << s.rounds_committed << " round"
+    o << "finished (" << HtmlEscape(s.finish_reason) << ") after " << s.rounds_committed << " round"
       << (s.rounds_committed == 1 ? "" : "s") << " of " << s.members_total << " members";
   else
     o << RoundPosition(s.round, s.rounds) << " &middot; " << s.members_done << "/" << s.members_total
@@ -180,7 +167,7 @@ void WritePlots(std::ostream& o, const RunSnapshot& s, const std::string& metric
 // give shows a dash.
 void WriteGpus(std::ostream& o, const RunSnapshot& s) {
   if (s.gpus.empty()) return;
-  o << "<h2>GPUs</h2><p id=\"gpu-source\">found through " << Html(s.gpu_source) << "</p><table id=\"gpus\"><tr>"
+  o << "<h2>GPUs</h2><p id=\"gpu-source\">found through " << HtmlEscape(s.gpu_source) << "</p><table id=\"gpus\"><tr>"
     << "<th>gpu</th><th>uuid</th><th>name</th><th>memory MiB</th><th>util %</th><th>temp &deg;C</th><th>power W</th></tr>";
   auto num = [](double v, const char* fmt) {
     if (v < 0) return std::string("&ndash;");
@@ -189,7 +176,7 @@ void WriteGpus(std::ostream& o, const RunSnapshot& s) {
     return std::string(b);
   };
   for (const auto& g : s.gpus)
-    o << "<tr><td>" << g.index << "</td><td>" << Html(g.uuid) << "</td><td>" << Html(g.name) << "</td><td>"
+    o << "<tr><td>" << g.index << "</td><td>" << HtmlEscape(g.uuid) << "</td><td>" << HtmlEscape(g.name) << "</td><td>"
       << num(g.memory_used_mb, "%.0f") << " / " << num(g.memory_total_mb, "%.0f") << "</td><td>"
       << num(g.utilization_pct, "%.0f") << "</td><td>" << num(g.temperature_c, "%.0f") << "</td><td>"
       << num(g.power_w, "%.1f") << "</td></tr>";
@@ -243,7 +230,7 @@ void WriteWorkers(std::ostream& o, const RunSnapshot& s) {
     char gpu_mb[32] = "&ndash;";
     if (w.gpu_memory_mb >= 0) std::snprintf(gpu_mb, sizeof(gpu_mb), "%.0f", w.gpu_memory_mb);
     std::snprintf(row, sizeof(row), "<tr><td>%d</td><td>%s</td><td>%d</td><td>%s</td><td>%s</td><td>%.1f</td><td>%s</td><td>%d</td><td>%d</td></tr>",
-                  w.slot, Html(w.gpu).c_str(), w.pid, Html(w.state).c_str(), Html(w.member).c_str(), w.rss_kb / 1024.0,
+                  w.slot, HtmlEscape(w.gpu).c_str(), w.pid, HtmlEscape(w.state).c_str(), HtmlEscape(w.member).c_str(), w.rss_kb / 1024.0,
                   gpu_mb, w.tasks_since_start, w.recycles);
     o << row;
   }
