@@ -99,6 +99,15 @@ TEST_CASE("Every message type round-trips", "[protocol]") {
     CHECK(d.type == MessageType::kReady);
     CHECK(d.slot == 7);
     CHECK(d.pid == 4242);
+    CHECK(d.rss_kb == 0);
+    CHECK_FALSE(Encoded(m).contains("rss_kb"));
+  }
+  SECTION("ready with its RSS") {
+    m.type = MessageType::kReady;
+    m.rss_kb = 1'234'567;
+    Message d = RoundTrip(m);
+    CHECK(d.type == MessageType::kReady);
+    CHECK(d.rss_kb == 1'234'567);
   }
   SECTION("heartbeat") {
     m.type = MessageType::kHeartbeat;
@@ -291,6 +300,13 @@ TEST_CASE("Malformed messages are rejected with the reason", "[protocol]") {
     json j = good;
     j["pid"] = "55";
     RequireRejected(j.dump(), {"ready", "'pid'", "not an integer"});
+  }
+  SECTION("ready's rss_kb negative or a string") {
+    json j = good;
+    j["rss_kb"] = -1;
+    RequireRejected(j.dump(), {"ready", "'rss_kb'", "out of range"});
+    j["rss_kb"] = "12";
+    RequireRejected(j.dump(), {"ready", "'rss_kb'", "not an integer"});
   }
   SECTION("pid zero") {
     json j = good;

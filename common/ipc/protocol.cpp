@@ -219,7 +219,10 @@ StatusOr<std::vector<TaskSpec>> ParsePackFile(const std::string& text, const std
 std::string EncodeMessage(const Message& m) {
   json j{{"v", kProtocolVersion}, {"type", MessageTypeName(m.type)}, {"slot", m.slot}};
   switch (m.type) {
-    case MessageType::kReady: j["pid"] = m.pid; break;
+    case MessageType::kReady:
+      j["pid"] = m.pid;
+      if (m.rss_kb > 0) j["rss_kb"] = m.rss_kb;
+      break;
     case MessageType::kHeartbeat:
       j.update({{"pid", m.pid}, {"task_id", m.task_id}, {"epoch", m.epoch}, {"rss_kb", m.rss_kb},
                 {"phase", std::string(Name(m.phase))}});
@@ -272,7 +275,10 @@ StatusOr<Message> DecodeMessage(std::string_view bytes) {
   if (!known) return Status::InvalidArgument("message: unknown type '" + type + "'");
   bool ok = true;
   switch (m.type) {
-    case MessageType::kReady: ok = GetInt(j, "pid", 1, INT32_MAX, &m.pid, &err); break;
+    case MessageType::kReady:
+      ok = GetInt(j, "pid", 1, INT32_MAX, &m.pid, &err) &&
+           (!j.contains("rss_kb") || GetInt(j, "rss_kb", 0, INT64_MAX, &m.rss_kb, &err));
+      break;
     case MessageType::kHeartbeat: ok = GetHeartbeat(j, &m, &err); break;
     case MessageType::kDone: ok = GetDone(j, &m, &err); break;
     case MessageType::kFailed: ok = GetFailed(j, &m, &err); break;

@@ -3,7 +3,8 @@
 // Every message is one JSON object, at most kMaxMessageBytes, with
 //   "v": kProtocolVersion, "type": one of the names below, "slot": worker slot (int >= 0).
 // Worker -> supervisor (over the worker's own WorkerChannel, common/ipc/worker_channel.h):
-//   ready     {pid}                              after the worker mapped nothing yet but is up
+//   ready     {pid, rss_kb}                      after the worker mapped nothing yet but is up;
+//                                                rss_kb optional (default 0): its RSS once up
 //   heartbeat {pid, task_id, epoch, rss_kb, phase, gpu_reserved_kb}  in every phase of a task
 //                                                (setup, training, evaluating, predicting, writing),
 //                                                at most every --heartbeat-ms; phase optional,

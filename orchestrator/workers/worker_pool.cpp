@@ -223,6 +223,7 @@ void WorkerPool::HandleMessage(const std::string& bytes, WorkerSlot& from, std::
       Move(*s, SlotEvent::kReady);
       if (s->handle.pid == 0) s->pid = static_cast<pid_t>(m->pid);  // a remote worker: its pid there
       s->failed_starts = 0;
+      s->rss_kb = m->rss_kb;  // 0 from a worker that does not say: the first heartbeat will
       break;
     case MessageType::kUnusable:
       if (s->state == SlotState::kStarting) GiveUp(*s, m->error.empty() ? "unusable" : m->error);

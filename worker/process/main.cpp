@@ -146,6 +146,7 @@ int Announce(WorkerChannel& link, const WorkerServeOptions& o, DeviceRuntime& ru
   ready.type = MessageType::kReady;
   ready.slot = o.slot;
   ready.pid = pid;
+  ready.rss_kb = CurrentRssKb();
   if (Status s = SendReport(link, ready, 10000); !s.ok()) {
     Log(o.slot, s.ToString());
     return exit_code::kTransientFailure;
