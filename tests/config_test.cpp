@@ -915,6 +915,34 @@ TEST_CASE("warm_start: its epoch budget defaults to epochs, written back only wh
   RequireOnlyError(command, "/members/defaults/warm_start", "command member");
 }
 
+TEST_CASE("early_stopping.refit: read, written back only when on, refused without early stopping or with warm_start",
+          "[config][refit]") {
+  json doc = Minimal();
+  doc["members"]["defaults"]["early_stopping"] = {{"enabled", true}, {"patience", 5}, {"refit", true}};
+  const Config c = MustParse(doc);
+  CHECK(c.members[0].early_stopping.refit);
+  const json j = MemberToJson(c.members[0]);
+  CHECK(j["early_stopping"]["refit"] == true);
+  MemberSpec back;
+  REQUIRE(MemberFromJson(j, &back).ok());
+  CHECK(back.early_stopping.refit);
+  // Off (the default), the member's JSON is what earlier versions wrote.
+  CHECK_FALSE(MemberToJson(MustParse(Minimal()).members[0])["early_stopping"].contains("refit"));
+
+  SECTION("without early stopping there is no length to refit for") {
+    doc["members"]["defaults"]["early_stopping"]["enabled"] = false;
+    RequireOnlyError(doc, "/members/defaults/early_stopping/refit", "set early_stopping.enabled to true");
+  }
+  SECTION("warm_start starts elsewhere") {
+    doc["members"]["defaults"]["warm_start"] = true;
+    RequireOnlyError(doc, "/members/defaults/early_stopping/refit", "choose one");
+  }
+  SECTION("a string is not a bool") {
+    doc["members"]["defaults"]["early_stopping"]["refit"] = "yes";
+    RequireOnlyError(doc, "/members/defaults/early_stopping/refit", "must be true or false");
+  }
+}
+
 TEST_CASE("a number too large for a double is a config error, not a crash", "[config]") {
   Config cfg;
   std::vector<ConfigError> errors = ValidateConfigText(" " + std::string(400, '9'), "/tmp", &cfg);

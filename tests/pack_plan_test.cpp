@@ -51,6 +51,8 @@ TEST_CASE("per-member hyperparameters do not split a pack - shapes and kinds do"
   CHECK(differs([](MemberSpec& c) { c.batch_size = 16; }));
   CHECK(differs([](MemberSpec& c) { c.initializer = Initializer::kHeUniform; }));
   CHECK(differs([](MemberSpec& c) { c.validation_split = 0.3; }));
+  // Their second part trains on every row: other split sizes than a member that keeps its split.
+  CHECK(differs([](MemberSpec& c) { c.early_stopping.enabled = c.early_stopping.refit = true; }));
   // Two packable kinds of the same layers never share a pack: the kind is part of the key.
   CHECK(differs([](MemberSpec& c) { c.model.kind = ModelKind::kTorchscript; }));
 }

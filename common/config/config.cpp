@@ -85,6 +85,7 @@ void ReadEarlyStopping(Validator& v, const json& obj, const std::string& ptr,
   v.Int(*j, p, "patience", 0, INT_MAX, &es->patience);
   v.Number(*j, p, "min_delta", kNonNegative, &es->min_delta);
   v.Bool(*j, p, "restore_best", &es->restore_best);
+  v.Bool(*j, p, "refit", &es->refit);
 }
 
 void ReadModel(Validator& v, const json& obj, const std::string& ptr, ModelSpec* m) {
@@ -192,6 +193,14 @@ MemberSpec FinishMember(Validator& v, PartialMember pm, std::optional<TaskKind> 
   const ModelKindTraits& kind = TraitsOf(model.kind);
   const std::string kind_name(Name(model.kind));
   const std::string model_at = Child(pm.origin, "model");
+  const std::string refit_at = Child(Child(pm.origin, "early_stopping"), "refit");
+  if (pm.spec.early_stopping.refit && !pm.spec.early_stopping.enabled)
+    v.Error(refit_at, "refit trains again for the epoch count early stopping chose: set early_stopping.enabled to true");
+  else if (pm.spec.early_stopping.refit && pm.spec.warm_start)
+    v.Error(refit_at, "refit starts from the member's first weights twice, and warm_start from the round before's: "
+                      "choose one");
+  else if (pm.spec.early_stopping.refit && kind.program)
+    v.Error(refit_at, "applies to members we train (a " + kind_name + " member trains itself)");
   if (pm.spec.warm_start_epochs == 0) pm.spec.warm_start_epochs = pm.spec.epochs;
   if (pm.spec.warm_start && kind.program)
     v.Error(Child(pm.origin, "warm_start"), "applies to members we train (a " + kind_name + " member trains itself)");
@@ -748,6 +757,7 @@ nlohmann::json MemberToJson(const MemberSpec& m) {
                          {"patience", es.patience},
                          {"min_delta", es.min_delta},
                          {"restore_best", es.restore_best}};
+  if (es.refit) early_stopping["refit"] = true;  // absent when false: the specs before it read the same
   json out = {{"layers", std::move(layers)},
               {"initializer", Name(m.initializer)},
               {"l1", m.l1},

@@ -35,6 +35,13 @@ struct EarlyStoppingSpec {
   int patience = 10;                    // >= 0. Default: 10
   double min_delta = 0.0;               // >= 0. Default: 0
   bool restore_best = true;             // Default: true
+  // refit: the training length is chosen by the data. Early stopping on the validation rows
+  // picks an epoch count (the epoch of the least monitored value, restore_best or not), then
+  // the member trains again from its first weights on all its rows (validation ones
+  // included) for that many epochs: what it keeps. Both parts are its own seeded work, so
+  // the result is the same bits alone or in any pack. Needs enabled; not with warm_start.
+  // Metrics: epochs_chosen, search_epochs, search_best_val_loss, refit_rows, length_rule.
+  bool refit = false;                   // Default: false
 };
 
 // model: what a member is. "mlp": the built-in network the other member keys describe.

@@ -11,7 +11,7 @@ using K = ConfigKey;
 constexpr K kLayer[] = {{"units", R::kResults, {}}, {"activation", R::kResults, {}}, {"dropout", R::kResults, {}}};
 constexpr K kEarlyStopping[] = {{"enabled", R::kResults, {}},   {"monitor", R::kResults, {}},
                                 {"patience", R::kResults, {}},  {"min_delta", R::kResults, {}},
-                                {"restore_best", R::kResults, {}}};
+                                {"restore_best", R::kResults, {}}, {"refit", R::kResults, {}}};
 constexpr K kModel[] = {{"kind", R::kResults, {}},
                         {"argv", R::kResults, {}},
                         {"timeout_s", R::kResults, {}},

@@ -13,6 +13,9 @@
 // pack_size, pack_position and the pack's own seconds: pack_train_seconds (the training loop),
 // pack_prepare_seconds (splits, directories, pack file) and pack_outputs_seconds (the pack's
 // model, then the members' modules, predictions and files); `seconds` is the pack's / K.
+// A member with early_stopping.refit (config.h) adds epochs_chosen, search_epochs,
+// search_best_val_loss, search_val_rows, refit_rows and length_rule (string); its epochs_run
+// and history are the refit's, train_rows and val_rows its search's split.
 // Pure functions; thread-safe.
 #pragma once
 

@@ -44,6 +44,7 @@ std::string PackKey(const MemberSpec& m) {
   nlohmann::json key{Name(m.model.kind), layers,       Name(m.loss), Name(m.optimizer),
                      m.batch_size,       Name(m.initializer), m.validation_split};
   if (m.adversarial_eps > 0) key.push_back("adversarial");  // two forward passes a step: never packed with one
+  if (m.early_stopping.refit) key.push_back("refit");       // its second part trains on every row: other split sizes
   return key.dump();
 }
 

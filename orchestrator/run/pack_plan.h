@@ -1,9 +1,10 @@
 // PackPlan: which members of a round train together as one fused pack.
 //
 // Members pack together when they build the same computation (PackKey): model kind, layer units and
-// activations, loss kind, optimizer kind, batch size, initializer and validation split (it
-// sets the split sizes). Everything else — seed, split kind, lr, weight_decay, momentum, l1,
-// l2, huber_delta, dropout rates, epochs, early stopping — is per member inside a pack.
+// activations, loss kind, optimizer kind, batch size, initializer, validation split (it
+// sets the split sizes), adversarial training and early_stopping.refit. Everything else —
+// seed, split kind, lr, weight_decay, momentum, l1, l2, huber_delta, dropout rates, epochs,
+// the rest of early stopping — is per member inside a pack.
 // A member's bits do not depend on its pack (worker/train/trainer.h), so the plan is free to
 // depend on the worker count: "auto" spreads each group over the workers. A member of a kind
 // that is not packable (ModelKindTraits: a command member is a program of its own, a

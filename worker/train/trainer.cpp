@@ -690,7 +690,7 @@ void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train
   };
   o->holdout_pred = predict(in.holdout, in.holdout_rows);
   o->pool_pred = predict(in.pool, in.pool_rows);
-  o->metrics = HoldoutMetrics(HeadOf(in), in.holdout, in.holdout_rows, in.features, o->holdout_pred);
+  o->metrics.update(HoldoutMetrics(HeadOf(in), in.holdout, in.holdout_rows, in.features, o->holdout_pred));  // after a refit's
   o->metrics.update({{"epochs_run", r.epochs_run},       {"best_epoch", r.best_epoch},
                 {"stop_step", r.stop_step},
                 {"device", device},
@@ -704,6 +704,79 @@ void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train
     o->metrics["warm_start"] = r.warm;
     o->train_state = TrainStateBytes({r.moments_step, r.kept, r.moments.m, r.moments.v});
   }
+}
+
+// early_stopping.refit (config.h): the second part of the members that chose their training
+// length. Its own inputs (each member's spec for the second part, its split with every row
+// training), outputs and loop; of[k] is member k's place in them, or -1 (no refit, or its
+// search failed).
+struct Refit {
+  std::vector<TaskSpec> tasks;
+  std::vector<TrainInputs> in;
+  std::vector<TrainOutputs> out;
+  std::vector<int> of;
+  std::unique_ptr<PackLoop> loop;
+};
+
+// Why member r's search chose the length it did, in words (metric "length_rule").
+std::string LengthRule(const MemberRun& r, uint64_t refit_rows) {
+  const EarlyStoppingSpec& es = r.spec->early_stopping;
+  const std::string stop = r.epochs_run >= r.epochs
+                               ? "the budget of " + std::to_string(r.epochs) + " epochs ran out"
+                               : "no better value for " + std::to_string(es.patience) + " epochs";
+  return "least " + std::string(Name(es.monitor)) + " at epoch " + std::to_string(r.best_epoch) + " of " +
+         std::to_string(r.epochs_run) + " searched (" + stop + "), then all " + std::to_string(refit_rows) +
+         " rows for " + std::to_string(r.best_epoch) + " epochs";
+}
+
+// The refit of every member of `loop` that asks for one and searched without failing: from its
+// first weights again, on all its rows, for its best epoch count. nullptr when none does. A
+// member whose rows cannot be split again fails permanently (its excluded file went bad).
+std::unique_ptr<Refit> RefitChosenLength(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>* out,
+                                         DeviceRuntime& rt, const torch::Tensor& all, const PackLoop& search) {
+  auto refit = std::make_unique<Refit>();
+  refit->of.assign(in.size(), -1);
+  refit->tasks.reserve(in.size());  // the inputs point into it
+  for (size_t k = 0; k < in.size(); ++k) {
+    const MemberRun& r = search.run(k);
+    if (!r.spec->early_stopping.refit || !(*out)[k].status.ok() || r.best_epoch < 1) continue;
+    TaskSpec t = *in[k].task;
+    t.member.validation_split = 0;
+    t.member.early_stopping.enabled = false;
+    t.member.epochs = r.best_epoch;
+    auto split = MemberRows::Make(t);
+    if (!split.ok()) {
+      (*out)[k].status = split.status();
+      (*out)[k].permanent_failure = true;
+      continue;
+    }
+    refit->tasks.push_back(std::move(t));
+    TrainInputs i = in[k];
+    i.task = &refit->tasks.back();
+    i.split = std::move(*split);
+    refit->in.push_back(std::move(i));
+    refit->of[k] = static_cast<int>(refit->in.size()) - 1;
+  }
+  if (refit->in.empty()) return nullptr;
+  refit->out.assign(refit->in.size(), TrainOutputs{});
+  refit->loop = std::make_unique<PackLoop>(refit->in, &refit->out, rt,
+                                           std::vector<std::optional<TrainState>>(refit->in.size()));
+  if (refit->loop->status().ok()) refit->loop->Run(all);  // built once already: the same model
+  for (size_t k = 0; k < in.size(); ++k) {
+    if (refit->of[k] < 0) continue;
+    const auto j = static_cast<size_t>(refit->of[k]);
+    TrainOutputs& o = refit->out[j];
+    if (!refit->loop->status().ok()) o.status = refit->loop->status(), o.permanent_failure = true;
+    const MemberRun& r = search.run(k);
+    o.metrics = {{"epochs_chosen", r.best_epoch},
+                 {"search_epochs", r.epochs_run},
+                 {"search_best_val_loss", r.best_value},
+                 {"search_val_rows", in[k].split.val_size()},
+                 {"refit_rows", refit->in[j].split.train_size()},
+                 {"length_rule", LengthRule(r, refit->in[j].split.train_size())}};
+    (*out)[k] = std::move(o);
+  }
+  return refit;
 }
 
 // The pack's peaks on the GPU (since TrainPackOnce reset them); nothing on the CPU.
@@ -758,7 +831,9 @@ void TrainPackOnce(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>
     return FailAll(Status::InvalidArgument("member " + in[0].task->member.name + ": " + loop.status().message()),
                    true, out, in.size());
   loop.Run(all);
+  const std::unique_ptr<Refit> refit = RefitChosenLength(in, out, rt, all, loop);
   loop.ResultsToHost();
+  if (refit && refit->loop->status().ok()) refit->loop->ResultsToHost();
   double train_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
   // Compiles a member module once per worker process and forward source: later packs and
   // tasks copy it (the worker trains one pack at a time). Never destroyed: libtorch's own
@@ -767,7 +842,10 @@ void TrainPackOnce(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>
   for (size_t k = 0; k < in.size(); ++k) {
     TrainOutputs& o = (*out)[k];
     if (!o.status.ok()) continue;
-    FinishMember(loop, k, in.size(), train_seconds, builder, rt.device().is_cuda() ? "cuda" : "cpu", &o);
+    const bool refitted = refit && refit->of[k] >= 0;
+    FinishMember(refitted ? *refit->loop : loop, refitted ? static_cast<size_t>(refit->of[k]) : k, in.size(),
+                 train_seconds, builder, rt.device().is_cuda() ? "cuda" : "cpu", &o);
+    if (refitted && in.size() > 1) o.metrics["pack_position"] = k;
     if (o.status.ok()) AddGpuPeaks(rt, &o);
     if (o.status.ok() && in[k].on_outputs) in[k].on_outputs(o);
   }

@@ -5,6 +5,10 @@
 // moments, its Adam step count carried on) with warm_start_epochs as its budget; one whose
 // architecture or optimizer no longer fits the state starts cold and says so in its metrics
 // ("warm_start"). A warm_start member leaves its own train state (TrainOutputs::train_state).
+// A member with early_stopping.refit trains twice: once on its split until early stopping
+// picks its best epoch count, then from its first weights again on all its rows (no
+// validation) for that count; it keeps the second. Both are its own work: the same bits in
+// any pack.
 // Each member carries its own state through the loop: split (the caller's), shuffle stream,
 // dropout stream, init, standardisation, hyperparameters (lr, weight_decay, momentum, l1,
 // l2, huber_delta, dropout rate as per-member tensors), epochs, early stopping and the step
