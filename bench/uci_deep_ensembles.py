@@ -1,38 +1,39 @@
 #!/usr/bin/env python3
-"""The deep-ensembles paper's protocol on its UCI regression sets (issue 49): ensembled beside
-the paper's Table 1 and a plain-PyTorch copy of the same protocol.
+"""The deep-ensembles paper's protocol on its UCI regression sets (issues 49 and 64): ensembled's
+one recipe beside the paper's Table 1, and beside the paper's own setting run the same way.
 
 Protocol (Lakshminarayanan et al. 2017, Table 1): 5 members, 1 hidden layer of 50 ReLU units, a
 Gaussian mean-and-variance head trained on NLL, adversarial training by the fast gradient sign
-(eps = 0.01 of each input's range), Adam, batch 100, torch's default initialisation, every
-training row trains (validation_split 0); inputs and targets standardised on the training rows.
-Each set's 20 published splits (../shared/data/uci/, README there).
+(eps = 0.01 of each input's range), Adam, batch 100, torch's default initialisation; inputs and
+targets standardised on the training rows. Each set's 20 published splits (../shared/data/uci/,
+README there). A split's test rows are seen only when it is scored: nothing is fitted on them.
 
-Settings that differ from the paper, the defaults here, the same on both sides (every one is a
-flag, and the run prints them and records them in its result):
-- lr 0.01 (--lr): the paper's 0.1 diverges in both ensembled and the PyTorch copy.
-- 160 epochs (--epochs; the paper's 40): at 40 the predictive sigma is too wide (raw +-2 sigma
-  covers 0.95-1.00 of the test rows) and NLL is behind the paper on 4 of the 5 sets.
-- No calibration by default. --calibrate SETS (a comma list) calibrates those sets' sigma on
-  rows drawn from the split's TRAINING rows: --calibration-fraction (0.1) of them (a permutation
-  seeded by the split index) are held out of training and are the run's holdout, so ensembled's
-  round calibration (sigma -> sqrt(scale^2 sigma^2 + noise^2) by NLL,
-  orchestrator/run/sigma_calibration.h) is fitted on them alone; members train on the rest.
-  The test rows are then scored through `ensemblectl predict` (the calibrated total std). The
-  PyTorch copy fits the same map on the same rows. It pays on kin8nm (ensembled, 20 splits:
-  NLL -1.274 against -1.213 uncalibrated) and costs on concrete and wine (PyTorch copy, splits
-  0-4: 3.069 against 3.030, 0.925 against 0.899: the fewer training rows cost more than the
-  calibration gains), so it is not the default.
-A split's test rows are seen only when it is scored: nothing (calibration included) is fitted on
-them. Uncalibrated sets: the test rows are ensembled's holdout and the figures are the round
-summary's raw ensemble (the mixture as one Gaussian in the target's units); "cal. cover 2sd"
-there is the round's cross-fitted calibrated coverage, fitted on half of the test rows and
-scored on the other half: shown, never used in RMSE or NLL. Calibrated sets: "cover 2sd" is the
-raw sigma's coverage of the test rows, "cal. cover 2sd" the calibrated sigma's.
+The recipe (one setting for every set; the run prints it and records it in its result; there is
+no per-set option):
+- lr 0.01 (the paper's 0.1 diverges in ensembled and in a plain PyTorch copy);
+- the training length chosen by the data (early_stopping.refit, config.h): each member holds
+  out --validation-split (0.2) of the split's training rows, trains up to --max-epochs (1000)
+  and stops after --patience (50) epochs without a lower validation MSE (--monitor val_mse:
+  the validation NLL picks lengths that are best for a member alone and short for the
+  ensemble: wine, splits 0-3, chose 18 epochs on average and NLL 0.943, val_mse 51 and 0.932);
+  then it trains again from its first weights on every training row for its best epoch count
+  (the PBP protocol's way). Each member chooses its own length; the table shows the mean.
+- no calibration (--calibrate fits ensembled's sigma map on --calibration-fraction of every
+  set's training rows held out of training, and scores the test rows through `ensemblectl
+  predict`; a switch for all sets or none).
+Columns: RMSE and NLL of the test rows (the ensemble as one Gaussian, target units), their
+coverage by mean +-1 sigma and +-2 sigma, and "cal. NLL" / "cal. cover 2sd": the round's
+cross-fitted calibration of the test rows (the sigma map fitted on one half of them and scored
+on the other, both ways): shown, never part of the recipe's RMSE or NLL.
+--fixed-epochs N (default 40, the paper's; 0 skips it) also runs every split with N fixed epochs
+and every row training (no early stopping), the paper's own setting: its RMSE and NLL, and the
+recipe's wall time per split against it.
+--torch adds the plain-PyTorch copy of the fixed-epoch protocol (TORCH_COPY below).
 
 Usage: bench/uci_deep_ensembles.py [--sets yacht,energy,...] [--splits 20] [--lr 0.01]
-       [--epochs 160] [--batch-size 100] [--adversarial-eps 0.01] [--calibrate SETS]
-       [--calibration-fraction 0.1] [--no-torch]
+       [--max-epochs 1000] [--patience 50] [--monitor val_mse] [--validation-split 0.2] [--batch-size 100]
+       [--adversarial-eps 0.01] [--fixed-epochs 40] [--calibrate] [--calibration-fraction 0.1]
+       [--torch]
 ENSEMBLED_BUILD=<folder> picks the binaries (default: this checkout's build/).
 Writes bench/results/uci_deep_ensembles.json.
 """
@@ -129,13 +130,34 @@ def calibration_rows(n, s, fraction):
     return sorted(order[:k])
 
 
-def ensembled_split(work, name, s, header, train_rows, test_rows, cal_rows, a):
+def member_settings(a, fixed_epochs=0):
+    """The members' defaults: the recipe, or (fixed_epochs > 0) the paper's fixed-length setting."""
+    m = {"layers": [{"units": 50, "activation": "relu"}], "loss": "gaussian_nll", "optimizer": "adam", "lr": a.lr,
+         "batch_size": a.batch_size, "initializer": "torch_default", "adversarial_eps": a.adversarial_eps}
+    if fixed_epochs > 0:
+        m.update({"epochs": fixed_epochs, "validation_split": 0})
+    else:
+        m.update({"epochs": a.max_epochs, "validation_split": a.validation_split,
+                  "early_stopping": {"enabled": True, "monitor": a.monitor, "patience": a.patience, "refit": True}})
+    return m
+
+
+def chosen_epochs(state_dir):
+    """The epoch counts the members chose (early_stopping.refit), through our Python package."""
+    sys.path.insert(0, os.path.join(C.REPO, "python"))
+    import ensembled  # noqa: E402
+
+    return [m.metrics["epochs_chosen"] for m in ensembled.open_run(state_dir).round(0).members
+            if "epochs_chosen" in m.metrics]
+
+
+def ensembled_split(work, name, s, header, train_rows, test_rows, cal_rows, a, fixed_epochs=0):
     """One split through ensembled. Without calibration rows the split's test rows are the run's
     holdout and the figures are the round's summary (raw ensemble). With them, the calibration
     rows (drawn from the split's training rows) are the holdout, so the round's sigma map
     (sigma_calibration.h) is fitted on them alone; the test rows are then scored through
     `ensemblectl predict` (the calibrated total std) and never enter the run."""
-    d = os.path.join(work, f"{name}-{s}")
+    d = os.path.join(work, f"{name}-{s}" + (f"-fixed{fixed_epochs}" if fixed_epochs else ""))
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "train.csv"), "w") as f:
         f.write(header + "\n" + "\n".join(train_rows) + "\n")
@@ -146,26 +168,25 @@ def ensembled_split(work, name, s, header, train_rows, test_rows, cal_rows, a):
         holdout = os.path.join(d, "calibration.csv")
         with open(holdout, "w") as f:
             f.write(header + "\n" + "\n".join(cal_rows) + "\n")
-    cfg = {"run_name": f"{name}-{s}", "state_dir": os.path.join(d, "state"), "run_seed": s,
+    state = os.path.join(d, "state")
+    cfg = {"run_name": f"{name}-{s}", "state_dir": state, "run_seed": s,
            "resources": {"gpus": "none", "cpu_workers": 1, "threads_per_worker": 1},
            "data": {"source": "csv", "train_path": os.path.join(d, "train.csv"),
                     "holdout_path": holdout, "target_column": "y"},
-           "members": {"defaults": {"layers": [{"units": 50, "activation": "relu"}], "loss": "gaussian_nll",
-                                    "optimizer": "adam", "lr": a.lr, "batch_size": a.batch_size, "epochs": a.epochs,
-                                    "validation_split": 0, "initializer": "torch_default",
-                                    "adversarial_eps": a.adversarial_eps},
-                       "count": 5},
+           "members": {"defaults": member_settings(a, fixed_epochs), "count": 5},
            "mutation": {"policy": "none"}, "rounds": {"count": 1}}
-    C.run_to_end(cfg, d, "run")
-    e = json.load(open(os.path.join(d, "state", "rounds", "r0000", "summary.json")))["ensemble"]
+    wall, _ = C.run_to_end(cfg, d, "run")
+    e = json.load(open(os.path.join(state, "rounds", "r0000", "summary.json")))["ensemble"]
+    common = {"wall_s": wall, "epochs_chosen": chosen_epochs(state) if not fixed_epochs else []}
     if not cal_rows:
-        return {"rmse": e["ensemble_rmse"], "nll": e["ensemble_gaussian_nll"],
-                "calibrated_coverage_2sigma": e.get("calibrated_coverage_2sigma"),
-                "coverage_2sigma": e.get("coverage_2sigma")}
+        return dict(common, rmse=e["ensemble_rmse"], nll=e["ensemble_gaussian_nll"],
+                    calibrated_nll=e.get("calibrated_gaussian_nll"),
+                    calibrated_coverage_2sigma=e.get("calibrated_coverage_2sigma"),
+                    coverage_1sigma=e.get("coverage_1sigma"), coverage_2sigma=e.get("coverage_2sigma"))
     ys = [float(r.split(",")[-1]) for r in test_rows]
     out = {}
     for kind, extra in (("calibrated", []), ("raw", ["--raw-sigma"])):
-        p = subprocess.run([C.CTL, "predict", "--state-dir", os.path.join(d, "state"), "--input",
+        p = subprocess.run([C.CTL, "predict", "--state-dir", state, "--input",
                             os.path.join(d, "test.csv")] + extra, capture_output=True, text=True, timeout=600)
         if p.returncode != 0:
             sys.exit(f"ensemblectl predict failed on {name} split {s}: {p.stderr[-2000:]}")
@@ -177,13 +198,18 @@ def ensembled_split(work, name, s, header, train_rows, test_rows, cal_rows, a):
     mu, sd = out["calibrated"]
     raw_sd = out["raw"][1]
     n = len(ys)
-    rmse = math.sqrt(sum((y - m) ** 2 for y, m in zip(ys, mu)) / n)
-    nll = sum(0.5 * math.log(2 * math.pi * v * v) + 0.5 * (y - m) ** 2 / (v * v) for y, m, v in zip(ys, mu, sd)) / n
-    raw_nll = sum(0.5 * math.log(2 * math.pi * v * v) + 0.5 * (y - m) ** 2 / (v * v)
-                  for y, m, v in zip(ys, mu, raw_sd)) / n
-    return {"rmse": rmse, "nll": nll, "raw_nll": raw_nll, "sigma_map": e.get("sigma_calibration"),
-            "calibrated_coverage_2sigma": sum(abs(y - m) <= 2 * v for y, m, v in zip(ys, mu, sd)) / n,
-            "coverage_2sigma": sum(abs(y - m) <= 2 * v for y, m, v in zip(ys, mu, raw_sd)) / n}
+
+    def nll(sds):
+        return sum(0.5 * math.log(2 * math.pi * v * v) + 0.5 * (y - m) ** 2 / (v * v) for y, m, v in zip(ys, mu, sds)) / n
+
+    def cover(sds, k):
+        return sum(abs(y - m) <= k * v for y, m, v in zip(ys, mu, sds)) / n
+
+    # With --calibrate the recipe's NLL is the calibrated one (fitted on training rows only).
+    return dict(common, rmse=math.sqrt(sum((y - m) ** 2 for y, m in zip(ys, mu)) / n), nll=nll(sd),
+                raw_nll=nll(raw_sd), calibrated_nll=nll(sd), sigma_map=e.get("sigma_calibration"),
+                calibrated_coverage_2sigma=cover(sd, 2), coverage_1sigma=cover(raw_sd, 1),
+                coverage_2sigma=cover(raw_sd, 2))
 
 
 def torch_split(work, name, s, train_rows, test_rows, cal_rows, a):
@@ -192,11 +218,44 @@ def torch_split(work, name, s, train_rows, test_rows, cal_rows, a):
     json.dump([[float(x) for x in r.split(",")] for r in train_rows], open(tr, "w"))
     json.dump([[float(x) for x in r.split(",")] for r in test_rows], open(te, "w"))
     json.dump([[float(x) for x in r.split(",")] for r in cal_rows], open(ca, "w"))
-    r = subprocess.run([TORCH_PY, "-c", TORCH_COPY, tr, te, str(a.lr), str(s), str(a.epochs), str(a.batch_size),
-                        str(a.adversarial_eps), ca], capture_output=True, text=True, timeout=1800)
+    r = subprocess.run([TORCH_PY, "-c", TORCH_COPY, tr, te, str(a.lr), str(s), str(a.fixed_epochs or 40),
+                        str(a.batch_size), str(a.adversarial_eps), ca], capture_output=True, text=True, timeout=1800)
     if r.returncode != 0:
         sys.exit(f"torch copy failed on {name} split {s}: {r.stderr[-2000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def mean_of(runs, key):
+    v = [r[key] for r in runs if r.get(key) is not None]
+    return statistics.mean(v) if v else None
+
+
+def summarise(name, per, a):
+    summary = {}
+    for side, runs in per.items():
+        if runs:
+            summary[side] = {"rmse": mean_se([r["rmse"] for r in runs]), "nll": mean_se([r["nll"] for r in runs])}
+            for key in ("calibrated_nll", "coverage_1sigma", "coverage_2sigma", "calibrated_coverage_2sigma", "wall_s"):
+                summary[side][key] = mean_of(runs, key)
+    chosen = [e for r in per["ensembled"] for e in r.get("epochs_chosen", [])]
+    summary["ensembled"]["epochs_chosen"] = {"mean": statistics.mean(chosen), "min": min(chosen),
+                                             "max": max(chosen)} if chosen else None
+    p = PAPER[name]
+    summary["paper"] = {"rmse": [p[0], p[1]], "nll": [p[2], p[3]]}
+    e = summary["ensembled"]
+    summary["ensembled_at_or_below_paper"] = {"rmse": e["rmse"][0] <= p[0], "nll": e["nll"][0] <= p[2]}
+    return summary
+
+
+def table_row(name, n, summary):
+    e, p, f = summary["ensembled"], summary["paper"], summary.get("fixed")
+    ch = e["epochs_chosen"]
+    return [name, n, "%.3f ± %.3f" % e["rmse"], "%.2f ± %.2f" % tuple(p["rmse"]),
+            "%.3f" % f["rmse"][0] if f else "-", "%.3f ± %.3f" % e["nll"], "%.2f ± %.2f" % tuple(p["nll"]),
+            "%.3f" % f["nll"][0] if f else "-", C.fmt(e["calibrated_nll"]), C.fmt(e["coverage_1sigma"]),
+            C.fmt(e["coverage_2sigma"]), C.fmt(e["calibrated_coverage_2sigma"]),
+            "%.0f (%d-%d)" % (ch["mean"], ch["min"], ch["max"]) if ch else "-",
+            "%.1f / %.1f" % (e["wall_s"], f["wall_s"]) if f else "%.1f" % e["wall_s"]]
 
 
 def main():
@@ -204,62 +263,52 @@ def main():
     ap.add_argument("--sets", default="yacht,energy,concrete,wine,kin8nm")
     ap.add_argument("--splits", type=int, default=20)
     ap.add_argument("--lr", type=float, default=0.01)
-    ap.add_argument("--epochs", type=int, default=160)
+    ap.add_argument("--max-epochs", type=int, default=1000)
+    ap.add_argument("--patience", type=int, default=50)
+    ap.add_argument("--validation-split", type=float, default=0.2)
+    ap.add_argument("--monitor", default="val_mse", choices=["val_loss", "val_mse", "val_mae"])
     ap.add_argument("--batch-size", type=int, default=100)
     ap.add_argument("--adversarial-eps", type=float, default=0.01)
-    ap.add_argument("--calibrate", default="",
-                    help="sets whose sigma is calibrated on rows drawn from the split's training rows ('' = none)")
+    ap.add_argument("--fixed-epochs", type=int, default=40, help="also run the paper's fixed length (0: skip)")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="calibrate sigma on rows held out of every split's training rows")
     ap.add_argument("--calibration-fraction", type=float, default=0.1)
-    ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--torch", action="store_true", help="also the plain-PyTorch copy (fixed epochs)")
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
+    C.ensure_numpy()  # the Python package reads the members' metrics
     C.wait_for_binaries()
     work = C.tempdir("bench-uci-")
     result = {"machine": C.machine_info(), "command": " ".join(["bench/uci_deep_ensembles.py"] + sys.argv[1:]),
-              "settings": {"members": 5, "layers": "1 x 50 relu", "loss": "gaussian_nll", "optimizer": "adam",
-                           "lr": a.lr, "batch_size": a.batch_size, "epochs": a.epochs, "validation_split": 0,
-                           "initializer": "torch_default", "adversarial_eps": a.adversarial_eps,
-                           "calibrated_sets": [c for c in a.calibrate.split(",") if c],
-                           "calibration_fraction_of_train_rows": a.calibration_fraction},
+              "settings": {"members": 5, "recipe": member_settings(a), "calibrated": a.calibrate,
+                           "calibration_fraction_of_train_rows": a.calibration_fraction if a.calibrate else 0,
+                           "fixed_epochs_comparison": a.fixed_epochs},
               "sets": {}}
-    print("settings:", json.dumps(result["settings"]))
+    print("recipe:", json.dumps(result["settings"]))
     rows = []
     for name in a.sets.split(","):
         header, data, splits = load(name)
-        per = {"ensembled": [], "torch": []}
+        per = {"ensembled": [], "fixed": [], "torch": []}
         for s, test_ids in enumerate(splits[: a.splits]):
             test = set(test_ids)
             train_rows = [r for i, r in enumerate(data) if i not in test]
             test_rows = [data[i] for i in test_ids]
-            cal_ids = set(calibration_rows(len(train_rows), s, a.calibration_fraction)
-                          if name in a.calibrate.split(",") else [])
+            cal_ids = set(calibration_rows(len(train_rows), s, a.calibration_fraction) if a.calibrate else [])
             cal_rows = [r for i, r in enumerate(train_rows) if i in cal_ids]
             train_rows = [r for i, r in enumerate(train_rows) if i not in cal_ids]
             per["ensembled"].append(ensembled_split(work, name, s, header, train_rows, test_rows, cal_rows, a))
-            if not a.no_torch:
+            if a.fixed_epochs > 0:
+                per["fixed"].append(ensembled_split(work, name, s, header, train_rows, test_rows, cal_rows, a,
+                                                    fixed_epochs=a.fixed_epochs))
+            if a.torch:
                 per["torch"].append(torch_split(work, name, s, train_rows, test_rows, cal_rows, a))
-            print(f"[uci] {name} split {s}: ensembled {per['ensembled'][-1]}"
-                  + (f" torch {per['torch'][-1]}" if per["torch"] else ""), file=sys.stderr)
-        summary = {}
-        for side, runs in per.items():
-            if runs:
-                summary[side] = {"rmse": mean_se([r["rmse"] for r in runs]), "nll": mean_se([r["nll"] for r in runs])}
-        cal = [r["calibrated_coverage_2sigma"] for r in per["ensembled"] if r["calibrated_coverage_2sigma"] is not None]
-        raw = [r["coverage_2sigma"] for r in per["ensembled"] if r["coverage_2sigma"] is not None]
-        summary["ensembled"]["coverage_2sigma"] = statistics.mean(raw) if raw else None
-        summary["ensembled"]["calibrated_coverage_2sigma"] = statistics.mean(cal) if cal else None
-        p = PAPER[name]
-        summary["paper"] = {"rmse": [p[0], p[1]], "nll": [p[2], p[3]]}
-        e = summary["ensembled"]
-        summary["ensembled_at_or_below_paper"] = {"rmse": e["rmse"][0] <= p[0], "nll": e["nll"][0] <= p[2]}
+            print(f"[uci] {name} split {s}: " + json.dumps({k: v[-1] for k, v in per.items() if v}), file=sys.stderr)
+        summary = summarise(name, per, a)
         result["sets"][name] = {"summary": summary, "splits": per}
-        t = summary.get("torch")
-        rows.append([name + (" (cal.)" if name in a.calibrate.split(",") else ""), len(per["ensembled"]), "%.3f ± %.3f" % e["rmse"], "%.2f ± %.2f" % (p[0], p[1]),
-                     "%.3f ± %.3f" % t["rmse"] if t else "-", "%.3f ± %.3f" % e["nll"], "%.2f ± %.2f" % (p[2], p[3]),
-                     "%.3f ± %.3f" % t["nll"] if t else "-", C.fmt(e["coverage_2sigma"]),
-                     C.fmt(e["calibrated_coverage_2sigma"])])
-        C.print_table(["set", "splits", "RMSE ensembled", "RMSE paper", "RMSE torch", "NLL ensembled", "NLL paper",
-                       "NLL torch", "cover 2sd", "cal. cover 2sd"], rows)
+        rows.append(table_row(name, len(per["ensembled"]), summary))
+        C.print_table(["set", "splits", "RMSE", "RMSE paper", "RMSE %d ep." % a.fixed_epochs, "NLL", "NLL paper",
+                       "NLL %d ep." % a.fixed_epochs, "cal. NLL", "cover 1sd", "cover 2sd", "cal. cover 2sd",
+                       "epochs chosen", "wall s recipe / %d ep." % a.fixed_epochs], rows)
     C.write_result("uci_deep_ensembles", result)
     C.keep_or_remove(work, a.keep)
 
