@@ -386,7 +386,7 @@ TEST_CASE("calibration gauges are the last committed round's - left out where it
 
   RoundView c;
   c.round = 2;
-  c.metric = "accuracy";
+  c.task = TaskKind::kClassification;
   c.figure("holdout_nll") = 0.3;
   c.figure("ece") = 0.04;
   s.rounds_done = {c};

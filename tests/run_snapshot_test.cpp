@@ -64,7 +64,7 @@ RunSnapshot Sample() {
   RoundView r;
   r.round = 2;
   r.trained_rows = 2048;
-  r.metric = "accuracy";
+  r.task = TaskKind::kClassification;
   r.member_mean = 0.81;
   r.member_std = 0.02;
   r.ensemble = 0.86;
@@ -86,7 +86,12 @@ TEST_CASE("status.json reads back as the snapshot it was written from", "[snapsh
   CHECK(back.members_failed_round == 1);
   CHECK(back.bad_messages_total == 1);
   REQUIRE(back.rounds_done.size() == 2);
-  CHECK(back.rounds_done[1].metric == "accuracy");
+  CHECK(back.rounds_done[1].task == TaskKind::kClassification);
+  CHECK(written["rounds_done"][1]["metric"] == "accuracy");  // the name status.json has always had
+  CHECK(back.rounds_done[0].task == TaskKind::kClassification);
+  json regression = written;
+  regression["rounds_done"][0]["metric"] = "RMSE";
+  CHECK(SnapshotFromJson(regression).rounds_done[0].task == TaskKind::kRegression);
   CHECK(back.rounds_done[1].ensemble_error == 0.14);
   CHECK(back.rounds_done[1].figure("holdout_nll") == 0.4125);
   CHECK(back.rounds_done[1].figure("ece") == 0.0375);

@@ -109,19 +109,19 @@ void WriteRounds(Writer& w, const RunSnapshot& s, const std::string& run) {
     w.Sample("ensembled_round_duration_seconds", r.wall_seconds, run + ",round=\"" + std::to_string(r.round) + "\"");
   // Regression rounds: RMSE; classification rounds: accuracy; both: the error stop_below_error reads.
   struct Score {
-    const char *metric, *family;
+    TaskKind task;
+    const char* family;
     std::string help;
   };
-  for (const Score& m : {Score{"RMSE", "ensembled_ensemble_rmse", "Ensemble holdout RMSE of " + window + " rounds."},
-                         Score{"accuracy", "ensembled_ensemble_accuracy",
+  for (const Score& m : {Score{TaskKind::kRegression, "ensembled_ensemble_rmse", "Ensemble holdout RMSE of " + window + " rounds."},
+                         Score{TaskKind::kClassification, "ensembled_ensemble_accuracy",
                                "Ensemble holdout accuracy of " + window + " classification rounds."}}) {
-    const std::string metric = m.metric, family = m.family;
     bool any = false;
-    for (const auto& r : s.rounds_done) any = any || r.metric == metric;
+    for (const auto& r : s.rounds_done) any = any || r.task == m.task;
     if (!any) continue;
-    w.Family(family, "gauge", m.help);
+    w.Family(m.family, "gauge", m.help);
     for (const auto& r : s.rounds_done)
-      if (r.metric == metric) w.Sample(family, r.ensemble, run + ",round=\"" + std::to_string(r.round) + "\"");
+      if (r.task == m.task) w.Sample(m.family, r.ensemble, run + ",round=\"" + std::to_string(r.round) + "\"");
   }
   w.Family("ensembled_ensemble_error", "gauge",
            "Ensemble holdout error of " + window + " rounds: RMSE, or the fraction misclassified.");

@@ -13,7 +13,7 @@ RoundView RoundView::FromSummary(int round, uint64_t trained_rows, const nlohman
   r.wall_seconds = wall_seconds;
   r.ensemble_error = SummaryError(e);
   if (e.contains("ensemble_accuracy")) {
-    r.metric = "accuracy";
+    r.task = TaskKind::kClassification;
     r.member_mean = e.value("member_accuracy_mean", 0.0);
     r.member_std = e.value("member_accuracy_std", 0.0);
     r.ensemble = e.value("ensemble_accuracy", 0.0);
@@ -23,7 +23,7 @@ RoundView RoundView::FromSummary(int round, uint64_t trained_rows, const nlohman
     r.ensemble = e.value("ensemble_rmse", 0.0);
   }
   for (size_t i = 0; i < kRoundFigureCount; ++i) {
-    const char* key = RoundFigureSummaryKey(kRoundFigures[i], r.metric == "accuracy");
+    const char* key = RoundFigureSummaryKey(kRoundFigures[i], r.task == TaskKind::kClassification);
     if (*key != '\0' && e.is_object() && e.contains(key) && e[key].is_number()) r.figures[i] = e[key].get<double>();
   }
   if (e.is_object() && e.contains("reliability") && e["reliability"].is_object()) {
@@ -80,7 +80,7 @@ nlohmann::json SnapshotToJson(const RunSnapshot& s) {
   nlohmann::json rounds = nlohmann::json::array();
   auto figure = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
   for (const auto& r : s.rounds_done) {
-    rounds.push_back({{"round", r.round}, {"trained_rows", r.trained_rows}, {"metric", r.metric},
+    rounds.push_back({{"round", r.round}, {"trained_rows", r.trained_rows}, {"metric", std::string(r.score_name())},
                       {"member_mean", r.member_mean}, {"member_std", r.member_std}, {"ensemble", r.ensemble},
                       {"ensemble_error", r.ensemble_error}, {"wall_seconds", r.wall_seconds}});
     for (size_t i = 0; i < kRoundFigureCount; ++i) rounds.back()[kRoundFigures[i].key] = figure(r.figures[i]);
@@ -182,7 +182,9 @@ void ListsFromJson(const nlohmann::json& j, RunSnapshot* snapshot) {
     RoundView v;
     Take(r, "round", &v.round);
     Take(r, "trained_rows", &v.trained_rows);
-    Take(r, "metric", &v.metric);
+    std::string metric;
+    Take(r, "metric", &metric);
+    if (metric == RoundView::ScoreName(TaskKind::kClassification)) v.task = TaskKind::kClassification;
     Take(r, "member_mean", &v.member_mean);
     Take(r, "member_std", &v.member_std);
     Take(r, "ensemble", &v.ensemble);

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/config/member_options.h"
 #include "common/state/journal.h"
 #include "orchestrator/gpu/gpu_view.h"
 #include "orchestrator/service/round_figures.h"
@@ -39,7 +40,10 @@ struct WorkerView {
 struct RoundView {
   int round = 0;
   uint64_t trained_rows = 0;
-  std::string metric = "RMSE";  // what member_mean/_std and ensemble hold: "RMSE" | "accuracy"
+  TaskKind task = TaskKind::kRegression;  // member_mean/_std and ensemble: RMSE, or accuracy
+  // What member_mean/_std and ensemble hold, as status.json's "metric" and the pages name it.
+  static std::string_view ScoreName(TaskKind task) { return task == TaskKind::kClassification ? "accuracy" : "RMSE"; }
+  std::string_view score_name() const { return ScoreName(task); }
   double member_mean = 0, member_std = 0, ensemble = 0;
   double ensemble_error = 0;    // RMSE, or the fraction misclassified (stop_below_error's)
   double wall_seconds = 0;

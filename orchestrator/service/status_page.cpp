@@ -124,9 +124,10 @@ std::string ReliabilityChart(const RunSnapshot& s) {
                    "nominal coverage of mean +- z sigma", series);
 }
 
-// The two plots: the ensemble's and the members' mean holdout `metric` of each committed round
+// The two plots: the ensemble's and the members' mean holdout score (RMSE or accuracy) of each committed round
 // the snapshot holds, and the current round's members' loss curves.
-void WritePlots(std::ostream& o, const RunSnapshot& s, const std::string& metric) {
+void WritePlots(std::ostream& o, const RunSnapshot& s, TaskKind task) {
+  const std::string metric(RoundView::ScoreName(task));
   std::vector<Series> ens, curves;
   // Against the rows each round trained on, when they grow from round to round: a learning
   // curve (active learning's question is how fast the error falls per labelled row); else
@@ -192,8 +193,9 @@ void WriteGpus(std::ostream& o, const RunSnapshot& s) {
 // of the ensemble's +-1 and 2 sigma intervals and its Gaussian NLL, raw and calibrated;
 // classification, NLL and ECE, raw and temperature-scaled. A round whose summary has none
 // (written before them) shows a dash.
-void WriteRounds(std::ostream& o, const RunSnapshot& s, const std::string& metric) {
-  const bool classify = metric == "accuracy";
+void WriteRounds(std::ostream& o, const RunSnapshot& s, TaskKind task) {
+  const bool classify = task == TaskKind::kClassification;
+  const std::string metric(RoundView::ScoreName(task));
   // The figures of kRoundFigures (round_figures.h) this kind of run has, with a column here.
   std::vector<size_t> shown;
   for (size_t i = 0; i < kRoundFigureCount; ++i)
@@ -241,11 +243,11 @@ void WriteWorkers(std::ostream& o, const RunSnapshot& s) {
 
 std::string RenderStatusPage(const RunSnapshot& s) {
   std::ostringstream o;
-  const std::string metric = s.rounds_done.empty() ? "RMSE" : s.rounds_done.back().metric;
+  const TaskKind task = s.rounds_done.empty() ? TaskKind::kRegression : s.rounds_done.back().task;
   WriteHeader(o, s);
-  WritePlots(o, s, metric);
+  WritePlots(o, s, task);
   WriteGpus(o, s);
-  WriteRounds(o, s, metric);
+  WriteRounds(o, s, task);
   WriteWorkers(o, s);
   o << "</body></html>";
   return o.str();
