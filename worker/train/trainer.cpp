@@ -646,15 +646,16 @@ class PackLoop {
   std::vector<MemberStatement> statements_;   // Model::MemberStatements, once a pack
 };
 
-// Member k's outputs: its checkpoint (weights.bin, or the module of a kind without
-// MemberStatements, built then), predictions and final metrics.
-void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train_seconds,
+// The outputs of the member at index `at` of `loop`, at `position` in its pack (the same index
+// unless a refit's loop trained it): its checkpoint (weights.bin, or the module of a kind
+// without MemberStatements, built then), predictions and final metrics.
+void FinishMember(const PackLoop& loop, size_t at, size_t position, size_t pack_size, double train_seconds,
                   MemberModuleBuilder* builder, const std::string& device, TrainOutputs* o) {
-  const MemberRun& r = loop.run(k);
+  const MemberRun& r = loop.run(at);
   const TrainInputs& in = *r.in;
   if (in.on_progress) in.on_progress(TaskPhase::kPredicting, r.epochs_run);
   SlowPhaseIfTold(Name(TaskPhase::kPredicting));
-  const MemberParts parts = loop.Parts(k);
+  const MemberParts parts = loop.Parts(at);
   const bool eager = !parts.statements.empty() && !parts.net;  // the same bits as the module's forward
   std::optional<torch::jit::Module> module;
   if (!eager) {
@@ -699,7 +700,7 @@ void FinishMember(const PackLoop& loop, size_t k, size_t pack_size, double train
   if (loop.ops_per_step() >= 0) o->metrics["train_ops_per_step"] = loop.ops_per_step();
   if (in.split.val_size() > 0) o->metrics["best_val_loss"] = r.best_value;  // validation_split 0: none
   if (pack_size > 1)
-    o->metrics.update({{"pack_size", pack_size}, {"pack_position", k}, {"pack_train_seconds", train_seconds}});
+    o->metrics.update({{"pack_size", pack_size}, {"pack_position", position}, {"pack_train_seconds", train_seconds}});
   if (r.spec->warm_start) {
     o->metrics["warm_start"] = r.warm;
     o->train_state = TrainStateBytes({r.moments_step, r.kept, r.moments.m, r.moments.v});
@@ -843,9 +844,8 @@ void TrainPackOnce(const std::vector<TrainInputs>& in, std::vector<TrainOutputs>
     TrainOutputs& o = (*out)[k];
     if (!o.status.ok()) continue;
     const bool refitted = refit && refit->of[k] >= 0;
-    FinishMember(refitted ? *refit->loop : loop, refitted ? static_cast<size_t>(refit->of[k]) : k, in.size(),
+    FinishMember(refitted ? *refit->loop : loop, refitted ? static_cast<size_t>(refit->of[k]) : k, k, in.size(),
                  train_seconds, builder, rt.device().is_cuda() ? "cuda" : "cpu", &o);
-    if (refitted && in.size() > 1) o.metrics["pack_position"] = k;
     if (o.status.ok()) AddGpuPeaks(rt, &o);
     if (o.status.ok() && in[k].on_outputs) in[k].on_outputs(o);
   }
