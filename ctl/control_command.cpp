@@ -5,7 +5,7 @@
 #include "common/base/exit_codes.h"
 #include "common/state/run_layout.h"
 #include "ctl/commands.h"
-#include "orchestrator/service/control_socket.h"
+#include "common/ipc/control_client.h"
 
 namespace ens::ctl {
 

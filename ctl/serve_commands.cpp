@@ -10,7 +10,7 @@
 #include "common/base/atomic_file.h"
 #include "common/base/exit_codes.h"
 #include "ctl/commands.h"
-#include "orchestrator/service/control_socket.h"
+#include "common/ipc/control_client.h"
 
 namespace ens::ctl {
 namespace {

@@ -12,7 +12,7 @@
 #include "common/state/retention.h"
 #include "common/state/run_layout.h"
 #include "ctl/commands.h"
-#include "orchestrator/service/control_socket.h"
+#include "common/ipc/control_client.h"
 #include "orchestrator/service/run_snapshot.h"
 
 namespace ens::ctl {

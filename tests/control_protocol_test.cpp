@@ -1,6 +1,6 @@
-// Tests of orchestrator/service/control_protocol.h: one table of commands, the scope each is
+// Tests of common/ipc/control_protocol.h: one table of commands, the scope each is
 // served in, and the replies.
-#include "orchestrator/service/control_protocol.h"
+#include "common/ipc/control_protocol.h"
 
 #include <catch2/catch.hpp>
 

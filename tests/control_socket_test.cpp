@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/base/exit_codes.h"
+#include "common/ipc/control_client.h"
 #include "orchestrator/service/control_socket.h"
 #include "support/env_spawn_notify.h"
 

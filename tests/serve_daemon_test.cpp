@@ -18,7 +18,7 @@
 #include "common/state/journal.h"
 #include "common/state/run_layout.h"
 #include "orchestrator/serve/serve_daemon.h"
-#include "orchestrator/service/control_protocol.h"
+#include "common/ipc/control_protocol.h"
 #include "support/env_spawn_notify.h"
 #include "support/serve_harness.h"
 
@@ -339,7 +339,7 @@ TEST_CASE("another uid cannot use any command of the protocol table marked as th
     }
     return WaitAtMost(pid, 30);
   };
-  // Every command the protocol's table gives the submitter (orchestrator/service/control_protocol.h):
+  // Every command the protocol's table gives the submitter (common/ipc/control_protocol.h):
   // a command added there is tried here without a line of this test changing.
   int tried = 0;
   for (const ControlCommandInfo& info : kControlCommands) {

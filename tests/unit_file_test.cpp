@@ -14,7 +14,7 @@
 
 #include "common/config/config.h"
 #include "common/base/exit_codes.h"
-#include "orchestrator/service/control_socket.h"
+#include "common/ipc/control_client.h"
 #include "orchestrator/serve/serve_config.h"
 #include "support/env_spawn.h"
 

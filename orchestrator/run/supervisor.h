@@ -31,6 +31,7 @@
 #include "common/base/status.h"
 #include "common/base/table.h"
 #include "orchestrator/run/config_change.h"
+#include "common/ipc/control_client.h"
 #include "orchestrator/service/control_socket.h"
 #include "orchestrator/run/dataset_store.h"
 #include "orchestrator/run/ensemble_summary.h"

@@ -12,7 +12,7 @@
 #include "orchestrator/run/config_change.h"
 #include "orchestrator/run/supervisor.h"
 
-#include "orchestrator/service/control_protocol.h"
+#include "common/ipc/control_protocol.h"
 #include "common/state/run_layout.h"
 
 namespace ens {

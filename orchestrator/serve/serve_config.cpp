@@ -6,7 +6,7 @@
 
 #include "common/base/atomic_file.h"
 #include "common/config/config_validator.h"
-#include "orchestrator/service/control_socket.h"
+#include "common/ipc/control_client.h"
 #include "orchestrator/serve/run_as.h"
 #include "orchestrator/serve/serve_layout.h"
 

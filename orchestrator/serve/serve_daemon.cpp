@@ -29,7 +29,7 @@
 #include "orchestrator/serve/serve_journal.h"
 #include "orchestrator/serve/serve_layout.h"
 #include "orchestrator/serve/submit_policy.h"
-#include "orchestrator/service/control_protocol.h"
+#include "common/ipc/control_protocol.h"
 
 namespace ens {
 namespace {

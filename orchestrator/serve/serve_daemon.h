@@ -42,6 +42,7 @@
 #include "common/state/journal_follower.h"
 #include "common/base/status.h"
 #include "common/base/subprocess.h"
+#include "common/ipc/control_client.h"
 #include "orchestrator/service/control_socket.h"
 #include "orchestrator/serve/run_as.h"
 #include "orchestrator/serve/run_log_relay.h"

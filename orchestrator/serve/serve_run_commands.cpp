@@ -25,7 +25,7 @@
 #include "common/state/run_layout.h"
 #include "orchestrator/serve/serve_daemon.h"
 #include "orchestrator/serve/serve_layout.h"
-#include "orchestrator/service/control_protocol.h"
+#include "common/ipc/control_protocol.h"
 
 namespace ens {
 namespace {

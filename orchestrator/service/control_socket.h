@@ -37,6 +37,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/base/status.h"
+#include "common/ipc/control_protocol.h"
 
 namespace ens {
 
@@ -46,7 +47,6 @@ inline constexpr int kControlMaxConnections = 64;
 // Above the ~20 silent connections a busy user's scripts may hold, under the total: one uid
 // cannot take every slot from the others.
 inline constexpr int kControlMaxPerUid = 32;
-inline constexpr size_t kControlMaxLine = size_t{1} << 20;
 inline constexpr int kControlAcceptsPerServe = 128;
 inline constexpr int kControlLogEveryMs = 10000;
 inline constexpr int kControlDeferredMs = 30000;
@@ -124,44 +124,5 @@ class ControlSocket {
   int refused_ = 0, dropped_ = 0;
   Clock::time_point last_log_{};
 };
-
-// Client side (ensemblectl): one request, one reply. Errors name the socket path.
-StatusOr<nlohmann::json> ControlRequest(const std::string& path, const nlohmann::json& request,
-                                        int timeout_ms = 5000);
-
-// The same without blocking, for a daemon's loop (ensembled serve asking a run's supervisor):
-// the constructor connects and sends (a Unix socket connects at once, or fails); the loop
-// polls fd() for POLLIN, calls Poll() when it is ready and at the latest NextWakeMs() from now;
-// Poll() returns true once the call is over, with result() set: the reply, or an error that
-// names the socket path (no reply within timeout_ms included).
-class ControlCall {
- public:
-  // `named`: the socket as errors name it ("" the path; a /proc/self/fd/N path is named by
-  // what it was opened as).
-  ControlCall(const std::string& path, const nlohmann::json& request, int timeout_ms, const std::string& named = "");
-  ControlCall(const ControlCall&) = delete;
-  ControlCall& operator=(const ControlCall&) = delete;
-  ~ControlCall();
-  int fd() const { return fd_; }  // -1 once over
-  bool Poll();
-  int NextWakeMs() const;
-  const StatusOr<nlohmann::json>& result() const { return result_; }
-
- private:
-  void Finish(StatusOr<nlohmann::json> result);
-  std::string path_;
-  int fd_ = -1;
-  std::chrono::steady_clock::time_point deadline_;
-  int timeout_ms_;
-  std::string in_;
-  StatusOr<nlohmann::json> result_ = Status::Timeout("not over");
-};
-
-// Where the control socket of a run lives (config service.control_socket or its default).
-std::string ControlSocketPath(const std::string& configured, const std::string& run_name,
-                              const std::string& state_dir);
-// The control socket of the run in `state_dir`: the one its status.json names (the path the
-// running supervisor listens on), else <state_dir>/control.sock.
-std::string RunControlSocket(const std::string& state_dir);
 
 }  // namespace ens

@@ -1,4 +1,4 @@
-#include "orchestrator/service/control_protocol.h"
+#include "common/ipc/control_protocol.h"
 
 namespace ens {
 

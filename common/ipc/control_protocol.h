@@ -14,6 +14,7 @@
 // Pure. Thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +22,10 @@
 #include <nlohmann/json.hpp>
 
 namespace ens {
+
+// The longest request line a control socket takes (longer: an error reply), and the longest
+// reply line a client reads.
+inline constexpr size_t kControlMaxLine = size_t{1} << 20;
 
 enum class ControlCommand { kStatus, kStop, kPause, kResume, kReload, kLocate, kSubmit, kList, kCancel };
 
