@@ -11,6 +11,7 @@
 #include "common/data/data_source.h"
 #include "common/base/exit_codes.h"
 #include "common/config/run_head.h"
+#include "common/ipc/control_protocol.h"
 #include "ctl/commands.h"
 #include "orchestrator/serve/serve_daemon.h"
 #include "orchestrator/run/script_model_check.h"
@@ -99,7 +100,7 @@ struct CtlOptions {
 // The subcommands, to tell after the parse which one was given.
 struct CtlCommands {
   CLI::App* status = nullptr;
-  std::vector<CLI::App*> control;  // stop | pause | resume | reload
+  std::vector<CLI::App*> control;  // the table's kAction rows: stop | pause | resume | reload
   CLI::App *predict = nullptr, *verify = nullptr, *export_cmd = nullptr;  // on a round's members
   CLI::App *submit = nullptr, *list = nullptr, *cancel = nullptr;         // on the serve daemon's queue
   CLI::App* validate = nullptr;
@@ -119,16 +120,18 @@ void AddRunOptions(CLI::App* c, CtlOptions* o, bool has_socket) {
     c->add_option("--socket", o->socket, "the serve daemon's control socket (with a run NAME)");
 }
 
-// status and stop | pause | resume | reload: what a running supervisor is asked over its socket.
-void AddStatusCommands(CLI::App& app, CtlOptions* o, CtlCommands* cmds) {
-  cmds->status = app.add_subcommand("status", "where a run stands: run state, plus live workers when running");
+// The help of a command with a row in the control protocol's table (its `what`).
+const char* HelpOf(ControlCommand c) { return InfoOf(c).what; }
+
+// status, and every kAction row of the control protocol's table (stop, pause, resume, reload,
+// and any command added there): what a running supervisor is asked over its socket.
+void AddRunControlCommands(CLI::App& app, CtlOptions* o, CtlCommands* cmds) {
+  cmds->status = app.add_subcommand("status", HelpOf(ControlCommand::kStatus));
   AddRunOptions(cmds->status, o, true);
   cmds->status->add_flag("--json", o->as_json, "machine-readable output");
-  for (auto [name, help] : {std::pair{"stop", "graceful stop: no new tasks, running ones finish"},
-                            std::pair{"pause", "no new tasks until resume (running ones finish)"},
-                            std::pair{"resume", "dispatch again after pause"},
-                            std::pair{"reload", "re-read the config; safe changes apply at the next round boundary"}}) {
-    auto* c = app.add_subcommand(name, help);
+  for (const ControlCommandInfo& row : kControlCommands) {
+    if (row.ctl != CtlForm::kAction) continue;
+    auto* c = app.add_subcommand(row.name, row.what);
     AddRunOptions(c, o, true);
     cmds->control.push_back(c);
   }
@@ -171,14 +174,14 @@ void AddMemberCommands(CLI::App& app, CtlOptions* o, CtlCommands* cmds) {
 
 // submit, list and cancel (an `ensembled serve` daemon's queue), and validate-config.
 void AddQueueCommands(CLI::App& app, CtlOptions* o, CtlCommands* cmds) {
-  cmds->submit = app.add_subcommand("submit", "queue a run config on an `ensembled serve` daemon");
+  cmds->submit = app.add_subcommand("submit", HelpOf(ControlCommand::kSubmit));
   cmds->submit->add_option("--socket", o->socket, "the daemon's control socket")->required();
   cmds->submit->add_option("file", o->file, "run config file")->required();
   cmds->submit->add_option("--priority", o->priority, "higher starts first (default 0)");
-  cmds->list = app.add_subcommand("list", "every run of an `ensembled serve` daemon");
+  cmds->list = app.add_subcommand("list", HelpOf(ControlCommand::kList));
   cmds->list->add_option("--socket", o->socket, "the daemon's control socket")->required();
   cmds->list->add_flag("--json", o->as_json, "machine-readable output: {\"runs\": [...]}");
-  cmds->cancel = app.add_subcommand("cancel", "stop a queued or running run of an `ensembled serve` daemon");
+  cmds->cancel = app.add_subcommand("cancel", HelpOf(ControlCommand::kCancel));
   cmds->cancel->add_option("--socket", o->socket, "the daemon's control socket")->required();
   cmds->cancel->add_option("name", o->run_name, "run_name of the run")->required();
 
@@ -237,7 +240,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   ens::ctl::CtlOptions options;
   ens::ctl::CtlCommands commands;
-  ens::ctl::AddStatusCommands(app, &options, &commands);
+  ens::ctl::AddRunControlCommands(app, &options, &commands);
   ens::ctl::AddMemberCommands(app, &options, &commands);
   ens::ctl::AddQueueCommands(app, &options, &commands);
   CLI11_PARSE(app, argc, argv);

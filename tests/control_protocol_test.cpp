@@ -6,6 +6,9 @@
 
 #include <set>
 
+#include "orchestrator/run/supervisor.h"
+#include "orchestrator/serve/serve_daemon.h"
+
 namespace ens {
 namespace {
 
@@ -22,7 +25,8 @@ TEST_CASE("every command has one row with a unique name that parses back", "[con
   }
   CHECK_FALSE(ParseControlCommand("statuz").has_value());
   CHECK(CommandNames(kRunScope) == "status, stop, pause, resume, reload");
-  CHECK(CommandNames(kServeScope) == "status, stop, pause, resume, reload, locate, submit, list, cancel");
+  CHECK(CommandNames(kServedRunScope) == "status, stop, pause, resume, reload, locate");
+  CHECK(CommandNames(kQueueScope) == "submit, list, cancel");
 }
 
 TEST_CASE("a command outside its scope, unknown or missing is refused with the names that are", "[control][protocol]") {
@@ -31,11 +35,23 @@ TEST_CASE("a command outside its scope, unknown or missing is refused with the n
   ParsedCommand serve_only = CommandOf({{"cmd", "submit"}}, kRunScope);
   CHECK_FALSE(serve_only.command.has_value());
   CHECK(serve_only.refusal == json{{"ok", false}, {"error", "unknown command 'submit' (status, stop, pause, resume, reload)"}});
-  ParsedCommand missing = CommandOf({{"run", "x"}}, kServeScope, "action", "action");
+  ParsedCommand missing = CommandOf({{"run", "x"}}, kServedRunScope, "action", "action");
   CHECK_FALSE(missing.command.has_value());
   CHECK_THAT(missing.refusal["error"].get<std::string>(), Catch::StartsWith("unknown action '' ("));
   ParsedCommand wrong_type = CommandOf({{"cmd", 5}}, kRunScope);
   CHECK_FALSE(wrong_type.command.has_value());
+}
+
+TEST_CASE("each server serves exactly the commands of its scope, and nothing falls to another's code",
+          "[control][protocol]") {
+  for (const ControlCommandInfo& i : kControlCommands) {
+    INFO(i.name);
+    CHECK(Supervisor::Serves(i.command) == ((i.scope & kRunScope) != 0));
+    CHECK(ServeDaemon::Serves(i.command, kQueueScope) == ((i.scope & kQueueScope) != 0));
+    CHECK(ServeDaemon::Serves(i.command, kServedRunScope) == ((i.scope & kServedRunScope) != 0));
+    // ensemblectl: a kAction row needs a run to ask; a command nothing serves has no subcommand.
+    if (i.ctl == CtlForm::kAction) CHECK((i.scope & kRunScope) != 0);
+  }
 }
 
 TEST_CASE("replies: ok with a message or data, refused with an error, extra fields kept", "[control][protocol]") {

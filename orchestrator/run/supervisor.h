@@ -32,6 +32,7 @@
 #include "common/base/table.h"
 #include "orchestrator/run/config_change.h"
 #include "common/ipc/control_client.h"
+#include "common/ipc/control_protocol.h"
 #include "orchestrator/service/control_socket.h"
 #include "orchestrator/run/dataset_store.h"
 #include "orchestrator/run/ensemble_summary.h"
@@ -64,6 +65,8 @@ class Supervisor : private RoundHost {
   ~Supervisor() override;
   // Returns an exit code from common/base/exit_codes.h.
   int Run();
+  // Whether a run serves control command `c` (has its handler; supervisor_service.cpp).
+  static bool Serves(ControlCommand c);
 
  private:
   Status Prepare();
@@ -127,7 +130,14 @@ class Supervisor : private RoundHost {
   // Each loop pass: control requests, sd_notify, watchdog; status.json and the HTTP snapshot
   // at most 1/s unless forced.
   void ServiceTick(bool force);
+  // A control request: its command's handler (RunCommandHandlers), or refused by its scope.
   nlohmann::json HandleControl(const nlohmann::json& request);
+  struct RunCommandHandler {
+    ControlCommand command;
+    nlohmann::json (*handle)(Supervisor& run, const nlohmann::json& request);
+  };
+  // One row per command a run serves (kRunScope): what the run does with it.
+  static const std::vector<RunCommandHandler>& RunCommandHandlers();
   // ensemblectl reload: the config file read again; a change it may not make live is refused.
   nlohmann::json Reload();
   void RequestStop(const std::string& why);

@@ -142,32 +142,45 @@ RunSnapshot Supervisor::BuildSnapshot() const {
   return s;
 }
 
+const std::vector<Supervisor::RunCommandHandler>& Supervisor::RunCommandHandlers() {
+  static const std::vector<RunCommandHandler> handlers = {
+      {ControlCommand::kStatus,
+       [](Supervisor& run, const json&) { return ControlOkWith({{"status", SnapshotToJson(run.BuildSnapshot())}}); }},
+      {ControlCommand::kStop,
+       [](Supervisor& run, const json&) {
+         run.RequestStop("ensemblectl stop");
+         return ControlOk("stopping: no new tasks; running ones finish first");
+       }},
+      {ControlCommand::kPause,
+       [](Supervisor& run, const json&) {
+         run.paused_ = true;
+         spdlog::info("paused by ensemblectl: no new tasks until resume");
+         return ControlOk("paused at the next member boundary (running members finish)");
+       }},
+      {ControlCommand::kResume,
+       [](Supervisor& run, const json&) {
+         run.paused_ = false;
+         spdlog::info("resumed by ensemblectl");
+         return ControlOk("resumed");
+       }},
+      {ControlCommand::kReload, [](Supervisor& run, const json&) { return run.Reload(); }},
+  };
+  return handlers;
+}
+
+bool Supervisor::Serves(ControlCommand c) {
+  for (const RunCommandHandler& h : RunCommandHandlers())
+    if (h.command == c) return true;
+  return false;
+}
+
 json Supervisor::HandleControl(const json& req) {
   ParsedCommand parsed = CommandOf(req, kRunScope);
   if (!parsed.command) return parsed.refusal;
-  switch (*parsed.command) {  // every command named: a new one states here what a run does with it
-    case ControlCommand::kStatus:
-      return ControlOkWith({{"status", SnapshotToJson(BuildSnapshot())}});
-    case ControlCommand::kStop:
-      RequestStop("ensemblectl stop");
-      return ControlOk("stopping: no new tasks; running ones finish first");
-    case ControlCommand::kPause:
-      paused_ = true;
-      spdlog::info("paused by ensemblectl: no new tasks until resume");
-      return ControlOk("paused at the next member boundary (running members finish)");
-    case ControlCommand::kResume:
-      paused_ = false;
-      spdlog::info("resumed by ensemblectl");
-      return ControlOk("resumed");
-    case ControlCommand::kReload:
-      return Reload();
-    case ControlCommand::kLocate:
-    case ControlCommand::kSubmit:
-    case ControlCommand::kList:
-    case ControlCommand::kCancel:
-      break;  // `ensembled serve`'s (CommandOf refused them: not in kRunScope)
-  }
-  return ControlRefused("not a run's command");
+  for (const RunCommandHandler& h : RunCommandHandlers())
+    if (h.command == *parsed.command) return h.handle(*this, req);
+  // A row in kRunScope without a handler here (control_protocol_test fails on it first).
+  return ControlRefused("'" + std::string(InfoOf(*parsed.command).name) + "' is not served by this ensembled");
 }
 
 json Supervisor::Reload() {

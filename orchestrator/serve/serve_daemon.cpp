@@ -806,29 +806,14 @@ int ServeDaemon::Run() {
 json ServeDaemon::Handle(const json& req, const ControlPeer& peer) {
   // A run's command by name: {"cmd": "run", "run": NAME, "action": COMMAND}.
   if (req.value("cmd", "") == "run") return RunCommand(req, peer);
-  ParsedCommand parsed = CommandOf(req, kServeScope);
+  ParsedCommand parsed = CommandOf(req, kAnyScope);
   if (!parsed.command) return parsed.refusal;
-  switch (*parsed.command) {  // every command named: a new one states here what serve does with it
-    case ControlCommand::kList:
-      return List();
-    case ControlCommand::kSubmit:
-      return Submit(req, peer);
-    case ControlCommand::kCancel: {
-      ServedRun* run = FindRun(req.value("run", ""));
-      if (run == nullptr || IsEnded(run->state))
-        return ControlRefused("no queued or running run named '" + req.value("run", "") + "'");
-      return CancelFor(*run, peer, "cancel");
-    }
-    case ControlCommand::kLocate:  // of a run by name (RunCommand)
-    case ControlCommand::kStatus:
-    case ControlCommand::kStop:
-    case ControlCommand::kPause:
-    case ControlCommand::kResume:
-    case ControlCommand::kReload:
-      break;
-  }
-  return ControlRefused("'" + std::string(InfoOf(*parsed.command).name) + "' is a run's command: send it as "
-                        "{\"cmd\": \"run\", \"run\": NAME, \"action\": ...}");
+  if (const ServeCommandHandler* h = HandlerOf(*parsed.command, kQueueScope)) return h->handle(*this, req, peer, nullptr);
+  if (InfoOf(*parsed.command).scope & kServedRunScope)
+    return ControlRefused("'" + std::string(InfoOf(*parsed.command).name) + "' is a run's command: send it as "
+                          "{\"cmd\": \"run\", \"run\": NAME, \"action\": ...}");
+  return ControlRefused("unknown command '" + std::string(InfoOf(*parsed.command).name) + "' (" +
+                        CommandNames(kQueueScope) + ", run)");
 }
 
 json ServeDaemon::Submit(const json& req, const ControlPeer& peer) {

@@ -43,6 +43,7 @@
 #include "common/base/status.h"
 #include "common/base/subprocess.h"
 #include "common/ipc/control_client.h"
+#include "common/ipc/control_protocol.h"
 #include "orchestrator/service/control_socket.h"
 #include "orchestrator/serve/run_as.h"
 #include "orchestrator/serve/run_log_relay.h"
@@ -81,6 +82,9 @@ Status KeepDropDirSticky(const std::string& dir);
 
 class ServeDaemon {
  public:
+  // Whether the daemon serves control command `c` in `scope` (kQueueScope: itself;
+  // kServedRunScope: on one run, by a handler of its own or passed to the run).
+  static bool Serves(ControlCommand c, unsigned scope);
   ServeDaemon(ServeConfig cfg, ServeOptions opts);
   ~ServeDaemon();
   // Runs until stopped; the exit code (common/base/exit_codes.h).
@@ -116,12 +120,26 @@ class ServeDaemon {
   void HandleSignals();
   // systemd's STATUS=: "2 running, 1 queued; 3 finished, 0 failed, 1 cancelled; 1 rejected".
   std::string QueueStatus() const;
+  // A control request: a queue command's handler, a run's command (RunCommand), or refused by
+  // its scope.
   nlohmann::json Handle(const nlohmann::json& req, const ControlPeer& peer);
+  // What the daemon does itself with a command of `scope` (kQueueScope, or kServedRunScope:
+  // on one run, `run` set). A served run's command without a row here is passed to the run.
+  struct ServeCommandHandler {
+    ControlCommand command;
+    unsigned scope;
+    nlohmann::json (*handle)(ServeDaemon& daemon, const nlohmann::json& req, const ControlPeer& peer, ServedRun* run);
+  };
+  static const std::vector<ServeCommandHandler>& ServeCommandHandlers();
+  static const ServeCommandHandler* HandlerOf(ControlCommand c, unsigned scope);
   nlohmann::json Submit(const nlohmann::json& req, const ControlPeer& peer);
   // A command on one run by name (orchestrator/serve/serve_run_commands.cpp): locate (its view and
-  // state directory), status (with its supervisor's live view), pause, resume, stop (= cancel)
-  // and reload; the last four only for its submitter or root.
+  // state directory), status (with its supervisor's live view), stop (= cancel) and reload by
+  // the daemon's own handlers; any other run command passed to the running run's supervisor;
+  // a kSubmitter command only for the run's submitter or root.
   nlohmann::json RunCommand(const nlohmann::json& req, const ControlPeer& peer);
+  // The refusal of `action` on a run that has ended ("" when it has not).
+  std::string EndedRefusal(const ServedRun& run, const std::string& action) const;
   nlohmann::json CancelFor(ServedRun& run, const ControlPeer& peer, const std::string& verb);
   nlohmann::json ReloadRun(ServedRun& run);
   // Sends {"cmd": cmd} to the run's supervisor and answers the ensemblectl client with

@@ -1,13 +1,14 @@
-// ServeDaemon's commands on one run by name (README "Serving many runs"): what `ensemblectl
-// status|pause|resume|stop|reload|predict|verify|export --socket S NAME` sends as
-// {"cmd": "run", "run": NAME, "action": ...}.
+// ServeDaemon's control commands (common/ipc/control_protocol.h): its handlers of the queue's
+// commands (list, submit, cancel), and the commands on one run by name (README "Serving many
+// runs"): what `ensemblectl status|pause|resume|stop|reload|predict|verify|export --socket S
+// NAME` sends as {"cmd": "run", "run": NAME, "action": ...}.
 //
 // locate and status: anyone who may connect (run_as "submitter": the run's submitter or root).
 // pause, resume, stop, reload: the run's submitter or root, checked here with the socket's
 // SO_PEERCRED uid; a run's own control socket is 0600 (the daemon's user; run_as "submitter":
 // in the submitter's state directory), so this is the only way in for the rest of the group.
-// pause and resume are
-// passed on to the run's supervisor; stop is cancel (a graceful stop; the run is `cancelled`,
+// pause, resume and any other
+// run command without a handler here are passed on to the run's supervisor; stop is cancel (a graceful stop; the run is `cancelled`,
 // its state kept); reload re-reads the run's file in runs_dir, writes its effective config anew
 // and asks the supervisor to reload it (its answer says what applies when), restoring the old
 // effective config when the supervisor refuses. The daemon's loop never waits for a
@@ -68,6 +69,60 @@ json ServeDaemon::CancelFor(ServedRun& run, const ControlPeer& peer, const std::
                    " (its state is kept)");
 }
 
+const std::vector<ServeDaemon::ServeCommandHandler>& ServeDaemon::ServeCommandHandlers() {
+  using Peer = const ControlPeer&;
+  static const std::vector<ServeCommandHandler> handlers = {
+      {ControlCommand::kList, kQueueScope, [](ServeDaemon& d, const json&, Peer, ServedRun*) { return d.List(); }},
+      {ControlCommand::kSubmit, kQueueScope,
+       [](ServeDaemon& d, const json& req, Peer peer, ServedRun*) { return d.Submit(req, peer); }},
+      {ControlCommand::kCancel, kQueueScope,
+       [](ServeDaemon& d, const json& req, Peer peer, ServedRun*) {
+         ServedRun* run = d.FindRun(Text(req, "run"));
+         if (run == nullptr || IsEnded(run->state)) return Refused("no queued or running run named '" + Text(req, "run") + "'");
+         return d.CancelFor(*run, peer, "cancel");
+       }},
+      {ControlCommand::kLocate, kServedRunScope,
+       [](ServeDaemon& d, const json&, Peer, ServedRun* run) { return ControlOkWith({{"run", d.Describe(*run)}}); }},
+      {ControlCommand::kStatus, kServedRunScope,
+       [](ServeDaemon& d, const json&, Peer, ServedRun* run) {
+         json reply = ControlOkWith({{"run", d.Describe(*run)}, {"live", nullptr}});
+         if (run->state != RunState::kRunning && run->state != RunState::kStopping) return reply;
+         return d.AskRun(*run, "status", [reply](StatusOr<json> live) mutable {
+           if (live.ok() && live->value("ok", false) && live->contains("status")) reply["live"] = (*live)["status"];
+           return reply;
+         });
+       }},
+      {ControlCommand::kStop, kServedRunScope,  // a graceful stop of a served run is its cancel
+       [](ServeDaemon& d, const json&, Peer peer, ServedRun* run) {
+         if (std::string why = d.EndedRefusal(*run, "stop"); !why.empty()) return Refused(why);
+         return d.CancelFor(*run, peer, "stop");
+       }},
+      {ControlCommand::kReload, kServedRunScope,  // the daemon holds the run's config file
+       [](ServeDaemon& d, const json&, Peer, ServedRun* run) {
+         if (std::string why = d.EndedRefusal(*run, "reload"); !why.empty()) return Refused(why);
+         return d.ReloadRun(*run);
+       }},
+  };
+  return handlers;
+}
+
+const ServeDaemon::ServeCommandHandler* ServeDaemon::HandlerOf(ControlCommand c, unsigned scope) {
+  for (const ServeCommandHandler& h : ServeCommandHandlers())
+    if (h.command == c && h.scope == scope) return &h;
+  return nullptr;
+}
+
+bool ServeDaemon::Serves(ControlCommand c, unsigned scope) {
+  if (HandlerOf(c, scope) != nullptr) return true;
+  // A served run's command without a handler of the daemon's is passed to the run's supervisor.
+  return scope == kServedRunScope && (InfoOf(c).scope & kRunScope) != 0 && (InfoOf(c).scope & kServedRunScope) != 0;
+}
+
+std::string ServeDaemon::EndedRefusal(const ServedRun& run, const std::string& action) const {
+  if (!IsEnded(run.state)) return "";
+  return "run '" + run.name + "' is " + RunStateName(run.state) + ": nothing to " + action;
+}
+
 json ServeDaemon::RunCommand(const json& req, const ControlPeer& peer) {
   const std::string name = Text(req, "run"), action = Text(req, "action");
   ServedRun* run = FindRun(name);
@@ -76,39 +131,17 @@ json ServeDaemon::RunCommand(const json& req, const ControlPeer& peer) {
       if (r.name == name) return Refused("run '" + name + "' was rejected: " + r.reason);
     return Refused("no run named '" + name + "' (ensemblectl list shows every run)");
   }
-  // A run's command, or serve's locate (kRunScope: what a supervisor serves; locate is serve's).
-  ParsedCommand parsed = CommandOf(req, kBothScopes, "action", "action");
+  ParsedCommand parsed = CommandOf(req, kServedRunScope, "action", "action");
   if (!parsed.command) return parsed.refusal;
   const ControlCommand command = *parsed.command;
-  // run_as "submitter": a run's state is its submitter's to read (list still names every run).
-  if (run_as_.submitter && InfoOf(command).access == CommandAccess::kAnyone) {
+  // A kSubmitter command is the run's submitter's; under run_as "submitter" every command is
+  // (a run's state is its submitter's to read; list still names every run).
+  if (InfoOf(command).access == CommandAccess::kSubmitter || run_as_.submitter) {
     if (std::string why = NotPermitted(*run, peer, action); !why.empty()) return Refused(why);
   }
-  switch (command) {  // every command named: a new one states here what serve does with it by name
-    case ControlCommand::kLocate:
-      return ControlOkWith({{"run", Describe(*run)}});
-    case ControlCommand::kStatus: {
-      json reply = ControlOkWith({{"run", Describe(*run)}, {"live", nullptr}});
-      if (run->state != RunState::kRunning && run->state != RunState::kStopping) return reply;
-      return AskRun(*run, "status", [reply](StatusOr<json> live) mutable {
-        if (live.ok() && live->value("ok", false) && live->contains("status")) reply["live"] = (*live)["status"];
-        return reply;
-      });
-    }
-    case ControlCommand::kStop:
-    case ControlCommand::kReload:
-    case ControlCommand::kPause:
-    case ControlCommand::kResume:
-      break;  // below: the submitter's
-    case ControlCommand::kSubmit:
-    case ControlCommand::kList:
-    case ControlCommand::kCancel:
-      return Refused("'" + action + "' is not a command on one run");
-  }
-  if (std::string why = NotPermitted(*run, peer, action); !why.empty()) return Refused(why);
-  if (IsEnded(run->state)) return Refused("run '" + name + "' is " + RunStateName(run->state) + ": nothing to " + action);
-  if (command == ControlCommand::kStop) return CancelFor(*run, peer, "stop");
-  if (command == ControlCommand::kReload) return ReloadRun(*run);
+  if (const ServeCommandHandler* h = HandlerOf(command, kServedRunScope)) return h->handle(*this, req, peer, run);
+  // Any other run command: passed to the run's supervisor.
+  if (std::string why = EndedRefusal(*run, action); !why.empty()) return Refused(why);
   if (run->state != RunState::kRunning)
     return Refused("run '" + name + "' is " + RunStateName(run->state) + "; " + action +
                    " applies to a running run (cancel takes a queued one off the queue)");
