@@ -3,7 +3,7 @@
 Friedman #1, 8 Huber members, query by committee) and a 12-member, 6-round query-by-committee
 run on 8 synthetic features, each on several run seeds. Per round it prints the holdout's raw and
 calibrated coverage of +-1 and 2 sigma, Gaussian NLL and interval calibration error (ICE), and
-the ensemble RMSE, from each round's summary.json (orchestrator/run/sigma_calibration.h: calibrated
+the ensemble RMSE, from each round's summary.json (common/scoring/sigma_calibration.h: calibrated
 figures are cross-fitted on the holdout's halves). Target: calibrated +-1 sigma in 0.63-0.73 and
 +-2 sigma in 0.93-0.97 in every round, NLL better than raw.
 

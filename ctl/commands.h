@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/base/status.h"
-#include "orchestrator/run/sigma_calibration.h"
+#include "common/scoring/sigma_calibration.h"
 
 namespace ens::ctl {
 

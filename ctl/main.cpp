@@ -13,8 +13,8 @@
 #include "common/config/run_head.h"
 #include "common/ipc/control_protocol.h"
 #include "ctl/commands.h"
-#include "orchestrator/serve/serve_daemon.h"
-#include "orchestrator/run/script_model_check.h"
+#include "common/config/served_run_config.h"
+#include "common/config/script_model_check.h"
 
 namespace ens::ctl {
 

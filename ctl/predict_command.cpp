@@ -22,7 +22,7 @@
 #include "common/state/run_layout.h"
 #include "common/base/subprocess.h"
 #include "ctl/commands.h"
-#include "orchestrator/run/committee_score.h"
+#include "common/scoring/committee_score.h"
 
 namespace ens::ctl {
 

@@ -1,4 +1,4 @@
-// The round's calibration (orchestrator/run/sigma_calibration.h) where users meet it: summary.json
+// The round's calibration (common/scoring/sigma_calibration.h) where users meet it: summary.json
 // carries it, `ensemblectl predict` and `ensemblectl export` give the calibrated std by default
 // (sqrt(scale^2 std^2 + noise^2) of the members' spread) and the raw one with --raw-sigma, and
 // the exported module's std equals predict's.

@@ -1,6 +1,6 @@
 // Tests of orchestrator/committee_score: std (regression and per class), entropy and BALD
 // against values worked out by hand, and their bounds.
-#include "orchestrator/run/committee_score.h"
+#include "common/scoring/committee_score.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>

@@ -62,7 +62,7 @@ TEST_CASE("a run of Gaussian heads scores its mixture, predicts its uncertainty 
   CHECK(predicted.header == "row,mean,aleatoric_std,epistemic_std,total_std");
   CHECK(predicted.rows.size() == 2);
   // The total std is the round's calibrated one: sqrt(scale^2 (aleatoric^2 + epistemic^2) + noise^2)
-  // with the round's map (orchestrator/run/sigma_calibration.h).
+  // with the round's map (common/scoring/sigma_calibration.h).
   const nlohmann::json map = nlohmann::json::parse(ReadText(layout.SummaryFile(1)))["ensemble"]["sigma_calibration"][0];
   const double scale = map["scale"], noise = map["noise"];
   for (const auto& cells : predicted.rows) {

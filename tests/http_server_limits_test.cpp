@@ -76,7 +76,9 @@ void CheckSlowClients(int port, int slow) {
 
 TEST_CASE("a run's HTTP endpoint: 40 half requests leave /metrics answered at once, and are closed",
           "[http][http_server_limits]") {
+  Published<RunSnapshot> snapshot;
   HttpEndpoint http;
+  AddRunRoutes(http, snapshot);
   int port = FreeTcpPort();
   REQUIRE(http.Start("127.0.0.1", port).ok());
   CheckSlowClients(port, 40);
@@ -84,9 +86,11 @@ TEST_CASE("a run's HTTP endpoint: 40 half requests leave /metrics answered at on
 
 TEST_CASE("the serve daemon's HTTP endpoint: 40 half requests leave /metrics answered at once, and are closed",
           "[http][http_server_limits]") {
-  ServeHttpEndpoint http;
+  Published<nlohmann::json> runs(nlohmann::json::array());
+  HttpEndpoint http;
+  AddServeRoutes(http, runs, {});
   int port = FreeTcpPort();
-  REQUIRE(http.Start("127.0.0.1", port, nlohmann::json::array()).ok());
+  REQUIRE(http.Start("127.0.0.1", port).ok());
   CheckSlowClients(port, 40);
 }
 

@@ -1,7 +1,7 @@
 // Tests of orchestrator/run_snapshot: status.json (SnapshotToJson) read back by
 // SnapshotFromJson, what `ensembled serve` renders a run's page from.
 #include "orchestrator/service/run_snapshot.h"
-#include "orchestrator/run/sigma_calibration.h"
+#include "common/scoring/sigma_calibration.h"
 
 #include <string>
 #include <tuple>

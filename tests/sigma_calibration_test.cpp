@@ -1,8 +1,8 @@
-// SigmaCalibration (orchestrator/run/sigma_calibration.h): the map sqrt(scale^2 sigma^2 + noise^2)
+// SigmaCalibration (common/scoring/sigma_calibration.h): the map sqrt(scale^2 sigma^2 + noise^2)
 // fitted by Gaussian NLL recovers a known one, calibrated intervals cover what they claim where
 // the raw ones under-cover, the reported figures are never scored on the rows their map was
 // fitted on, and temperature scaling tames over-confident probabilities.
-#include "orchestrator/run/sigma_calibration.h"
+#include "common/scoring/sigma_calibration.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>

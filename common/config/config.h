@@ -163,7 +163,7 @@ struct MutationSpec {
   int k = 0;                     // rows per round, >= 1 for pool policies. Default: 0
   std::vector<std::string> argv; // command: program and arguments, no shell
   double timeout_s = 60.0;       // command: > 0. Default: 60
-  // query_by_committee: how a pool row's disagreement is scored (orchestrator/run/committee_score.h):
+  // query_by_committee: how a pool row's disagreement is scored (common/scoring/committee_score.h):
   // std (regression, and classification: mean over classes of the probabilities' std) |
   // entropy | bald (classification) | epistemic (gaussian_nll members: the std of their means).
   // Default (set by the config reader, from the task): std for regression, bald for

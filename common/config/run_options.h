@@ -18,7 +18,7 @@ enum class ExecutorKind { kLocal, kSlurm };
 enum class DataSource { kSynthetic, kCsv, kNpy };
 // mutation.policy (orchestrator/run/mutation_policy.h).
 enum class MutationPolicyKind { kNone, kAppendFromPool, kQueryByCommittee, kCommand };
-// mutation.score (orchestrator/run/committee_score.h).
+// mutation.score (common/scoring/committee_score.h).
 enum class CommitteeScore { kStd, kEntropy, kBald, kEpistemic };
 // mutation.batch: query by committee's k rows, the top k by score or a diverse batch
 // (orchestrator/run/diverse_batch.h).

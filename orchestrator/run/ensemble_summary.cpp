@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "orchestrator/run/committee_score.h"
+#include "common/scoring/committee_score.h"
 
 namespace ens {
 namespace {

@@ -60,7 +60,7 @@
 
 #include "common/state/member_result.h"
 #include "common/config/run_head.h"
-#include "orchestrator/run/sigma_calibration.h"
+#include "common/scoring/sigma_calibration.h"
 #include "orchestrator/service/round_figures.h"
 
 namespace ens {

@@ -10,7 +10,7 @@
 
 #include "common/base/seed.h"
 #include "common/base/subprocess.h"
-#include "orchestrator/run/committee_score.h"
+#include "common/scoring/committee_score.h"
 #include "orchestrator/run/diverse_batch.h"
 
 namespace ens {

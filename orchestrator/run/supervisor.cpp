@@ -23,7 +23,7 @@
 #include "orchestrator/run/config_change.h"
 #include "orchestrator/workers/legacy_queues.h"
 #include "orchestrator/gpu/nvml.h"
-#include "orchestrator/run/script_model_check.h"
+#include "common/config/script_model_check.h"
 #include "orchestrator/workers/executor_factory.h"
 #include "orchestrator/run/ensemble_summary.h"
 #include "orchestrator/run/mutation_policy.h"

@@ -180,6 +180,7 @@ class Supervisor : private RoundHost {
   std::optional<Config> pending_reload_;
   ControlSocket control_;
   SystemdNotifier notifier_;
+  Published<RunSnapshot> http_snapshot_;  // what http_ shows (declared first: it outlives http_)
   std::unique_ptr<HttpEndpoint> http_;
   RunSnapshot counters_;  // only the *_total counters and task histogram are kept here
   // Loss curves of the current round's first kMaxCurves finished members (status page): a

@@ -31,6 +31,7 @@ Status Supervisor::StartService() {
   if (!s.ok()) return s;
   if (cfg_.service.http_port > 0) {
     http_ = std::make_unique<HttpEndpoint>();
+    AddRunRoutes(*http_, http_snapshot_);
     s = http_->Start(cfg_.service.http_bind, cfg_.service.http_port);
     if (!s.ok()) return s;
     spdlog::info("metrics and status page on http://{}:{}/", cfg_.service.http_bind, cfg_.service.http_port);
@@ -239,7 +240,7 @@ void Supervisor::ServiceTick(bool force) {
   notifier_.Status(status);
   Status s = WriteFileReplace(layout_.StatusFile(), SnapshotToJson(snap).dump(2) + "\n");  // a live view
   if (!s.ok()) spdlog::warn("{}", s.ToString());
-  if (http_) http_->Publish(std::move(snap));
+  if (http_) http_snapshot_.Publish(std::move(snap));
 }
 
 }  // namespace ens

@@ -172,25 +172,6 @@ StatusOr<std::string> EffectiveConfigText(const Config& cfg) {
   return text;
 }
 
-std::vector<ConfigError> ValidateServedRunConfig(const std::string& text, const std::string& base_dir,
-                                                 const std::string& state_root, Config* out) {
-  Config cfg;
-  std::vector<ConfigError> errors = ValidateConfigText(text, base_dir, &cfg);
-  auto missing = std::find_if(errors.begin(), errors.end(), [](const ConfigError& e) {
-    return e.pointer == "/state_dir" && e.message == "is required";
-  });
-  if (missing == errors.end()) {
-    if (errors.empty() && out != nullptr) *out = std::move(cfg);
-    return errors;
-  }
-  errors.erase(missing);
-  if (!errors.empty()) return errors;
-  // Valid but for its state directory: the text parsed, and run_name (if any) is a valid name.
-  json root = json::parse(text, nullptr, /*allow_exceptions=*/false, /*ignore_comments=*/true);
-  root["state_dir"] = state_root + "/" + root.value("run_name", std::string("ensembled"));
-  return ValidateConfigText(root.dump(), base_dir, out);
-}
-
 ServeDaemon::ServeDaemon(ServeConfig cfg, ServeOptions opts) : cfg_(std::move(cfg)), opts_(std::move(opts)) {}
 
 bool ServeDaemon::IsAdmin(uid_t uid) const {
@@ -250,7 +231,7 @@ Status ServeDaemon::Start() {
   if (Status s = control_.Listen(socket, 0660); !s.ok()) return s;
   spdlog::info("control socket {}; runs_dir {}; state_root {}", socket, cfg_.runs_dir, cfg_.state_root);
   if (cfg_.service.http_port > 0) {
-    http_ = std::make_unique<ServeHttpEndpoint>();
+    http_ = std::make_unique<HttpEndpoint>();
     json gpus = json::array();
     for (const ServeGpu& g : queue_->pool().gpus()) gpus.push_back({{"id", g.id}, {"index", g.index}});
     std::string token;
@@ -263,8 +244,8 @@ Status ServeDaemon::Start() {
         return Status::InvalidArgument("/http_token_file: " + cfg_.http_token_file + ": its first line is the token, "
                                        "at least 16 characters");
     }
-    if (Status s = http_->Start(cfg_.service.http_bind, cfg_.service.http_port, gpus, token, !run_as_.submitter); !s.ok())
-      return s;
+    AddServeRoutes(*http_, http_runs_, {gpus, token, !run_as_.submitter});
+    if (Status s = http_->Start(cfg_.service.http_bind, cfg_.service.http_port); !s.ok()) return s;
     spdlog::info("runs and metrics on http://{}:{}/", cfg_.service.http_bind, cfg_.service.http_port);
   }
 
@@ -753,7 +734,7 @@ int ServeDaemon::Run() {
     StartRuns();
     notifier_.MaybePingWatchdog();
     notifier_.Status(QueueStatus());
-    if (http_) http_->Publish(List()["runs"]);
+    if (http_) http_runs_.Publish(List()["runs"]);
     int timeout = kIdleWakeMs;
     if (int ping = notifier_.watchdog_ping_ms(); ping > 0) timeout = std::min(timeout, ping);
     for (const auto& [name, run] : runs_) {

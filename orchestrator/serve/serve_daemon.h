@@ -38,6 +38,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/config/config.h"
+#include "common/config/served_run_config.h"
 #include "common/state/journal.h"
 #include "common/state/journal_follower.h"
 #include "common/base/status.h"
@@ -63,11 +64,6 @@ struct ServeOptions {
 inline constexpr int kRunRestartBudget = 5;
 // A run that ran this long before it crashed starts a new count of crashes in a row.
 inline constexpr double kRunHealthySeconds = 600;
-
-// A run config as the daemon takes it: ValidateConfigText's errors, except that a config
-// without state_dir gets <state_root>/<run_name>. Empty when valid (then *out is filled).
-std::vector<ConfigError> ValidateServedRunConfig(const std::string& text, const std::string& base_dir,
-                                                 const std::string& state_root, Config* out);
 
 // The config file a served run's `ensembled run` reads: the normalised config (ConfigToJson:
 // every path absolute, state_dir set) less its unset values (null, ""), which the reader would
@@ -191,7 +187,8 @@ class ServeDaemon {
   std::unique_ptr<Journal> journal_;
   ControlSocket control_;
   SystemdNotifier notifier_;
-  std::unique_ptr<ServeHttpEndpoint> http_;  // service.http_port > 0
+  Published<nlohmann::json> http_runs_{nlohmann::json::array()};  // what http_ shows (outlives it)
+  std::unique_ptr<HttpEndpoint> http_;                              // service.http_port > 0
   int inotify_fd_ = -1;
   struct RunCall {
     std::unique_ptr<ControlCall> call;

@@ -1,16 +1,14 @@
 #include "orchestrator/serve/serve_http.h"
 
-#include <httplib.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <memory>
 
 #include "common/base/atomic_file.h"
 #include "common/base/no_follow.h"
 #include "common/state/run_layout.h"
 #include "orchestrator/service/html_escape.h"
-#include "orchestrator/service/http_server_limits.h"
 #include "orchestrator/service/prometheus_writer.h"
 #include "orchestrator/serve/run_queue.h"
 #include "orchestrator/service/run_snapshot.h"
@@ -236,23 +234,6 @@ std::string RenderServedRunPage(const json& run, const std::string& status_json)
   return page;
 }
 
-ServeHttpEndpoint::ServeHttpEndpoint() : server_(std::make_unique<httplib::Server>()) {}
-
-ServeHttpEndpoint::~ServeHttpEndpoint() {
-  server_->stop();
-  if (thread_.joinable()) thread_.join();
-}
-
-json ServeHttpEndpoint::Latest() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return latest_;
-}
-
-void ServeHttpEndpoint::Publish(json runs) {
-  std::lock_guard<std::mutex> lock(mu_);
-  latest_ = std::move(runs);
-}
-
 bool BearerMatches(const std::string& header, const std::string& token) {
   const std::string prefix = "Bearer ";
   if (token.empty() || header.size() != prefix.size() + token.size() || header.compare(0, prefix.size(), prefix) != 0)
@@ -263,39 +244,30 @@ bool BearerMatches(const std::string& header, const std::string& token) {
   return diff == 0;
 }
 
-Status ServeHttpEndpoint::Start(const std::string& bind, int port, json gpus, std::string token, bool pages_open) {
-  gpus_ = std::move(gpus);  // before the server thread starts; never written again
-  token_ = std::move(token);
-  pages_open_ = pages_open;
-  server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(RenderServeMetrics(WithRunFiles(Latest()), gpus_), "text/plain; version=0.0.4; charset=utf-8");
+void AddServeRoutes(HttpEndpoint& http, const Published<json>& runs, ServeHttpOptions options) {
+  auto opts = std::make_shared<const ServeHttpOptions>(std::move(options));
+  http.Get("/metrics", [&runs, opts](const RouteRequest&) {
+    return RouteReply::Prometheus(RenderServeMetrics(WithRunFiles(runs.Latest()), opts->gpus));
   });
-  server_->Get("/", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(RenderServePage(WithRunFiles(Latest())), "text/html; charset=utf-8");
-  });
-  server_->Get(R"(/runs/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    const std::string name = req.matches[1];
-    if (!token_.empty() ? !BearerMatches(req.get_header_value("Authorization"), token_) : !pages_open_) {
-      res.status = token_.empty() ? 403 : 401;
-      if (!token_.empty()) res.set_header("WWW-Authenticate", "Bearer");
-      res.set_content("a run's page is its submitter's: `ensemblectl status --socket SOCKET " + name + "`" +
-                          (token_.empty() ? " (or an http_token_file in the serve config)" : ", or this daemon's token") + "\n",
-                      "text/plain; charset=utf-8");
-      return;
+  http.Get("/", [&runs](const RouteRequest&) { return RouteReply::Html(RenderServePage(WithRunFiles(runs.Latest()))); });
+  http.Get(R"(/runs/([^/]+))", [&runs, opts](const RouteRequest& req) {
+    const std::string name = req.matches.at(1);
+    const std::string& token = opts->token;
+    if (!token.empty() ? !BearerMatches(req.authorization, token) : !opts->pages_open) {
+      RouteReply no = RouteReply::Text(token.empty() ? 403 : 401,
+                                     "a run's page is its submitter's: `ensemblectl status --socket SOCKET " + name + "`" +
+                                         (token.empty() ? " (or an http_token_file in the serve config)" : ", or this daemon's token") +
+                                         "\n");
+      if (!token.empty()) no.www_authenticate = "Bearer";
+      return no;
     }
-    for (const json& r : Latest()) {
+    for (const json& r : runs.Latest()) {
       if (r.value("name", "") != name || r.value("state", "") == "rejected") continue;
       auto text = r.value("state_dir", "").empty() ? StatusOr<std::string>(std::string()) : ReadStatusFile(r);
-      res.set_content(RenderServedRunPage(r, text.ok() ? *text : ""), "text/html; charset=utf-8");
-      return;
+      return RouteReply::Html(RenderServedRunPage(r, text.ok() ? *text : ""));
     }
-    res.status = 404;
-    res.set_content("no run named '" + name + "' (see /)\n", "text/plain; charset=utf-8");
+    return RouteReply::Text(404, "no run named '" + name + "' (see /)\n");
   });
-  // Deadlines, threads and backlog so slow clients cannot starve /metrics; SO_REUSEADDR only.
-  if (Status s = BindHttpServer(*server_, bind, port); !s.ok()) return s;
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
-  return Status::Ok();
 }
 
 }  // namespace ens

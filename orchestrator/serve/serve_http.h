@@ -1,4 +1,5 @@
-// ServeHttpEndpoint: `ensembled serve`'s runs over HTTP (serve config service.http_port; off
+// ServeHttp: `ensembled serve`'s runs over HTTP, as routes of an HttpEndpoint (the one server
+// type, orchestrator/service/http_endpoint.h) (serve config service.http_port; off
 // when 0; service.http_bind, loopback by default). Without authentication it serves what
 // `ensemblectl list` shows anyone (/ and /metrics); a run's page (/runs/NAME) needs the token
 // of http_token_file ("Authorization: Bearer <token>"), or, with no token configured, is open
@@ -13,51 +14,31 @@
 //               a run label (state, rounds and members done, GPUs and CPU workers granted,
 //               crashes in a row), and the daemon's GPUs (which run holds each; memory and
 //               utilisation as the holding run's supervisor last sampled them)
-// cpp-httplib serves on its own threads, under BindHttpServer's deadlines and limits
-// (http_server_limits.h); all it shares with the daemon's loop is the latest
-// list of runs (the "runs" of `ensemblectl list --json`), swapped under a mutex by Publish(),
-// and the daemon's GPUs, set once before Start(). The run files (status.json) are read on the
-// server's threads, per request. Thread-safe: Publish from the loop, requests on the server's
-// threads.
+// The routes run on the server's threads; all they share with the daemon's loop is the latest
+// list of runs (the "runs" of `ensemblectl list --json`), a Published<json> the loop publishes,
+// and the daemon's GPUs, given once before Start(). The run files (status.json) are read on the
+// server's threads, per request.
 #pragma once
 
-#include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "common/base/status.h"
-
-namespace httplib {
-class Server;
-}
+#include "orchestrator/service/http_endpoint.h"
 
 namespace ens {
 
-class ServeHttpEndpoint {
- public:
-  ServeHttpEndpoint();
-  ~ServeHttpEndpoint();
-  // Binds and starts serving; fails (naming address and port) when the port is taken.
-  // `gpus`: the daemon's GPUs, [{"id": UUID or index, "index": n}], [] without.
-  // `token`: what a run's page needs ("" none); `pages_open`: with no token, whether run pages
-  // are served to anyone.
-  Status Start(const std::string& bind, int port, nlohmann::json gpus = nlohmann::json::array(),
-               std::string token = "", bool pages_open = true);
-  void Publish(nlohmann::json runs);
-
- private:
-  nlohmann::json Latest();
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
-  std::mutex mu_;
-  nlohmann::json latest_ = nlohmann::json::array();
-  nlohmann::json gpus_ = nlohmann::json::array();
-  std::string token_;
-  bool pages_open_ = true;
+// The settings of the daemon's HTTP routes.
+struct ServeHttpOptions {
+  nlohmann::json gpus = nlohmann::json::array();  // the daemon's GPUs, [{"id": UUID or index, "index": n}]
+  std::string token;                              // what a run's page needs ("" none)
+  bool pages_open = true;                         // with no token: whether run pages are anyone's
 };
+
+// Adds /, /runs/NAME and /metrics over `runs` to `http`. REQUIRES: `runs` outlives `http`;
+// before http.Start().
+void AddServeRoutes(HttpEndpoint& http, const Published<nlohmann::json>& runs, ServeHttpOptions options);
 
 // Whether an Authorization header value carries `token` ("Bearer <token>"), compared in time
 // that does not depend on where they differ. False for an empty token.

@@ -1,4 +1,4 @@
-// The limits both daemons' HTTP servers (HttpEndpoint, ServeHttpEndpoint) run under, so that
+// The limits both daemons' HTTP servers (one HttpEndpoint each, http_endpoint.h) run under, so that
 // slow or silent clients cannot starve /metrics or the pages.
 //
 // cpp-httplib serves each connection on one thread of its task queue, blocking in reads.

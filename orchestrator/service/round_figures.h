@@ -19,6 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/scoring/sigma_calibration.h"  // kReliabilityLevels
+
 namespace ens {
 
 // One optional per-round figure.
@@ -102,11 +104,6 @@ inline void WriteRoundFigures(const RoundFigureValues& values, bool classificati
     if (values[i] && *key != '\0') (*summary)[key] = *values[i];
   }
 }
-
-// The nominal levels of the reliability curve and ICE (sigma_calibration.h).
-inline constexpr int kReliabilityLevels = 19;
-inline constexpr std::array<double, kReliabilityLevels> kReliabilityNominal = {
-    0.05, 0.10, 0.15, 0.20, 0.25, 0.30, 0.35, 0.40, 0.45, 0.50, 0.55, 0.60, 0.65, 0.70, 0.75, 0.80, 0.85, 0.90, 0.95};
 
 // The error stop_below_error compares in a summary's JSON (of any version): ensemble_error,
 // else ensemble_rmse; INFINITY when neither is there.

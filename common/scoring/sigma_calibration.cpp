@@ -1,4 +1,4 @@
-#include "orchestrator/run/sigma_calibration.h"
+#include "common/scoring/sigma_calibration.h"
 
 #include <algorithm>
 #include <cmath>

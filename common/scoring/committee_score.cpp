@@ -1,4 +1,4 @@
-#include "orchestrator/run/committee_score.h"
+#include "common/scoring/committee_score.h"
 
 #include <algorithm>
 #include <cmath>

@@ -24,12 +24,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "orchestrator/service/round_figures.h"
-
 namespace ens {
 
-// The two-sided normal quantiles of the reliability curve's nominal levels (kReliabilityNominal,
-// service/round_figures.h).
+// The nominal levels of the reliability curve and ICE.
+inline constexpr int kReliabilityLevels = 19;
+inline constexpr std::array<double, kReliabilityLevels> kReliabilityNominal = {
+    0.05, 0.10, 0.15, 0.20, 0.25, 0.30, 0.35, 0.40, 0.45, 0.50, 0.55, 0.60, 0.65, 0.70, 0.75, 0.80, 0.85, 0.90, 0.95};
+// Their two-sided normal quantiles.
 inline constexpr std::array<double, kReliabilityLevels> kReliabilityZ = {
     0.062707, 0.125661, 0.189118, 0.253347, 0.318639, 0.385320, 0.453762, 0.524401, 0.597760, 0.674490,
     0.755415, 0.841621, 0.934589, 1.036433, 1.150349, 1.281552, 1.439531, 1.644854, 1.959964};

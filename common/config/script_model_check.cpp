@@ -1,4 +1,4 @@
-#include "orchestrator/run/script_model_check.h"
+#include "common/config/script_model_check.h"
 
 #include <set>
 
