@@ -45,8 +45,8 @@ std::atomic<Env*> installed{nullptr};  // a test's; null: the default
 }  // namespace
 
 Env* Env::Default() {
-  static PosixEnv env;
-  return &env;
+  static Env* const env = new PosixEnv();  // never destroyed: static destructors may still close files
+  return env;
 }
 
 Env& CurrentEnv() {
