@@ -12,6 +12,7 @@
 #include "common/config/class_list.h"
 #include "common/state/member_view.h"
 #include "common/data/data_source.h"
+#include "common/base/env_vars.h"
 #include "common/base/exit_codes.h"
 #include "common/base/fd_io.h"
 #include "common/state/journal.h"
@@ -43,7 +44,7 @@ int RunAndWait(const std::vector<std::string>& argv, const std::string& stdout_p
 }
 
 std::string WorkerBinary() {
-  const char* env = std::getenv("ENSEMBLED_WORKER");
+  const char* env = EnvVarValue(EnvVar::kWorker);
   return env ? env : SelfDir() + "/ensemble-worker";
 }
 

@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/config/config.h"
+#include "common/base/env_vars.h"
 #include "common/base/exit_codes.h"
 #include "common/base/logging.h"
 #include "orchestrator/serve/serve_config.h"
@@ -76,7 +77,7 @@ int main(int argc, char** argv) {
     return ens::exit_code::kPermanentFailure;
   }
   if (worker.empty()) {
-    const char* env = std::getenv("ENSEMBLED_WORKER");
+    const char* env = EnvVarValue(ens::EnvVar::kWorker);
     worker = env ? env : ens::SelfDir() + "/ensemble-worker";
   }
   int sfd = BlockedSignalFd({SIGINT, SIGTERM, SIGHUP});

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/base/env.h"
 #include "common/base/fd_io.h"
 
 namespace ens {
@@ -31,41 +32,46 @@ bool PathExists(const std::string& path) {
 
 namespace {
 
-// Opens `path` with `flags`, runs `sync` (fsync, syncfs) on it and closes it; errors name both.
-Status SyncPath(const std::string& path, int flags, int (*sync)(int), const char* what) {
-  int fd = ::open(path.c_str(), flags | O_CLOEXEC);
+// What SyncPath runs on the descriptor it opens.
+enum class SyncCall { kFsync, kSyncfs };
+
+// Opens `path` with `flags`, fsyncs or syncfs-es it and closes it; errors name both.
+Status SyncPath(const std::string& path, int flags, SyncCall call) {
+  Env& env = CurrentEnv();
+  int fd = env.Open(path, flags | O_CLOEXEC, 0);
   if (fd < 0) return Status::FromErrno("open " + path, errno);
-  int rc = sync(fd);
+  int rc = call == SyncCall::kFsync ? env.Fsync(fd) : env.Syncfs(fd);
   int err = errno;
-  ::close(fd);
-  if (rc != 0) return Status::FromErrno(std::string(what) + " " + path, err);
+  env.Close(fd);
+  if (rc != 0) return Status::FromErrno(std::string(call == SyncCall::kFsync ? "fsync" : "syncfs") + " " + path, err);
   return Status::Ok();
 }
 
 }  // namespace
 
-Status FsyncDir(const std::string& dir) { return SyncPath(dir, O_RDONLY | O_DIRECTORY, ::fsync, "fsync"); }
+Status FsyncDir(const std::string& dir) { return SyncPath(dir, O_RDONLY | O_DIRECTORY, SyncCall::kFsync); }
 
 namespace {
 
 // Writes all of content to a new file at `path` and, with sync, fsyncs it; removes it on failure.
 Status WriteAndSync(const std::string& path, const std::string& content, int mode, bool sync = true) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  Env& env = CurrentEnv();
+  int fd = env.Open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return Status::FromErrno("create " + path, errno);
   if (Status s = WriteFull(fd, content.data(), content.size(), path); !s.ok()) {
-    ::close(fd);
-    ::unlink(path.c_str());
+    env.Close(fd);
+    env.Unlink(path);
     return s;
   }
-  if (sync && ::fsync(fd) != 0) {
+  if (sync && env.Fsync(fd) != 0) {
     int err = errno;
-    ::close(fd);
-    ::unlink(path.c_str());
+    env.Close(fd);
+    env.Unlink(path);
     return Status::FromErrno("fsync " + path, err);
   }
-  if (::close(fd) != 0) {
+  if (env.Close(fd) != 0) {
     int err = errno;
-    ::unlink(path.c_str());
+    env.Unlink(path);
     return Status::FromErrno("close " + path, err);
   }
   return Status::Ok();
@@ -77,7 +83,7 @@ Status WriteFileUnsynced(const std::string& path, const std::string& content, in
   return WriteAndSync(path, content, mode, /*sync=*/false);
 }
 
-Status SyncFileSystem(const std::string& path) { return SyncPath(path, O_RDONLY, ::syncfs, "syncfs"); }
+Status SyncFileSystem(const std::string& path) { return SyncPath(path, O_RDONLY, SyncCall::kSyncfs); }
 
 Status WriteFileDurable(const std::string& path, const std::string& content, int mode) {
   return WriteAndSync(path, content, mode);
@@ -90,9 +96,10 @@ Status WriteAndRename(const std::string& path, const std::string& content, int m
   std::string tmp = path + ".tmp";
   Status s = WriteAndSync(tmp, content, mode, durable);
   if (!s.ok()) return s;
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+  Env& env = CurrentEnv();
+  if (env.Rename(tmp, path) != 0) {
     int err = errno;
-    ::unlink(tmp.c_str());
+    env.Unlink(tmp);
     return Status::FromErrno("rename " + tmp + " to " + path, err);
   }
   return durable ? FsyncDir(ParentDir(path)) : Status::Ok();
@@ -109,21 +116,29 @@ Status WriteFileReplace(const std::string& path, const std::string& content, int
 }
 
 StatusOr<std::string> ReadFile(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return Status::FromErrno(path, errno);
+  Env& env = CurrentEnv();
+  const int fd = env.Open(path, O_RDONLY | O_CLOEXEC, 0);
+  if (fd < 0) return Status::FromErrno(path, errno);
   std::string out;
   char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-  const bool failed = std::ferror(f) != 0;
-  const int err = errno;
-  std::fclose(f);
-  if (failed) return Status::FromErrno(path, err);
+  for (;;) {
+    const ssize_t n = env.Read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      env.Close(fd);
+      return Status::FromErrno(path, err);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  env.Close(fd);
   return out;
 }
 
 Status MakeDirs(const std::string& path, int mode) {
-  if (::mkdir(path.c_str(), static_cast<mode_t>(mode)) != 0 && errno != EEXIST) {
+  Env& env = CurrentEnv();
+  if (env.Mkdir(path, mode) != 0 && errno != EEXIST) {
     if (errno != ENOENT) return Status::FromErrno("mkdir " + path, errno);
     // A missing parent: make it, then this one. The parent is a strictly shorter string, so
     // this ends at "/" or the first component at the latest.
@@ -131,7 +146,7 @@ Status MakeDirs(const std::string& path, int mode) {
     end = end == std::string::npos ? std::string::npos : path.find_last_of('/', end);
     if (end == std::string::npos || end == 0) return Status::FromErrno("mkdir " + path, ENOENT);
     if (Status s = MakeDirs(path.substr(0, end), mode); !s.ok()) return s;
-    if (::mkdir(path.c_str(), static_cast<mode_t>(mode)) != 0 && errno != EEXIST)
+    if (env.Mkdir(path, mode) != 0 && errno != EEXIST)
       return Status::FromErrno("mkdir " + path, errno);
   }
   struct stat st {};
@@ -142,7 +157,7 @@ Status MakeDirs(const std::string& path, int mode) {
 
 namespace {
 
-int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
+int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) { return CurrentEnv().Remove(path); }
 
 }  // namespace
 
@@ -159,11 +174,11 @@ Status RemoveTree(const std::string& path) {
 Status SwapDirInto(const std::string& from, const std::string& to) {
   // An existing target is swapped out atomically (a reader never sees it missing), then removed.
   if (PathExists(to)) {
-    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) != 0)
+    if (CurrentEnv().Exchange(from, to) != 0)
       return Status::FromErrno("exchange " + from + " with " + to, errno);
     return RemoveTree(from);
   }
-  if (::rename(from.c_str(), to.c_str()) != 0) return Status::FromErrno("rename " + from + " to " + to, errno);
+  if (CurrentEnv().Rename(from, to) != 0) return Status::FromErrno("rename " + from + " to " + to, errno);
   return Status::Ok();
 }
 

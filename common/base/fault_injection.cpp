@@ -13,20 +13,22 @@
 #include <nlohmann/json.hpp>
 
 #include "common/base/atomic_file.h"
+#include "common/base/env.h"
+#include "common/base/env_vars.h"
 
 namespace ens {
 namespace {
 
 // Whether `item` is one of the comma-separated entries of environment variable `var`.
-bool Listed(const char* var, const std::string& item) {
-  const char* spec = std::getenv(var);
+bool Listed(EnvVar var, const std::string& item) {
+  const char* spec = EnvVarValue(var);
   if (spec == nullptr || item.empty()) return false;
   std::string list = std::string(",") + spec + ",";
   return list.find("," + item + ",") != std::string::npos;
 }
 
-bool Above(const char* var, size_t n) {
-  const char* limit = std::getenv(var);
+bool Above(EnvVar var, size_t n) {
+  const char* limit = EnvVarValue(var);
   return limit != nullptr && n > std::strtoull(limit, nullptr, 10);
 }
 
@@ -38,7 +40,7 @@ std::string ReplaceAll(std::string m, const std::string& from, const std::string
 class Environment final : public Faults {
  public:
   bool CrashAt(const char* point, int nth) override {
-    const char* spec = std::getenv("ENSEMBLED_CRASH_AT");
+    const char* spec = EnvVarValue(EnvVar::kCrashAt);
     if (spec == nullptr) return false;
     std::string s(spec);
     int want = 1;
@@ -48,15 +50,15 @@ class Environment final : public Faults {
     }
     return s == point && nth == want;
   }
-  bool NonFiniteLoss(const std::string& task_id) override { return Listed("ENSEMBLED_TEST_NONFINITE", task_id); }
+  bool NonFiniteLoss(const std::string& task_id) override { return Listed(EnvVar::kTestNonFinite, task_id); }
   bool WriteFailure(const std::string& task_id, int attempt) override {
-    return Listed("ENSEMBLED_TEST_FAIL_WRITE", task_id + ":" + std::to_string(attempt));
+    return Listed(EnvVar::kTestFailWrite, task_id + ":" + std::to_string(attempt));
   }
-  bool OutOfMemory(size_t pack_size) override { return Above("ENSEMBLED_TEST_OOM_ABOVE", pack_size); }
-  bool KillForSize(size_t pack_size) override { return Above("ENSEMBLED_TEST_SIGKILL_ABOVE", pack_size); }
-  bool TorchError(const std::string& task_id) override { return Listed("ENSEMBLED_TEST_TORCH_ERROR", task_id); }
+  bool OutOfMemory(size_t pack_size) override { return Above(EnvVar::kTestOomAbove, pack_size); }
+  bool KillForSize(size_t pack_size) override { return Above(EnvVar::kTestSigkillAbove, pack_size); }
+  bool TorchError(const std::string& task_id) override { return Listed(EnvVar::kTestTorchError, task_id); }
   int SlowPhaseMs(std::string_view phase) override {
-    const char* spec = std::getenv("ENSEMBLED_TEST_SLOW_PHASE");
+    const char* spec = EnvVarValue(EnvVar::kTestSlowPhase);
     if (spec == nullptr) return 0;
     std::string_view s(spec);
     auto colon = s.find(':');
@@ -64,13 +66,13 @@ class Environment final : public Faults {
     return std::atoi(spec + colon + 1);
   }
   bool Hang(const std::string& task_id, int attempt, std::string_view phase) override {
-    const char* spec = std::getenv("ENSEMBLED_TEST_HANG");
+    const char* spec = EnvVarValue(EnvVar::kTestHang);
     std::string want = task_id + ":" + std::to_string(attempt);
     if (!phase.empty()) want += ":" + std::string(phase);
     return spec != nullptr && want == spec;
   }
   std::vector<std::string> RawMessages(const std::string& task_id, int attempt, int slot, long pid) override {
-    const char* spec = std::getenv("ENSEMBLED_TEST_SEND_RAW");
+    const char* spec = EnvVarValue(EnvVar::kTestSendRaw);
     if (spec == nullptr || attempt != 1) return {};
     std::string_view s(spec);
     auto colon = s.find(':');
@@ -85,17 +87,15 @@ class Environment final : public Faults {
                                  std::to_string(pid)));
     return out;
   }
-  bool JournalWriteFails(const std::string& event) override { return Listed("ENSEMBLED_TEST_FAIL_JOURNAL", event); }
+  bool JournalWriteFails(const std::string& event) override { return Listed(EnvVar::kTestFailJournal, event); }
   std::optional<std::string> CudaSees() override {
-    const char* fake = std::getenv("ENSEMBLED_TEST_CUDA_SEES");
+    const char* fake = EnvVarValue(EnvVar::kTestCudaSees);
     if (fake == nullptr) return std::nullopt;
     return std::string(fake);
   }
 };
 
-Faults* installed = nullptr;  // a test's; null: the environment's
-
-Faults& Active() { return installed ? *installed : EnvironmentFaults(); }
+Faults& Active() { return CurrentEnv().faults(); }
 
 }  // namespace
 
@@ -104,11 +104,10 @@ Faults& EnvironmentFaults() {
   return env;
 }
 
-ScopedFaults::ScopedFaults(Faults* faults) : before_(installed) { installed = faults; }
-ScopedFaults::~ScopedFaults() { installed = before_; }
+ScopedFaults::ScopedFaults(Faults* faults) : env_(&CurrentEnv(), faults), installed_(&env_) {}
 
 void CrashPoint(const char* point) {
-  if (installed == nullptr && std::getenv("ENSEMBLED_CRASH_AT") == nullptr) return;  // production: one getenv
+  if (&CurrentEnv() == Env::Default() && EnvVarValue(EnvVar::kCrashAt) == nullptr) return;  // production: one getenv
   static std::map<std::string, int> hits;
   if (Active().CrashAt(point, ++hits[point])) ::kill(::getpid(), SIGKILL);
 }

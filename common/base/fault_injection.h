@@ -1,36 +1,16 @@
 // Fault injection: the one module through which tests make product code fail on purpose.
 //
-// Product code asks through the free functions below; each asks the process's Faults (a narrow
-// interface, as leveldb's Env is for its file system). By default that is the environment's:
-// each fault is set by a variable, so a test can set it for a child process (the crash and
-// kill-storm tests run the real binaries). A test in the same process may install its own
-// Faults (ScopedFaults). Unset, every question is one getenv: nothing fails.
+// Product code asks through the free functions below; each asks CurrentEnv().faults() (env.h:
+// the seam to the outside world holds the faults beside the file system and the clock, so one
+// Env a test installs wraps both). Env::Default()'s faults are the environment's: each fault is
+// set by an ENSEMBLED_TEST_* variable (or ENSEMBLED_CRASH_AT), listed with what it does in
+// env_vars.h, so a test can set it for a child process (the crash and kill-storm tests run the
+// real binaries). A test in the same process may install its own Faults (ScopedFaults, or an
+// Env whose faults() answers). Unset, every question is one getenv: nothing fails.
 //
-// ENSEMBLED_CRASH_AT=<point>[:<n>] makes the n-th (default first) call of CrashPoint(point)
-// SIGKILL the calling process, exactly as an OOM kill or power loss would at that instant.
-// Unset (always, in production), CrashPoint is one getenv per call. Not thread-safe.
-//
-// ENSEMBLED_TEST_NONFINITE=<task_id>[,<task_id>...] makes those tasks' training loss NaN
-// from the first step, as a diverging member's would be (the deterministic-failure tests).
-// ENSEMBLED_TEST_FAIL_WRITE=<task_id>:<attempt>[,...] makes that attempt's member-directory
-// write fail with an I/O error, as a full or failing disk would (a transient failure).
-// ENSEMBLED_TEST_OOM_ABOVE=<n> makes a pack of more than n members throw libtorch's
-// out-of-memory error when its training starts (a GPU that fits only n);
-// ENSEMBLED_TEST_TORCH_ERROR=<task_id>[,...] throws a plain c10::Error (a shape mismatch)
-// for a pack holding one of those tasks. There is no GPU in CI: these stand in.
-// ENSEMBLED_TEST_SIGKILL_ABOVE=<n> makes a worker given a pack of more than n members SIGKILL
-// itself when the pack starts, as the kernel's out-of-memory killer would on a CPU machine
-// that fits only n. ENSEMBLED_TEST_SLOW_PHASE=<phase>:<ms> makes every step of that task phase (one member's
-// setup, predictions or output) take ms longer: a phase that is long but moving, as a pack
-// of thousands is. ENSEMBLED_TEST_HANG=<task_id>:<attempt>[:<phase>] makes that attempt stop
-// for good (no progress, no heartbeats) when the task starts, or at that phase.
-// ENSEMBLED_TEST_SEND_RAW=<task_id>:<file> makes the worker given that task (first attempt)
-// send, before training it, each string of the JSON array in <file> to its supervisor as one
-// raw message, "@SLOT@" and "@PID@" replaced by its slot and pid: a worker gone bad (the
-// hostile-messages test).
-// ENSEMBLED_TEST_FAIL_JOURNAL=<event> makes every journal write holding a record of that event
-// fail with an I/O error, as a full or failing disk would (nothing of the write is kept).
-// ENSEMBLED_TEST_CUDA_SEES replaces what CUDA reports to a GPU worker (cuda_support.h).
+// CrashPoint(point) SIGKILLs the calling process, exactly as an OOM kill or power loss would at
+// that instant, on the n-th call that ENSEMBLED_CRASH_AT=<point>[:<n>] names. Unset (always, in
+// production), CrashPoint is one getenv per call. Not thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -39,6 +19,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "common/base/env.h"
 
 namespace ens {
 
@@ -61,19 +43,30 @@ class Faults {
   virtual std::optional<std::string> CudaSees() = 0;
 };
 
-// The environment's faults (the variables above).
+// The environment's faults (the ENSEMBLED_TEST_* variables and ENSEMBLED_CRASH_AT of env_vars.h):
+// Env::Default()'s.
 Faults& EnvironmentFaults();
 
-// Installs `faults` for the process while it lives, then restores the one before. Tests only.
+// Installs `faults` for the process while it lives (an Env that forwards everything to the
+// current one but answers the fault questions with `faults`), then restores the Env before.
+// Tests only; nests with ScopedEnv as scopes do.
 class ScopedFaults {
  public:
   explicit ScopedFaults(Faults* faults);
-  ~ScopedFaults();
   ScopedFaults(const ScopedFaults&) = delete;
   ScopedFaults& operator=(const ScopedFaults&) = delete;
 
  private:
-  Faults* before_;
+  class FaultsEnv final : public EnvWrapper {
+   public:
+    FaultsEnv(Env* target, Faults* faults) : EnvWrapper(target), faults_(faults) {}
+    Faults& faults() override { return *faults_; }
+
+   private:
+    Faults* faults_;
+  };
+  FaultsEnv env_;
+  ScopedEnv installed_;
 };
 
 // ---- what product code calls ----
@@ -81,7 +74,7 @@ void CrashPoint(const char* point);
 bool NonFiniteLossRequested(const std::string& task_id);
 bool WriteFailureRequested(const std::string& task_id, int attempt);
 bool OutOfMemoryRequested(size_t pack_size);
-// SIGKILLs this process when ENSEMBLED_TEST_SIGKILL_ABOVE is below pack_size.
+// SIGKILLs this process when the faults say pack_size is too big (ENSEMBLED_TEST_SIGKILL_ABOVE).
 void KillIfTooBig(size_t pack_size);
 bool TorchErrorRequested(const std::string& task_id);
 // Sleeps the ENSEMBLED_TEST_SLOW_PHASE delay when `phase` is the one named; else returns at once.

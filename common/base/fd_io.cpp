@@ -4,12 +4,15 @@
 
 #include <cerrno>
 
+#include "common/base/env.h"
+
 namespace ens {
 
 Status WriteFull(int fd, const void* data, size_t n, const std::string& what) {
   const char* p = static_cast<const char*>(data);
+  Env& env = CurrentEnv();
   while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
+    const ssize_t w = env.Write(fd, p, n);
     if (w < 0 && errno == EINTR) continue;
     if (w < 0) return Status::FromErrno("write " + what, errno);
     if (w == 0) return Status::IOError("write " + what + ": no progress");
@@ -21,8 +24,9 @@ Status WriteFull(int fd, const void* data, size_t n, const std::string& what) {
 
 Status PwriteFull(int fd, const void* data, size_t n, uint64_t offset, const std::string& what) {
   const char* p = static_cast<const char*>(data);
+  Env& env = CurrentEnv();
   while (n > 0) {
-    const ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(offset));
+    const ssize_t w = env.Pwrite(fd, p, n, offset);
     if (w < 0 && errno == EINTR) continue;
     if (w < 0) return Status::FromErrno("write " + what, errno);
     if (w == 0) return Status::IOError("write " + what + ": no progress");

@@ -4,7 +4,8 @@
 // at a deadline or on EAGAIN (worker_channel.cpp, control_socket.cpp), draining a signalfd or
 // an inotify descriptor, and a child's stdin and stdout served in turn under poll
 // (subprocess.cpp, command_member.cpp). Errors name `what` (a path, "predict stream") and the
-// errno text.
+// errno text. The writes go through CurrentEnv() (env.h), so a test's Env sees every whole
+// write of the run state; the reads ask the OS.
 // Thread-safe (no state).
 #pragma once
 

@@ -11,6 +11,8 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "common/base/env_vars.h"
+
 namespace ens {
 namespace {
 
@@ -60,7 +62,7 @@ void InitLogging(const std::string& name, const std::string& log_file) {
   }
   auto logger = std::make_shared<spdlog::logger>(name, sinks.begin(), sinks.end());
   spdlog::set_default_logger(logger);
-  if (const char* lvl = std::getenv("ENSEMBLED_LOG_LEVEL")) spdlog::set_level(spdlog::level::from_str(lvl));
+  if (const char* lvl = EnvVarValue(EnvVar::kLogLevel)) spdlog::set_level(spdlog::level::from_str(lvl));
   spdlog::flush_on(spdlog::level::info);
 }
 

@@ -1,5 +1,6 @@
 #include "common/data/npy_writer.h"
 
+#include "common/base/env.h"
 #include "common/base/fd_io.h"
 
 #include <fcntl.h>
@@ -45,7 +46,7 @@ StatusOr<NpyWriter> NpyWriter::Create(const std::string& path, const std::vector
   w.path_ = path;
   w.rows_ = shape[0];
   w.cols_ = shape.size() == 2 ? shape[1] : 1;
-  w.fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  w.fd_ = CurrentEnv().Open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (w.fd_ < 0) return Errno("create", path);
   const std::string header = NpyHeader("<f4", shape);
   Status s = WriteFull(w.fd_, header.data(), header.size(), path);
@@ -60,7 +61,7 @@ NpyWriter::NpyWriter(NpyWriter&& o) noexcept
 
 NpyWriter& NpyWriter::operator=(NpyWriter&& o) noexcept {
   if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
+    if (fd_ >= 0) CurrentEnv().Close(fd_);
     path_ = std::move(o.path_);
     fd_ = std::exchange(o.fd_, -1);
     rows_ = o.rows_;
@@ -72,7 +73,7 @@ NpyWriter& NpyWriter::operator=(NpyWriter&& o) noexcept {
 }
 
 NpyWriter::~NpyWriter() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) CurrentEnv().Close(fd_);
 }
 
 Status NpyWriter::Flush() {
@@ -94,8 +95,8 @@ Status NpyWriter::Finish(bool durable) {
   if (written_ != rows_)
     return Status::InvalidArgument(path_ + ": " + std::to_string(written_) + " rows written of " + std::to_string(rows_));
   Status s = Flush();
-  if (s.ok() && durable && ::fsync(fd_) != 0) s = Errno("fsync", path_);
-  if (::close(std::exchange(fd_, -1)) != 0 && s.ok()) s = Errno("close", path_);
+  if (s.ok() && durable && CurrentEnv().Fsync(fd_) != 0) s = Errno("fsync", path_);
+  if (CurrentEnv().Close(std::exchange(fd_, -1)) != 0 && s.ok()) s = Errno("close", path_);
   return s;
 }
 
@@ -113,11 +114,11 @@ Status WriteNpyFloat32(const std::string& path, const float* data, uint64_t rows
 Status WriteNpyInt64(const std::string& path, const std::vector<int64_t>& values, bool durable) {
   std::string bytes = NpyHeader("<i8", {values.size()});
   bytes.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int64_t));
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const int fd = CurrentEnv().Open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Errno("create", path);
   Status s = WriteFull(fd, bytes.data(), bytes.size(), path);
-  if (s.ok() && durable && ::fsync(fd) != 0) s = Errno("fsync", path);
-  if (::close(fd) != 0 && s.ok()) s = Errno("close", path);
+  if (s.ok() && durable && CurrentEnv().Fsync(fd) != 0) s = Errno("fsync", path);
+  if (CurrentEnv().Close(fd) != 0 && s.ok()) s = Errno("close", path);
   return s;
 }
 

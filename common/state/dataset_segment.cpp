@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/base/env.h"
 #include "common/base/fd_io.h"
 
 namespace ens {
@@ -64,7 +65,7 @@ DatasetWriter::DatasetWriter(std::string path, int fd, SegmentHeader h)
     : path_(std::move(path)), fd_(fd), header_(h) {}
 
 DatasetWriter::~DatasetWriter() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) CurrentEnv().Close(fd_);
 }
 
 StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& path,
@@ -84,7 +85,7 @@ StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Begin(const std::string&
   if (features <= 0) return Status::InvalidArgument(path + ": table has no features");
   if (targets <= 0) return Status::InvalidArgument(path + ": table has no targets");
   std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  int fd = CurrentEnv().Open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Status::FromErrno("create " + tmp, errno);
   SegmentHeader h{};
   std::memcpy(h.magic, kSegmentMagic, sizeof(h.magic));
@@ -98,7 +99,7 @@ StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Begin(const std::string&
   h.checksum = kFnvOffset;
   std::unique_ptr<DatasetWriter> w(new DatasetWriter(tmp, fd, h));
   w->final_path_ = path;
-  if (::ftruncate(fd, static_cast<off_t>(kSegmentHeaderBytes + h.capacity_rows * RowBytes(h))) != 0)
+  if (CurrentEnv().Ftruncate(fd, kSegmentHeaderBytes + h.capacity_rows * RowBytes(h)) != 0)
     return Status::FromErrno("resize " + tmp, errno);
   return w;
 }
@@ -106,13 +107,13 @@ StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Begin(const std::string&
 Status DatasetWriter::Commit() {
   Status s = WriteHeader();
   if (!s.ok()) return s;
-  if (::rename(path_.c_str(), final_path_.c_str()) != 0) return Status::FromErrno("rename " + path_, errno);
+  if (CurrentEnv().Rename(path_, final_path_) != 0) return Status::FromErrno("rename " + path_, errno);
   path_ = final_path_;
   return Status::Ok();
 }
 
 StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  int fd = CurrentEnv().Open(path, O_RDWR | O_CLOEXEC, 0);
   if (fd < 0) return Status::FromErrno("open " + path, errno);
   SegmentHeader h{};
   struct stat st {};
@@ -120,7 +121,7 @@ StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Open(const std::string& 
   if (s.ok() && ::fstat(fd, &st) != 0) s = Status::FromErrno("stat " + path, errno);
   if (s.ok()) s = ValidateSegmentHeader(h, static_cast<uint64_t>(st.st_size), path);
   if (!s.ok()) {
-    ::close(fd);
+    CurrentEnv().Close(fd);
     return s;
   }
   return std::unique_ptr<DatasetWriter>(new DatasetWriter(path, fd, h));
@@ -131,7 +132,7 @@ Status DatasetWriter::WriteHeader() {
   std::memcpy(page, &header_, sizeof(header_));
   Status s = PwriteFull(fd_, page, sizeof(page), 0, path_);
   if (!s.ok()) return s;
-  if (::fdatasync(fd_) != 0) return Status::FromErrno("fsync " + path_, errno);
+  if (CurrentEnv().Fdatasync(fd_) != 0) return Status::FromErrno("fsync " + path_, errno);
   return Status::Ok();
 }
 
@@ -146,7 +147,7 @@ Status DatasetWriter::AddRows(const Table& rows) {
   uint64_t need = header_.rows + rows.rows();
   if (need > header_.capacity_rows) {
     uint64_t cap = std::max(need, header_.capacity_rows * 2);
-    if (::ftruncate(fd_, static_cast<off_t>(kSegmentHeaderBytes + cap * RowBytes(header_))) != 0)
+    if (CurrentEnv().Ftruncate(fd_, kSegmentHeaderBytes + cap * RowBytes(header_)) != 0)
       return Status::FromErrno("grow " + path_, errno);
     header_.capacity_rows = cap;
   }

@@ -6,11 +6,11 @@
 #include <cerrno>
 #include <climits>
 #include <limits>
-#include <ctime>
 #include <sstream>
 #include <type_traits>
 
 #include "common/base/atomic_file.h"
+#include "common/base/env.h"
 #include "common/base/fault_injection.h"
 #include "common/base/fd_io.h"
 
@@ -53,11 +53,12 @@ StatusOr<std::vector<json>> ParseLines(const std::string& text, const std::strin
 }  // namespace
 
 Journal::~Journal() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) CurrentEnv().Close(fd_);
 }
 
 StatusOr<std::unique_ptr<Journal>> Journal::Open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  Env& env = CurrentEnv();
+  int fd = env.Open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) return Status::FromErrno("open " + path, errno);
   std::unique_ptr<Journal> j(new Journal(path, fd));
   auto text = ReadFile(path);
@@ -66,8 +67,9 @@ StatusOr<std::unique_ptr<Journal>> Journal::Open(const std::string& path) {
   auto recs = ParseLines(*text, path, &valid, &j->torn_);
   if (!recs.ok()) return recs.status();
   j->records_ = std::move(*recs);
+  j->size_ = valid;
   if (valid < text->size()) {
-    if (::ftruncate(fd, static_cast<off_t>(valid)) != 0 || ::fsync(fd) != 0)
+    if (env.Ftruncate(fd, valid) != 0 || env.Fsync(fd) != 0)
       return Status::FromErrno("truncate torn tail of " + path, errno);
   }
   return j;
@@ -88,14 +90,23 @@ Status Journal::Write(std::vector<json>* batch) {
   for (const json& record : *batch)
     if (JournalWriteFailureRequested(record.value("event", "")))
       return Status::IOError("write " + path_ + ": injected failure (ENSEMBLED_TEST_FAIL_JOURNAL)");
-  const auto now = static_cast<int64_t>(std::time(nullptr));
+  const int64_t now = WallSeconds();
   std::string line;
   for (json& record : *batch) {
     record["time"] = now;
     line += record.dump() + "\n";
   }
-  if (Status s = WriteFull(fd_, line.data(), line.size(), path_); !s.ok()) return s;
-  if (::fdatasync(fd_) != 0) return Status::FromErrno("fsync " + path_, errno);
+  Env& env = CurrentEnv();
+  Status s = WriteFull(fd_, line.data(), line.size(), path_);
+  if (s.ok() && env.Fdatasync(fd_) != 0) s = Status::FromErrno("fsync " + path_, errno);
+  if (!s.ok()) {
+    // Whatever part of the batch reached the file goes: left, it would be a torn line that
+    // the next append turns into corruption in the middle (a full disk that frees up). A
+    // failed cut leaves it for Open's torn-tail rule, as a crash here would.
+    env.Ftruncate(fd_, size_);
+    return s;
+  }
+  size_ += line.size();
   return Status::Ok();
 }
 

@@ -147,7 +147,9 @@ class Journal {
   // Appends every record with one write and one fdatasync (the member_done records of
   // RoundRunner's batch, which spans packs and is flushed by time, round_runner.h):
   // after an ok, all are durable; a crash mid-way leaves a prefix of them (and at most one
-  // torn line, dropped on Open).
+  // torn line, dropped on Open). A write or fdatasync that fails (a full disk) returns its error
+  // naming the file and cuts the file back to its last whole record, so a later append, once
+  // there is room, follows whole records (a cut that fails too leaves the torn line to Open).
   Status AppendBatch(std::vector<nlohmann::json> batch);
   // The records Open read, and only those: what is appended afterwards is on disk, not kept
   // here, so a long run's memory does not hold its history (the supervisor keeps its
@@ -163,6 +165,7 @@ class Journal {
   std::string path_;
   int fd_ = -1;
   int torn_ = 0;
+  uint64_t size_ = 0;  // bytes of whole records in the file: where a failed write is cut back to
   std::vector<nlohmann::json> records_;
 };
 

@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "common/base/atomic_file.h"
+#include "common/base/env.h"
 #include "common/base/fd_io.h"
 
 namespace ens {
@@ -80,7 +81,7 @@ StatusOr<nlohmann::json> PackedObject(const PackedMember& m, std::string_view li
 }
 
 PackResultsWriter::~PackResultsWriter() {
-  for (auto& [name, fd] : fds_) ::close(fd);
+  for (auto& [name, fd] : fds_) CurrentEnv().Close(fd);
 }
 
 Status PackResultsWriter::Begin() {
@@ -93,7 +94,7 @@ Status PackResultsWriter::Append(const std::string& file, std::string_view bytes
   const std::string path = tmp_dir() + "/" + file;
   auto fd = fds_.find(file);
   if (fd == fds_.end()) {
-    int f = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int f = CurrentEnv().Open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (f < 0) return Status::FromErrno("create " + path, errno);
     fd = fds_.emplace(file, f).first;
   }
@@ -131,7 +132,7 @@ void PackResultsWriter::Drop(const std::string& name) {
 
 Status PackResultsWriter::Finish() {
   const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::system_clock::now().time_since_epoch()).count();
+                          CurrentEnv().WallNow().time_since_epoch()).count();
   std::string lines;
   for (const std::string& name : order_) {
     Entry& e = entries_.at(name);
@@ -147,7 +148,7 @@ Status PackResultsWriter::Finish() {
   }
   Status st = Status::Ok();
   for (auto& [file, fd] : fds_)
-    if (::close(fd) != 0 && st.ok()) st = Status::FromErrno("close " + tmp_dir() + "/" + file, errno);
+    if (CurrentEnv().Close(fd) != 0 && st.ok()) st = Status::FromErrno("close " + tmp_dir() + "/" + file, errno);
   fds_.clear();
   if (!st.ok()) return st;
   return WriteFileUnsynced(tmp_dir() + "/" + kPackRecordsFile, lines);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 
+#include "common/base/env_vars.h"
 #include "orchestrator/gpu/nvml.h"
 
 namespace ens {
@@ -94,8 +95,8 @@ bool KnowsUuids(const GpuInventory& inv) {
 
 GpuInventory DiscoverGpus(const Nvml* nvml, const std::string& proc_root) {
   GpuInventory inv;
-  if (const char* forced = std::getenv("ENSEMBLED_GPU_COUNT")) {
-    inv.source = "ENSEMBLED_GPU_COUNT";
+  if (const char* forced = EnvVarValue(EnvVar::kGpuCount)) {
+    inv.source = Name(EnvVar::kGpuCount);
     for (int i = 0; i < std::atoi(forced); ++i) inv.gpus.push_back({i, "", "", "", 0, {}});
     return inv;
   }

@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 
+#include "common/base/env_vars.h"
+
 namespace ens {
 
 namespace {
@@ -60,7 +62,7 @@ struct Nvml::Api {
 };
 
 std::unique_ptr<Nvml> Nvml::Open(std::string* why_not) {
-  const char* forced = std::getenv("ENSEMBLED_NVML_LIBRARY");
+  const char* forced = EnvVarValue(EnvVar::kNvmlLibrary);
   const std::string lib = forced != nullptr && *forced != '\0' ? forced : "libnvidia-ml.so.1";
   void* h = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (h == nullptr) {

@@ -10,6 +10,7 @@
 
 #include "common/base/atomic_file.h"
 #include "common/data/data_source.h"
+#include "common/base/env.h"
 #include "common/base/fault_injection.h"
 #include "common/data/npy_writer.h"
 
@@ -84,7 +85,7 @@ Status DatasetStore::PublishFeatureFiles() const {
     if (std::filesystem::exists(path)) continue;  // written once; the tables never change
     const uint64_t f = static_cast<uint64_t>(table->features);
     Status s = WriteNpyFloat32(path + ".tmp", table->x.data(), table->rows(), f, f, /*durable=*/true);
-    if (s.ok() && ::rename((path + ".tmp").c_str(), path.c_str()) != 0)
+    if (s.ok() && CurrentEnv().Rename(path + ".tmp", path) != 0)
       s = Status::FromErrno("rename " + path + ".tmp", errno);
     if (s.ok()) s = FsyncDir(layout_.DataDir());
     if (!s.ok()) return s;

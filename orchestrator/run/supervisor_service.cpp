@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/base/atomic_file.h"
+#include "common/base/env_vars.h"
 #include "common/state/member_view.h"
 #include "orchestrator/run/config_change.h"
 #include "orchestrator/run/supervisor.h"
@@ -26,7 +27,7 @@ Status Supervisor::StartService() {
   // the daemon, another user, must connect too. It sets ENSEMBLED_CONTROL_SOCKET_MODE=0666 and
   // the socket is in the run's state directory, which only its submitter (and the daemon, by
   // CAP_DAC_READ_SEARCH) may enter.
-  const char* mode = std::getenv("ENSEMBLED_CONTROL_SOCKET_MODE");
+  const char* mode = EnvVarValue(EnvVar::kControlSocketMode);
   Status s = control_.Listen(path, mode != nullptr && std::string(mode) == "0666" ? 0666 : 0600);
   if (!s.ok()) return s;
   if (cfg_.service.http_port > 0) {

@@ -2,6 +2,8 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "common/base/env.h"
+
 namespace ens {
 
 SystemdNotifier::SystemdNotifier() {
@@ -25,7 +27,7 @@ void SystemdNotifier::Stopping() { sd_notify(0, "STOPPING=1"); }
 
 void SystemdNotifier::MaybePingWatchdog() {
   if (watchdog_usec_ == 0) return;
-  auto now = std::chrono::steady_clock::now();
+  auto now = CurrentEnv().SteadyNow();
   if (now - last_ping_ < std::chrono::microseconds(watchdog_usec_ / 2)) return;
   last_ping_ = now;
   sd_notify(0, "WATCHDOG=1");

@@ -9,6 +9,8 @@
 #include <ctime>
 #include <set>
 
+#include "common/base/env.h"
+
 namespace ens {
 
 namespace {
@@ -53,7 +55,7 @@ LegacyQueueSweep ReclaimLegacyQueues(const std::string& mqueue_dir, std::chrono:
     if (n.rfind(prefix, 0) == 0) candidates.push_back(n);
   if (candidates.empty()) return sweep;
   const std::set<std::string> open = OpenQueueNames("/" + prefix);
-  const time_t now = std::time(nullptr);
+  const time_t now = static_cast<time_t>(WallSeconds());
   for (const std::string& n : candidates) {
     struct stat st {};
     if (::stat((mqueue_dir + "/" + n).c_str(), &st) != 0 || st.st_uid != ::getuid()) continue;

@@ -13,6 +13,7 @@
 #include <set>
 #include <spdlog/spdlog.h>
 
+#include "common/base/env.h"
 #include "common/base/fd_io.h"
 
 namespace ens {
@@ -44,14 +45,15 @@ Status EnsureSecret(const std::string& path) {
   }
   hex += "\n";
   const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  Env& env = CurrentEnv();
+  int fd = env.Open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Status::FromErrno("create " + tmp, errno);
   ::fchmod(fd, 0600);
   Status written = WriteFull(fd, hex.data(), hex.size(), tmp);
-  if (written.ok() && ::fsync(fd) != 0) written = Status::FromErrno("fsync " + tmp, errno);
-  ::close(fd);
+  if (written.ok() && env.Fsync(fd) != 0) written = Status::FromErrno("fsync " + tmp, errno);
+  env.Close(fd);
   if (!written.ok()) return written;
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return Status::FromErrno("rename " + tmp + " to " + path, errno);
+  if (env.Rename(tmp, path) != 0) return Status::FromErrno("rename " + tmp + " to " + path, errno);
   return Status::Ok();
 }
 

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "common/base/env_vars.h"
 #include "common/base/fault_injection.h"
 
 namespace ens {
@@ -26,7 +27,7 @@ Want Wanted() {
 
 CudaSupportResult LoadCudaSupport() {
   if (Wanted() == Want::kNever) return {};
-  const char* override_name = std::getenv("ENSEMBLED_TORCH_CUDA_LIB");
+  const char* override_name = EnvVarValue(EnvVar::kTorchCudaLib);
   const char* name = override_name != nullptr && *override_name != '\0' ? override_name : "libtorch_cuda.so";
   // RTLD_GLOBAL: libtorch_cuda's symbols serve what loads after it, as when linked.
   // Never closed: its registrations live as long as the process.

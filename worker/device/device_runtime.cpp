@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "common/base/env_vars.h"
 #include "worker/device/lane_launcher.h"
 
 namespace ens {
@@ -65,7 +66,7 @@ class CudaRuntime final : public DeviceRuntime {
   LaneLauncher* lanes() override {
     if (!lanes_loaded_) {
       lanes_loaded_ = true;
-      const char* off = std::getenv("ENSEMBLED_LANE_CUDA");
+      const char* off = EnvVarValue(EnvVar::kLaneCuda);
       if (off != nullptr && std::string(off) == "0") {
         lanes_note_ = "ENSEMBLED_LANE_CUDA=0: lane packs train with PackStep";
       } else if (auto l = LoadCudaLaneLauncher(); l.ok()) {

@@ -24,7 +24,7 @@ struct Plugin {
 const Plugin& Loaded() {
   static const Plugin plugin = [] {
     Plugin p;
-    const WorkerPlugin lib = OpenWorkerPlugin("ENSEMBLED_LANE_CUDA_LIB", "libens_lane_cuda.so");
+    const WorkerPlugin lib = OpenWorkerPlugin(EnvVar::kLaneCudaLib, "libens_lane_cuda.so");
     if (lib.handle == nullptr) {
       p.error = lib.error;
       return p;

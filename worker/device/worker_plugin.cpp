@@ -8,9 +8,9 @@
 
 namespace ens {
 
-WorkerPlugin OpenWorkerPlugin(const char* env, const char* file) {
+WorkerPlugin OpenWorkerPlugin(EnvVar var, const char* file) {
   WorkerPlugin p;
-  if (const char* v = std::getenv(env); v != nullptr && *v != '\0') {
+  if (const char* v = EnvVarValue(var); v != nullptr && *v != '\0') {
     p.path = v;
   } else {
     char exe[PATH_MAX];

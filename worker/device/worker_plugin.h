@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "common/base/env_vars.h"
+
 namespace ens {
 
 struct WorkerPlugin {
@@ -14,8 +16,8 @@ struct WorkerPlugin {
   std::string error;       // with handle nullptr: "cannot load PATH: the loader's reason"
 };
 
-// `file` beside /proc/self/exe, unless the variable `env` is set and not empty (then its path).
+// `file` beside /proc/self/exe, unless the variable `var` is set and not empty (then its path).
 // The library is never closed (its code stays in use until exit).
-WorkerPlugin OpenWorkerPlugin(const char* env, const char* file);
+WorkerPlugin OpenWorkerPlugin(EnvVar var, const char* file);
 
 }  // namespace ens

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/base/env_vars.h"
+
 namespace ens {
 
 // The block code of each ISA (lane_kernel_body.inc).
@@ -57,7 +59,7 @@ std::vector<LaneIsa> AvailableLaneIsas() {
 
 LaneIsa ChosenLaneIsa() {
   const std::vector<LaneIsa> have = AvailableLaneIsas();
-  if (const char* want = std::getenv("ENSEMBLED_LANE_ISA"))
+  if (const char* want = EnvVarValue(EnvVar::kLaneIsa))
     for (LaneIsa isa : have)
       if (std::strcmp(want, Name(isa)) == 0) return isa;
   return have[have.size() - 2];  // the widest vector ISA (kThread is last)

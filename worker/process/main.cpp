@@ -19,6 +19,7 @@
 
 #include "common/base/atomic_file.h"
 #include "common/base/cublas_workspace.h"
+#include "common/base/env.h"
 #include "common/base/exit_codes.h"
 #include "common/base/fault_injection.h"
 #include "common/base/logging.h"
@@ -234,9 +235,9 @@ std::optional<int> RunTasks(WorkerChannel& link, const WorkerServeOptions& o, De
   KillIfTooBig(tasks.size());
   // Every phase calls this per member or batch; it sends at most one heartbeat per
   // heartbeat_ms, from this thread: a worker that stops moving stops beating.
-  auto last_beat = std::chrono::steady_clock::now() - std::chrono::hours(1);
+  auto last_beat = CurrentEnv().SteadyNow() - std::chrono::hours(1);
   auto beat = [&](TaskPhase phase, int epoch) {
-    auto now = std::chrono::steady_clock::now();
+    auto now = CurrentEnv().SteadyNow();
     if (now - last_beat < std::chrono::milliseconds(o.heartbeat_ms)) return;
     last_beat = now;
     Message hb;

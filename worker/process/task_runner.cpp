@@ -12,6 +12,8 @@
 #include <map>
 
 #include "common/base/atomic_file.h"
+#include "common/base/env.h"
+#include "common/base/env_vars.h"
 #include "common/base/fault_injection.h"
 #include "common/state/member_result.h"
 #include "common/state/pack_results.h"
@@ -368,8 +370,8 @@ bool TaskRunner::PrepareInputs(const std::vector<TaskSpec>& tasks, const Progres
     in.lanes = runtime_->accelerated() ? runtime_->lanes() : nullptr;
     // gpu-check's measurement switches (trainer.h): operators per step, and the autograd loop
     // where PackStep would train (to set the two side by side on a GPU).
-    in.count_ops = std::getenv("ENSEMBLED_COUNT_OPS") != nullptr;
-    if (const char* path = std::getenv("ENSEMBLED_TRAIN_PATH"); path != nullptr && std::string(path) == "autograd")
+    in.count_ops = EnvVarValue(EnvVar::kCountOps) != nullptr;
+    if (const char* path = EnvVarValue(EnvVar::kTrainPath); path != nullptr && std::string(path) == "autograd")
       in.path = TrainPath::kAutogradOps;
     // Called during RunPack, whose tasks, progress callback and inputs outlive it.
     in.on_outputs = [this, &tasks, &on_progress, ins, rss_before, k](TrainOutputs& o) {
@@ -388,7 +390,7 @@ bool TaskRunner::PrepareInputs(const std::vector<TaskSpec>& tasks, const Progres
 
 std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks, const Progress& on_progress,
                                              const std::function<void(const std::string&)>& on_note) {
-  auto t0 = std::chrono::steady_clock::now();
+  auto t0 = CurrentEnv().SteadyNow();
   int64_t rss_before = CurrentRssKb();
   std::vector<TaskOutcome> outs(tasks.size());
   if (Status init = runtime_->Init(); !init.ok()) {  // the device cannot be used: no task can run here
@@ -417,14 +419,14 @@ std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks,
       return outs;
     }
   }
-  auto t_prepared = std::chrono::steady_clock::now();
+  auto t_prepared = CurrentEnv().SteadyNow();
   std::vector<TrainOutputs> res;
   if (TraitsOf(tasks[0].member.model.kind).program) {  // always a pack of one (pack_plan.h)
     res.push_back(RunCommand(tasks[0], ins[0], on_progress));
     if (res[0].status.ok()) ins[0].on_outputs(res[0]);
   } else {
     TrainPack(ins, &res);
-    AddPackPhases(SecondsBetween(t0, t_prepared), SecondsBetween(t_prepared, std::chrono::steady_clock::now()), &res);
+    AddPackPhases(SecondsBetween(t0, t_prepared), SecondsBetween(t_prepared, CurrentEnv().SteadyNow()), &res);
   }
   // Model, optimizer and every tensor of the task died with the trainer's frame.
   if (std::any_of(res.begin(), res.end(), [](const TrainOutputs& r) { return r.device_lost; })) {
@@ -436,7 +438,7 @@ std::vector<TaskOutcome> TaskRunner::RunPack(const std::vector<TaskSpec>& tasks,
   }
   KeepCacheWithinPolicy(on_note);
   malloc_trim(0);
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double seconds = std::chrono::duration<double>(CurrentEnv().SteadyNow() - t0).count();
   RecordOutcomes(tasks, seconds / static_cast<double>(tasks.size()), on_progress, pack_writer_.get(), &res, &outs);
   Publish(tasks, &outs, on_progress);
   pack_writer_.reset();
