@@ -21,15 +21,9 @@ namespace ens::ctl {
 // The columns (features, targets) of the config's training data, from the synthetic count or
 // the file's header (a CSV is opened, an npy pair's headers read; no row is kept).
 StatusOr<Table> DataColumns(const DataSpec& d) {
-  if (d.source == DataSource::kSynthetic) {
-    Table t;
-    t.features = d.synthetic_features;
-    return t;
-  }
-  auto reader = d.source == DataSource::kCsv ? OpenCsv(d.train_path, d.feature_columns, d.target_columns)
-                                  : OpenNpyPair(d.x_path, d.y_path);
-  if (!reader.ok()) return reader.status();
-  return (*reader)->columns();
+  auto files = OpenDataFiles(d, /*run_seed=*/0, /*train_labels=*/nullptr, /*labels=*/nullptr);
+  if (!files.ok()) return files.status();
+  return files->train->columns();
 }
 
 // What needs the data's columns: an npy y of several columns against the members (csv's

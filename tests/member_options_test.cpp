@@ -58,5 +58,18 @@ TEST_CASE("names and parsing are usable at compile time", "[member_options]") {
   static_assert(!Parse<Initializer>("he_normal").has_value());
 }
 
+TEST_CASE("every loss's traits row is one its engines can take", "[member_options][loss]") {
+  for (size_t i = 0; i < kLossNames.size(); ++i) {
+    const LossTraits& t = TraitsOf(static_cast<LossKind>(i));
+    INFO("loss " << std::string(kLossNames[i]));
+    CHECK((t.outputs == 1 || t.outputs == 2));
+    // The lane kernel and PackStep run loss_formulas.h's regression formulas only.
+    if (!t.regression) CHECK_FALSE((t.lane || t.pack_step));
+    if (t.pack_step) CHECK(t.outputs == 1);  // PackStep trains one output
+  }
+  static_assert(!TraitsOf(LossKind::kCrossEntropy).regression);
+  static_assert(TraitsOf(LossKind::kGaussianNll).outputs == 2);
+}
+
 }  // namespace
 }  // namespace ens

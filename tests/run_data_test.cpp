@@ -82,6 +82,38 @@ TEST_CASE("LoadRunData synthetic: sizes from the spec, distinct seeded tables") 
   CHECK(other->train.x != d->train.x);
 }
 
+TEST_CASE("the synthetic reader gives each table its seed's rows, train in chunks of any size") {
+  DataSpec spec;
+  spec.synthetic_features = 6;
+  spec.initial_rows = 23;
+  spec.holdout_rows = 9;
+  spec.pool_rows = 4;
+  const double noise = spec.synthetic_noise;
+  // DataSeed's salts (data_source.h): 1 train, 2 holdout, 3 pool.
+  const Table train = GenerateFriedman1(23, 6, noise, DataSeed(8, 1));
+  Table streamed;
+  uint64_t rows = 0;
+  auto add = [&streamed](const Table& chunk) {
+    streamed.AppendRows(chunk);
+    return Status::Ok();
+  };
+  StatusOr<RunData> d = StreamRunData(spec, 8, 5 * 7 * sizeof(float), add, &rows);  // 5 rows a chunk
+  REQUIRE(d.ok());
+  CHECK(rows == 23);
+  CHECK(streamed.x == train.x);
+  CHECK(streamed.y == train.y);
+  CHECK(d->train.rows() == 0);
+  CHECK(d->train.feature_names == train.feature_names);
+  CHECK(d->holdout.x == GenerateFriedman1(9, 6, noise, DataSeed(8, 2)).x);
+  CHECK(d->pool.y == GenerateFriedman1(4, 6, noise, DataSeed(8, 3)).y);
+
+  StatusOr<DataFiles> files = OpenDataFiles(spec, 8, nullptr, nullptr);
+  REQUIRE(files.ok());
+  CHECK(files->train->rows() == 23);
+  CHECK(files->train->columns().features == 6);
+  CHECK(files->train->columns().rows() == 0);
+}
+
 TEST_CASE("LoadRunData synthetic: an empty pool keeps the columns") {
   DataSpec spec;
   spec.pool_rows = 0;

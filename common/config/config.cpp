@@ -409,38 +409,45 @@ void ReadSynthetic(Validator& v, const json& data, const std::string& ptr, DataS
   v.Int(*j, p, "holdout_rows", 1, INT_MAX, &d->holdout_rows);
 }
 
-// Requirements that depend on "source". npy files may also be named by train_path /
-// pool_path as "<path>.x.npy" + "<path>.y.npy"; that is resolved here, once, into x/y paths.
+// The files a column-file source (csv) needs: train_path and the targets, by column name.
+void CheckColumnFiles(Validator& v, bool listed, const std::string& p, const std::string& why, const DataSpec& d) {
+  if (d.train_path.empty()) v.Error(Child(p, "train_path"), "is required" + why);
+  if (d.target_columns.empty() && !listed) v.Error(Child(p, "target_column"), "is required" + why + " (or target_columns)");
+  for (size_t i = 0; i < d.feature_columns.size(); ++i) {
+    if (std::find(d.target_columns.begin(), d.target_columns.end(), d.feature_columns[i]) != d.target_columns.end()) {
+      v.Error(Child(Child(p, "feature_columns"), i), "must not be a target column");
+    }
+  }
+}
+
+// The files an x/y-pair source (npy) needs. train_path / pool_path may name a pair as
+// "<path>.x.npy" + "<path>.y.npy"; that is resolved here, once, into x/y paths.
+void CheckXyPairs(Validator& v, bool listed, const std::string& p, const std::string& why, DataSpec* d) {
+  if (listed) v.Error(Child(p, "target_columns"), "is for csv sources; an npy y of shape (rows, T) has T targets");
+  if (d->x_path.empty() && d->y_path.empty() && !d->train_path.empty()) {
+    d->x_path = d->train_path + ".x.npy";
+    d->y_path = d->train_path + ".y.npy";
+  }
+  if (d->pool_x_path.empty() && d->pool_y_path.empty() && !d->pool_path.empty()) {
+    d->pool_x_path = d->pool_path + ".x.npy";
+    d->pool_y_path = d->pool_path + ".y.npy";
+  }
+  if (d->x_path.empty()) v.Error(Child(p, "x_path"), "is required" + why);
+  if (d->y_path.empty()) v.Error(Child(p, "y_path"), "is required" + why);
+  if (d->pool_x_path.empty() != d->pool_y_path.empty()) {
+    v.Error(Child(p, d->pool_x_path.empty() ? "pool_x_path" : "pool_y_path"),
+            "pool_x_path and pool_y_path must be given together");
+  }
+}
+
+// Requirements that depend on "source": the keys of its DataKeys (run_options.h).
 void CheckDataSource(Validator& v, const json& data, const std::string& p, DataSpec* d) {
   const std::string why = " when source is \"" + std::string(Name(d->source)) + "\"";
   const bool listed = Find(data, "target_columns") != nullptr;  // an empty list is its own error
-  if (d->source == DataSource::kCsv) {
-    if (d->train_path.empty()) v.Error(Child(p, "train_path"), "is required" + why);
-    if (d->target_columns.empty() && !listed)
-      v.Error(Child(p, "target_column"), "is required" + why + " (or target_columns)");
-    for (size_t i = 0; i < d->feature_columns.size(); ++i) {
-      if (std::find(d->target_columns.begin(), d->target_columns.end(), d->feature_columns[i]) !=
-          d->target_columns.end()) {
-        v.Error(Child(Child(p, "feature_columns"), i), "must not be a target column");
-      }
-    }
-  } else if (d->source == DataSource::kNpy) {
-    if (listed)
-      v.Error(Child(p, "target_columns"), "is for csv sources; an npy y of shape (rows, T) has T targets");
-    if (d->x_path.empty() && d->y_path.empty() && !d->train_path.empty()) {
-      d->x_path = d->train_path + ".x.npy";
-      d->y_path = d->train_path + ".y.npy";
-    }
-    if (d->pool_x_path.empty() && d->pool_y_path.empty() && !d->pool_path.empty()) {
-      d->pool_x_path = d->pool_path + ".x.npy";
-      d->pool_y_path = d->pool_path + ".y.npy";
-    }
-    if (d->x_path.empty()) v.Error(Child(p, "x_path"), "is required" + why);
-    if (d->y_path.empty()) v.Error(Child(p, "y_path"), "is required" + why);
-    if (d->pool_x_path.empty() != d->pool_y_path.empty()) {
-      v.Error(Child(p, d->pool_x_path.empty() ? "pool_x_path" : "pool_y_path"),
-              "pool_x_path and pool_y_path must be given together");
-    }
+  switch (TraitsOf(d->source).keys) {
+    case DataKeys::kGenerated: return;
+    case DataKeys::kColumnFiles: return CheckColumnFiles(v, listed, p, why, *d);
+    case DataKeys::kXyPairs: return CheckXyPairs(v, listed, p, why, d);
   }
 }
 

@@ -136,7 +136,7 @@ struct ResourcesSpec {
 };
 
 struct DataSpec {
-  DataSource source = DataSource::kSynthetic;  // synthetic | csv | npy. Default: synthetic
+  DataSource source = DataSource::kSynthetic;  // a name of kDataSourceNames (run_options.h). Default: synthetic
   // synthetic (Friedman #1, deterministic from the run seed)
   int synthetic_features = 10;       // >= 5. Default: 10
   double synthetic_noise = 1.0;      // >= 0. Default: 1.0

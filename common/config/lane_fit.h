@@ -3,7 +3,7 @@
 // worker's trainer ask the same question and get the same answer on every machine, so a
 // member takes the same engine, with the same bits, on the CPU and on a GPU.
 //
-// The kernel trains MLP members of one regression target with mse, mae, huber or gaussian_nll,
+// The kernel trains MLP members of one regression target with a loss it takes (LossTraits::lane),
 // of at most kLaneMaxLayers layers (hidden + output) and kLaneMaxWeights weights, every
 // activation, dropout, adversarial training. Pure. Thread-safe. Light enough for nvcc
 // (lane_kernel.h includes it for the layer bound).

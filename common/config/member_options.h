@@ -1,6 +1,6 @@
 // MemberOptions: the closed sets of choices a member spec makes (activation, initializer,
 // loss, optimizer, early-stopping monitor, split, model kind, TorchScript init) and the run's task kind, as enums;
-// and what each model kind is (ModelKindTraits).
+// what each model kind is (ModelKindTraits) and which engines take each loss (LossTraits).
 //
 // The config reader turns each option string into its enum once, when the config is read;
 // an unknown string is a config error naming its JSON pointer. Past that point nothing
@@ -68,6 +68,26 @@ inline constexpr std::array<ModelKindTraits, 3> kModelKindTraits{{
 }};
 static_assert(kModelKindTraits.size() == kModelKindNames.size(), "a row of traits per model kind");
 constexpr const ModelKindTraits& TraitsOf(ModelKind k) { return kModelKindTraits[static_cast<size_t>(k)]; }
+
+// What the config and the engines ask of a loss besides its name: one row a loss, in the enum's
+// order (the one table a new loss adds a row to). A regression loss's value and gradient are
+// its struct in worker/kernels/loss_formulas.h, which every engine runs: the lane kernel, the
+// autograd loop (worker/train/objective.cpp) and PackStep.
+struct LossTraits {
+  bool regression;  // elementwise on a regression error (loss_formulas.h); else cross_entropy, classification's
+  int outputs;      // a member's outputs per target: 1, or 2 (the mean and gaussian_nll's variance)
+  bool lane;        // the lane kernel trains it (common/config/lane_fit.h asks the rest)
+  bool pack_step;   // PackStep trains it (worker/train/pack_step.h asks the rest); one output only
+};
+inline constexpr std::array<LossTraits, 5> kLossTraits{{
+    {.regression = true, .outputs = 1, .lane = true, .pack_step = true},     // mse
+    {.regression = true, .outputs = 1, .lane = true, .pack_step = true},     // mae
+    {.regression = true, .outputs = 1, .lane = true, .pack_step = true},     // huber
+    {.regression = false, .outputs = 1, .lane = false, .pack_step = false},  // cross_entropy
+    {.regression = true, .outputs = 2, .lane = true, .pack_step = false},    // gaussian_nll
+}};
+static_assert(kLossTraits.size() == kLossNames.size(), "a row of traits per loss");
+constexpr const LossTraits& TraitsOf(LossKind k) { return kLossTraits[static_cast<size_t>(k)]; }
 
 // The name of an option value.
 template <typename E>

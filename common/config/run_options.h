@@ -14,7 +14,8 @@ namespace ens {
 
 // resources.executor: workers forked here (local) or started as Slurm pilot jobs.
 enum class ExecutorKind { kLocal, kSlurm };
-// data.source: the built-in synthetic data, or files.
+// data.source: the built-in synthetic data, or files of a format. Each is read by its reader
+// (common/data/data_format.cpp) and takes the "data" keys of its DataSourceTraits row below.
 enum class DataSource { kSynthetic, kCsv, kNpy };
 // mutation.policy (orchestrator/run/mutation_policy.h).
 enum class MutationPolicyKind { kNone, kAppendFromPool, kQueryByCommittee, kCommand };
@@ -36,5 +37,29 @@ constexpr std::span<const std::string_view> NamesOf(DataSource) { return kDataSo
 constexpr std::span<const std::string_view> NamesOf(MutationPolicyKind) { return kMutationPolicyNames; }
 constexpr std::span<const std::string_view> NamesOf(CommitteeScore) { return kCommitteeScoreNames; }
 constexpr std::span<const std::string_view> NamesOf(BatchMode) { return kBatchModeNames; }
+
+// The "data" keys that name a source's tables, as the config reader checks them
+// (common/config/config.cpp CheckDataSource). A closed set: a new source picks one.
+enum class DataKeys {
+  kGenerated,    // no files: synthetic_features, noise, initial_rows, pool_rows, holdout_rows
+  kColumnFiles,  // a file a table, columns by name: train_path (required), pool_path, holdout_path;
+                 // target_column or target_columns (required), feature_columns
+  kXyPairs,      // a pair of files a table, x and y: x_path and y_path (required; or train_path as
+                 // "<path>.x.npy" + "<path>.y.npy"), pool_x_path and pool_y_path (or pool_path),
+                 // holdout_path ("<path>.x.npy" + "<path>.y.npy"); y's columns are the targets
+};
+
+// What the config asks of a data source besides its name: one row a source, in the enum's order
+// (the one table a new source adds a row to; its reader: common/data/data_format.cpp).
+struct DataSourceTraits {
+  DataKeys keys;
+};
+inline constexpr std::array<DataSourceTraits, 3> kDataSourceTraits{{
+    {.keys = DataKeys::kGenerated},    // synthetic
+    {.keys = DataKeys::kColumnFiles},  // csv
+    {.keys = DataKeys::kXyPairs},      // npy
+}};
+static_assert(kDataSourceTraits.size() == kDataSourceNames.size(), "a row of traits per data source");
+constexpr const DataSourceTraits& TraitsOf(DataSource s) { return kDataSourceTraits[static_cast<size_t>(s)]; }
 
 }  // namespace ens

@@ -1,4 +1,6 @@
-// Data sources: the built-in synthetic generator and the CSV / NPY loaders.
+// Data sources: the built-in synthetic generator and the CSV / NPY loaders, and the one
+// interface a run's data is read through (OpenDataFiles: a source's reader, picked by
+// data.source from data_format.cpp's table).
 //
 // Every loader returns a Status naming the place of the first problem: the path for a
 // missing/unreadable file; "file:line:column" for CSV (line 1 is the header, columns
@@ -73,6 +75,33 @@ StatusOr<std::unique_ptr<RowReader>> OpenNpyPair(const std::string& x_path, cons
 // One column of `rows` values: shape (rows,) or (rows, 1), <f4 or <f8, every value finite.
 // A wrong shape or a NaN is an error naming the file (and the row).
 StatusOr<std::vector<float>> LoadNpyColumn(const std::string& path, uint64_t rows);
+
+// A run's tables as its data source gives them: train streamed, the pool and holdout loaded
+// whole. Every reader of a run's data goes through it (LoadRunData and StreamRunData below,
+// ensemblectl's data columns).
+struct DataFiles {
+  std::unique_ptr<RowReader> train;
+  std::string train_name;  // the file(s), as errors name them
+  // Unset: none given (no pool; the holdout is taken from train by holdout_fraction).
+  std::function<StatusOr<Table>()> load_pool, load_holdout;
+  std::string pool_name, holdout_name;
+};
+
+// A data source's reader: the files spec names (or the rows it generates from run_seed).
+// `train_labels` maps train's targets, `labels` the pool's and holdout's (classification: the
+// class list, or a collector of labels); both null: the targets are numbers. Errors name the
+// file and place as the loaders above do, or the "data" key at fault.
+// One a source: Open<Name>Files in common/data/<name>_reader.cpp, listed in data_format.cpp.
+using DataFilesReader = StatusOr<DataFiles> (*)(const DataSpec& spec, uint64_t run_seed, LabelMap* train_labels,
+                                                LabelMap* labels);
+
+// The files of spec's source, through its reader.
+StatusOr<DataFiles> OpenDataFiles(const DataSpec& spec, uint64_t run_seed, LabelMap* train_labels, LabelMap* labels);
+
+// The seed of the run's data generator `salt`. Salts (part of the reproducibility contract;
+// never renumbered): 1 train, 2 holdout, 3 pool (synthetic_reader.cpp), 4 the holdout split
+// (run_data.cpp).
+uint64_t DataSeed(uint64_t run_seed, uint64_t salt);
 
 // Builds train/holdout/pool for a run from config.data:
 // synthetic: train = initial_rows, holdout = holdout_rows, pool = pool_rows, each from a

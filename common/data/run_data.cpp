@@ -18,17 +18,8 @@ namespace ens {
 
 namespace {
 
-// Distinct salts for the generators derived from the kData stream; part of the
-// reproducibility contract, so never renumber.
-constexpr uint64_t kTrainSalt = 1;
-constexpr uint64_t kHoldoutSalt = 2;
-constexpr uint64_t kPoolSalt = 3;
+// The holdout split's generator (DataSeed's salts: data_source.h; never renumbered).
 constexpr uint64_t kHoldoutSplitSalt = 4;
-
-uint64_t DataSeed(uint64_t run_seed, uint64_t salt) {
-  const uint64_t base = StreamSeed(SplitMix64(run_seed), SeedStream::kData);
-  return SplitMix64(base ^ salt);
-}
 
 // A table with `like`'s columns and no rows (an absent pool).
 Table EmptyLike(const Table& like) {
@@ -38,23 +29,6 @@ Table EmptyLike(const Table& like) {
   t.feature_names = like.feature_names;
   t.target_names = like.target_names;
   return t;
-}
-
-StatusOr<RunData> SyntheticRunData(const DataSpec& spec, uint64_t run_seed) {
-  if (spec.synthetic_features < 5) {
-    return Status::InvalidArgument("data.synthetic_features must be >= 5");
-  }
-  if (spec.initial_rows < 1 || spec.holdout_rows < 1 || spec.pool_rows < 0) {
-    return Status::InvalidArgument(
-        "data: initial_rows and holdout_rows must be >= 1, pool_rows >= 0");
-  }
-  const int f = spec.synthetic_features;
-  const double noise = spec.synthetic_noise;
-  RunData d;
-  d.train = GenerateFriedman1(spec.initial_rows, f, noise, DataSeed(run_seed, kTrainSalt));
-  d.holdout = GenerateFriedman1(spec.holdout_rows, f, noise, DataSeed(run_seed, kHoldoutSalt));
-  d.pool = GenerateFriedman1(spec.pool_rows, f, noise, DataSeed(run_seed, kPoolSalt));
-  return d;
 }
 
 // `want` of [0, n) (sorted): the last `want` positions of a seeded Fisher-Yates pass from the
@@ -164,75 +138,9 @@ Status CheckSameColumns(const Table& train, const std::string& train_name, const
   return Status::Ok();
 }
 
-// An npy pair named explicitly or by a "<prefix>.x.npy"/"<prefix>.y.npy" prefix.
-struct NpyPaths {
-  std::string x, y;
-  bool empty() const { return x.empty(); }
-  std::string name() const { return x + " / " + y; }
-};
-
-StatusOr<NpyPaths> ResolveNpyPaths(const std::string& x, const std::string& y,
-                                   const std::string& prefix, const std::string& what) {
-  if (x.empty() != y.empty()) {
-    return Status::InvalidArgument("data: " + what + " needs both x and y paths");
-  }
-  if (!x.empty()) return NpyPaths{x, y};
-  if (!prefix.empty()) return NpyPaths{prefix + ".x.npy", prefix + ".y.npy"};
-  return NpyPaths{};
-}
-
-// The files of a csv or npy source: train (streamed), pool and holdout (loaded whole).
-struct SourceFiles {
-  std::unique_ptr<RowReader> train;
-  std::string train_name;
-  std::function<StatusOr<Table>()> load_pool, load_holdout;  // unset: none given
-  std::string pool_name, holdout_name;
-};
-
-// `train_labels` maps train's targets, `labels` the pool's and holdout's (both null: numbers).
-StatusOr<SourceFiles> CsvFiles(const DataSpec& spec, LabelMap* train_labels, LabelMap* labels) {
-  if (spec.train_path.empty()) return Status::InvalidArgument("data.train_path is required");
-  SourceFiles f;
-  auto train = OpenCsv(spec.train_path, spec.feature_columns, spec.target_columns, train_labels);
-  if (!train.ok()) return train.status();
-  f.train = std::move(*train);
-  f.train_name = spec.train_path;
-  auto loader = [&spec, labels](const std::string& path) {
-    return [&spec, path, labels] { return LoadCsv(path, spec.feature_columns, spec.target_columns, labels); };
-  };
-  if (!spec.pool_path.empty()) f.load_pool = loader(spec.pool_path), f.pool_name = spec.pool_path;
-  if (!spec.holdout_path.empty()) f.load_holdout = loader(spec.holdout_path), f.holdout_name = spec.holdout_path;
-  return f;
-}
-
-StatusOr<SourceFiles> NpyFiles(const DataSpec& spec, LabelMap* train_labels, LabelMap* labels) {
-  StatusOr<NpyPaths> train_paths = ResolveNpyPaths(spec.x_path, spec.y_path, spec.train_path,
-                                                   "train (x_path/y_path)");
-  if (!train_paths.ok()) return train_paths.status();
-  if (train_paths->empty()) {
-    return Status::InvalidArgument("data.x_path and data.y_path are required");
-  }
-  StatusOr<NpyPaths> pool_paths = ResolveNpyPaths(spec.pool_x_path, spec.pool_y_path,
-                                                  spec.pool_path, "pool (pool_x_path/pool_y_path)");
-  if (!pool_paths.ok()) return pool_paths.status();
-  SourceFiles f;
-  auto train = OpenNpyPair(train_paths->x, train_paths->y, train_labels);
-  if (!train.ok()) return train.status();
-  f.train = std::move(*train);
-  f.train_name = train_paths->name();
-  auto loader = [labels](const NpyPaths& p) { return [p, labels] { return LoadNpyPair(p.x, p.y, labels); }; };
-  if (!pool_paths->empty()) f.load_pool = loader(*pool_paths), f.pool_name = pool_paths->name();
-  if (!spec.holdout_path.empty()) {
-    const NpyPaths holdout{spec.holdout_path + ".x.npy", spec.holdout_path + ".y.npy"};
-    f.load_holdout = loader(holdout);
-    f.holdout_name = holdout.name();
-  }
-  return f;
-}
-
 // Streams f.train to train_chunk (less the holdout rows when no holdout file is given).
 // class_rows: classification, train's rows per class (a stratified holdout); else empty.
-StatusOr<RunData> StreamFiles(const DataSpec& spec, uint64_t run_seed, SourceFiles f, size_t chunk_bytes,
+StatusOr<RunData> StreamFiles(const DataSpec& spec, uint64_t run_seed, DataFiles f, size_t chunk_bytes,
                               const std::vector<uint64_t>& class_rows,
                               const std::function<Status(const Table&)>& train_chunk, uint64_t* train_rows) {
   RunData d;
@@ -296,19 +204,10 @@ StatusOr<RunData> StreamFiles(const DataSpec& spec, uint64_t run_seed, SourceFil
   return d;
 }
 
-StatusOr<SourceFiles> OpenSource(const DataSpec& spec, LabelMap* train_labels, LabelMap* labels) {
-  switch (spec.source) {
-    case DataSource::kCsv: return CsvFiles(spec, train_labels, labels);
-    case DataSource::kNpy: return NpyFiles(spec, train_labels, labels);
-    case DataSource::kSynthetic: break;
-  }
-  return Status::InvalidArgument("data.source: \"synthetic\" has no files to open");
-}
-
 // Classification's first pass: every label of train, pool and holdout; train's per class.
-StatusOr<ClassList> ScanClasses(const DataSpec& spec, std::vector<uint64_t>* class_rows) {
+StatusOr<ClassList> ScanClasses(const DataSpec& spec, uint64_t run_seed, std::vector<uint64_t>* class_rows) {
   LabelCollector train_labels, other_labels;
-  auto f = OpenSource(spec, &train_labels, &other_labels);
+  auto f = OpenDataFiles(spec, run_seed, &train_labels, &other_labels);
   if (!f.ok()) return f.status();
   Table chunk;
   do {
@@ -332,26 +231,15 @@ StatusOr<ClassList> ScanClasses(const DataSpec& spec, std::vector<uint64_t>* cla
 StatusOr<RunData> StreamRunData(const DataSpec& spec, uint64_t run_seed, size_t chunk_bytes,
                                 const std::function<Status(const Table&)>& train_chunk, uint64_t* train_rows,
                                 TaskKind task) {
-  if (spec.source == DataSource::kSynthetic && task == TaskKind::kClassification)
-    return Status::InvalidArgument("data.source: the synthetic data is a regression target; classification needs csv or npy");
-  if (spec.source == DataSource::kSynthetic) {
-    auto d = SyntheticRunData(spec, run_seed);
-    if (!d.ok()) return d.status();
-    Status s = train_chunk(d->train);
-    if (!s.ok()) return s;
-    *train_rows = d->train.rows();
-    d->train = EmptyLike(d->train);
-    return d;
-  }
   ClassList classes;
   std::vector<uint64_t> class_rows;
   if (task == TaskKind::kClassification) {
-    auto c = ScanClasses(spec, &class_rows);
+    auto c = ScanClasses(spec, run_seed, &class_rows);
     if (!c.ok()) return c.status();
     classes = std::move(*c);
   }
   LabelMap* labels = classes.empty() ? nullptr : &classes;
-  StatusOr<SourceFiles> files = OpenSource(spec, labels, labels);
+  StatusOr<DataFiles> files = OpenDataFiles(spec, run_seed, labels, labels);
   if (!files.ok()) return files.status();
   auto d = StreamFiles(spec, run_seed, std::move(*files), chunk_bytes, class_rows, train_chunk, train_rows);
   if (d.ok()) d->classes = classes.names();

@@ -52,9 +52,9 @@ constexpr int kLaneWidth = 16;
 struct LaneNet {
   int64_t inputs = 0;                          // features
   int64_t layers = 0;                          // hidden layers + 1
-  int64_t units[kLaneMaxLayers] = {};          // each hidden layer's, then the output layer's (1; gaussian_nll 2)
+  int64_t units[kLaneMaxLayers] = {};          // each hidden layer's, then the output layer's (LossTraits::outputs)
   Activation activations[kLaneMaxLayers] = {}; // one per hidden layer
-  LossKind loss = LossKind::kHuber;            // huber, mse, mae or gaussian_nll
+  LossKind loss = LossKind::kHuber;            // one whose LossTraits::lane is true
   OptimizerKind optimizer = OptimizerKind::kAdam;
   bool adversarial = false;  // each step also trains on its rows moved by the lane's steps (kLaneHyperRows + 2F..)
 

@@ -72,8 +72,8 @@ LaneStep::LaneStep(Model& model, const std::vector<const MemberSpec*>& specs, co
   net_.loss = specs[0]->loss;
   net_.optimizer = specs[0]->optimizer;
   net_.adversarial = specs[0]->adversarial_eps > 0;  // the whole pack's (pack_plan.cpp never mixes)
-  TORCH_CHECK(net_.units[net_.layers - 1] == (net_.loss == LossKind::kGaussianNll ? 2 : 1),
-              "LaneStep trains one target (and its variance for gaussian_nll)");
+  TORCH_CHECK(net_.units[net_.layers - 1] == TraitsOf(net_.loss).outputs,
+              "LaneStep trains one target (and its variance for a loss of two outputs, gaussian_nll)");
   params_ = net_.Params();
   if (offsets_.empty()) offsets_.assign(static_cast<size_t>(members_), 0);
   for (int64_t k = 0; k < members_; ++k) {

@@ -1,13 +1,13 @@
 #include "worker/train/objective.h"
 
 #include <algorithm>
-#include <stdexcept>
 
 #include <ATen/Parallel.h>
 
 #include "worker/device/cpu_only.h"
 #include "worker/kernels/loss_kernel.h"
 #include "worker/train/pack_optimizer.h"
+#include "worker/train/tensor_loss_ops.h"
 
 namespace ens {
 namespace {
@@ -59,9 +59,6 @@ bool HuberKernelFits(const torch::Tensor& e, const torch::Tensor& delta) {
          delta.is_contiguous() && delta.numel() == e.size(0);
 }
 
-// Softplus written out (no threshold branch), the same expression here and in the checkpoint.
-torch::Tensor Softplus(const torch::Tensor& r) { return torch::log1p(torch::exp(-r.abs())) + torch::relu(r); }
-
 class RegressionObjective : public Objective {
  public:
   RegressionObjective(const std::vector<const MemberSpec*>& specs, const torch::Tensor& ym, const torch::Tensor& ys,
@@ -75,10 +72,7 @@ class RegressionObjective : public Objective {
   torch::Tensor ElementLoss(const torch::Tensor& out, const torch::Tensor& y) const override {
     if (y.dim() == 3) return MeanOverTargets(Loss(out - (y - ym_) / ys_, delta_.unsqueeze(-1)));
     torch::Tensor e = out.select(-1, 0) - (y - ym_) / ys_;
-    if (kind_ == LossKind::kGaussianNll) {
-      torch::Tensor var = Softplus(out.select(-1, 1)) + 1e-6;
-      return 0.5 * (var.log() + e * e / var);
-    }
+    if (TraitsOf(kind_).outputs == 2) return LossValue<TensorLossOps>(kind_, e, delta_, out.select(-1, 1));
     return Loss(e, delta_);
   }
 
@@ -97,24 +91,11 @@ class RegressionObjective : public Objective {
   }
 
  private:
-  // The loss of each standardised error e (mse | mae | huber, delta broadcast against e).
+  // The loss of each standardised error e of a one-output loss (delta broadcast against e):
+  // loss_formulas.h's, huber on the CPU through loss_kernel.h (the same bits in one pass).
   torch::Tensor Loss(const torch::Tensor& e, const torch::Tensor& delta) const {
-    switch (kind_) {
-      case LossKind::kMae:
-        return e.abs();
-      case LossKind::kHuber: {
-        if (!tensor_ops_ && HuberKernelFits(e, delta)) return HuberOnCpu::apply(e, delta);
-        torch::Tensor a = e.abs();  // on a GPU
-        return torch::where(a <= delta, 0.5 * e * e, delta * (a - 0.5 * delta));
-      }
-      case LossKind::kMse:
-        return e * e;
-      case LossKind::kGaussianNll:   // ElementLoss's own, one target only (config.h TargetCountProblem)
-      case LossKind::kCrossEntropy:  // not a regression loss (config refuses it)
-        break;
-    }
-    // Never another loss in its place: a kind the config let through without one here is a bug.
-    throw std::invalid_argument("loss \"" + std::string(Name(kind_)) + "\" has no elementwise regression loss");
+    if (kind_ == LossKind::kHuber && !tensor_ops_ && HuberKernelFits(e, delta)) return HuberOnCpu::apply(e, delta);
+    return LossValue<TensorLossOps>(kind_, e, delta, torch::Tensor());
   }
   // [K, B, T] -> [K, B]: the mean over the targets, summed in order (pack-invariant, as RowSums).
   static torch::Tensor MeanOverTargets(const torch::Tensor& v) {

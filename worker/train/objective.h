@@ -2,8 +2,9 @@
 // outputs [K, B, outputs], one kind per run (config "task").
 //
 //  regression (RegressionObjective): one output. Each member standardises the target with its
-//    own training split's mean and std (the checkpoint undoes it); the loss is mse | mae |
-//    huber (huber_delta per member); metrics mae and mse in target units.
+//    own training split's mean and std (the checkpoint undoes it); the loss is the member's
+//    regression loss (worker/kernels/loss_formulas.h; huber_delta per member); metrics mae and
+//    mse in target units.
 //    Several targets (data.target_columns): one output per target, y [K, B, T], each target
 //    standardised on its own; a row's loss and metrics are the means over its targets.
 //    gaussian_nll: two outputs, the mean and r, whose variance is softplus(r) + 1e-6

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <optional>
 
+#include "worker/train/tensor_loss_ops.h"
+
 namespace ens {
 namespace {
 
@@ -33,7 +35,7 @@ bool PackStepFits(const std::vector<const MemberSpec*>& specs, int classes, int 
   if (classes > 0 || targets != 1) return false;
   for (const MemberSpec* s : specs) {
     if (s->warm_start || s->model.kind != ModelKind::kMlp || s->adversarial_eps > 0) return false;
-    if (s->loss != LossKind::kHuber && s->loss != LossKind::kMse && s->loss != LossKind::kMae) return false;
+    if (!TraitsOf(s->loss).pack_step) return false;
   }
   return true;
 }
@@ -42,6 +44,7 @@ PackStep::PackStep(Model& model, const std::vector<const MemberSpec*>& specs, co
     : kind_(specs[0]->optimizer), loss_(specs[0]->loss) {
   std::optional<MlpLayers> ml = model.Layers();
   TORCH_CHECK(ml.has_value(), "PackStep needs a model that gives its layers");
+  TORCH_CHECK(TraitsOf(loss_).pack_step, "PackStep does not train loss ", Name(loss_), " (PackStepFits)");
   dropout_ = ml->dropout;
   members_ = ml->weights[0].size(0);
   features_ = ml->weights[0].size(2);
@@ -247,18 +250,16 @@ void PackStep::Backward(int64_t first, int64_t rows) {
   const size_t hidden = layers_.size() - 1;
   const torch::Tensor e = errors_.narrow(1, first, rows);
   torch::Tensor r = residual_.narrow(1, 0, rows);
-  // d(sum over members of the batch's mean loss) / d e = loss'(e) / rows: the 1 / rows (and
-  // mse's 2) ride on the products below as their alpha.
-  double alpha = 1.0 / static_cast<double>(rows);
-  switch (loss_) {
-    case LossKind::kHuber: at::clamp_out(r, e, neg_delta_, delta_); break;
-    case LossKind::kMae: at::sign_out(r, e); break;
-    case LossKind::kMse:
-      r = e;
-      alpha *= 2.0;
-      break;
-    case LossKind::kCrossEntropy:
-    case LossKind::kGaussianNll: TORCH_CHECK(false, "PackStep has no gradient for this loss (PackStepFits)");
+  // d(sum over members of the batch's mean loss) / d e = loss'(e) / rows: the 1 / rows rides
+  // on the products below as their alpha.
+  const double alpha = 1.0 / static_cast<double>(rows);
+  if (loss_ == LossKind::kHuber) {
+    // HuberLoss::Slopes (loss_formulas.h) with -delta made once, not every step: one kernel.
+    at::clamp_out(r, e, neg_delta_, delta_);
+  } else {
+    torch::Tensor slopes[2];
+    LossSlopes<TensorLossOps>(loss_, e, delta_, torch::Tensor(), slopes);
+    r = slopes[0];
   }
   if (poison_.defined()) {
     torch::Tensor poisoned = residual_.narrow(1, 0, rows);
@@ -320,18 +321,7 @@ void PackStep::Step(int64_t first, int64_t rows) {
 void PackStep::EndWindow(torch::Tensor& loss_sum, std::vector<torch::Tensor>& sums) {
   torch::NoGradGuard no_grad;
   const torch::Tensor e = errors_.narrow(1, 0, window_rows_).select(2, 0);  // [K, len]
-  torch::Tensor elem;
-  switch (loss_) {
-    case LossKind::kHuber: {  // c (e - c / 2), c = clamp(e, -delta, delta): the huber loss
-      const torch::Tensor c = at::clamp(e, neg_delta_.select(2, 0), delta_.select(2, 0));
-      elem = c * at::sub(e, c, 0.5);
-      break;
-    }
-    case LossKind::kMae: elem = e.abs(); break;
-    case LossKind::kMse: elem = e * e; break;
-    case LossKind::kCrossEntropy:
-    case LossKind::kGaussianNll: TORCH_CHECK(false, "PackStep has no loss for this kind (PackStepFits)");
-  }
+  torch::Tensor elem = LossValue<TensorLossOps>(loss_, e, delta_.select(2, 0), torch::Tensor());
   if (poison_.defined()) elem = elem * poison_.select(2, 0);
   loss_sum.add_(elem.sum(-1, false, torch::kDouble));
   const torch::Tensor err = e * ys_;  // prediction - target in the target's units

@@ -5,10 +5,11 @@
 // optimizer's tensor ops per parameter) launched ~170 a step whatever K. PackStep writes the
 // step out by hand over one flat parameter tensor, so a step of a pack with L hidden layers
 // and no dropout launches: L + 1 batched products and L activations forward; the loss's
-// gradient in closed form (huber: one clamp; mse: none; mae: one sign); L + 1 products for the
-// weights' gradients and L for the hidden inputs' (the network's input needs none); L
-// activation backwards; the optimizer over the whole flat tensor (Adam: 5, AdamW: 6, SGD: 3-4;
-// L1 and L2 only where a member of the pack asks for them). 2 hidden layers, Adam, huber: 18.
+// gradient in closed form (worker/kernels/loss_formulas.h's slopes: huber a clamp, mse an
+// add, mae a sign); L + 1 products for the weights' gradients and L for the
+// hidden inputs' (the network's input needs none); L activation backwards; the optimizer over
+// the whole flat tensor (Adam: 5, AdamW: 6, SGD: 3-4; L1 and L2 only where a member of the
+// pack asks for them). 2 hidden layers, Adam, huber: 18.
 // Per window of batches (trainer.cpp: kPackStepWindowBytes) it gathers and standardises the
 // window's rows (3 ops), copies the indices and the step sizes to the device (asynchronously
 // from pinned memory), and sums the window's loss and metrics (about 12 ops): no per-step
