@@ -12,7 +12,7 @@ namespace {
 using namespace ens::testing;
 
 // The seed-000 shape (9 -> 6 sigmoid -> 1, batch 32), whose CPU matrix kernels are the same
-// alone and packed (ARCHITECTURE.md, "Reproducibility across packs"); dropout on member 1.
+// alone and packed (docs/internals.md, "Reproducibility across packs"); dropout on member 1.
 MemberSpec Warm(int index) {
   MemberSpec m;
   m.name = "w" + std::to_string(1000 + index).substr(1);

@@ -1,7 +1,7 @@
 // PredictRowsKernel: the plain loops of a member's eager prediction (worker/predict/checkpoint.h
 // PredictRows on MemberParts), for the steps between its libtorch operators.
 //
-// A member's forward (its module's forward_block, ARCHITECTURE.md "Batch-independent
+// A member's forward (its module's forward_block, docs/internals.md "Batch-independent
 // predictions") standardises a block of rows, copies each statement's input to rows of a
 // 16-float stride, runs the statements (GEMMs and activations: libtorch's, kept) and applies
 // the head. The standardisation, the copies and a regression head are exactly rounded IEEE

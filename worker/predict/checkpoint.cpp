@@ -25,7 +25,7 @@ constexpr const char* kNormNames[] = {"x_mean", "x_std", "y_mean", "y_std"};
 // every elementwise kernel sees one shape and one alignment per row, whatever the batch and
 // wherever the row sits in it. MKL's small-output sgemm path takes another summation order for
 // a row that is not 16-byte aligned (measured: features not a multiple of 4, outputs <= 9),
-// and other shapes take other kernels; ARCHITECTURE.md "Batch-independent predictions".
+// and other shapes take other kernels; docs/internals.md "Batch-independent predictions".
 std::string BlockLoopSource(const std::string& block_method, int arity) {
   const std::string b = std::to_string(kPredictBlockRows);
   std::string src =

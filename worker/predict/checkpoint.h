@@ -17,7 +17,7 @@
 // kPredictBlockRows rows (the last padded with zero rows) with 64-byte aligned rows, through
 // forward_block(x) ([kPredictBlockRows, features] -> [outputs]): a row's numbers are a
 // function of the row and the member only, whatever the batch and the row's place in it
-// (ARCHITECTURE.md "Batch-independent predictions"). The worker computes a member's holdout
+// (docs/internals.md "Batch-independent predictions"). The worker computes a member's holdout
 // and pool predictions with this same forward (PredictRows; eagerly, without the module, for a
 // kind that has MemberStatements), so every caller gets the same bits.
 // An ensemble export holds the members as submodules m<i> and forward(x) returns the mean and
