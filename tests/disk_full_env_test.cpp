@@ -16,10 +16,13 @@
 #include "common/state/journal.h"
 #include "common/state/pack_results.h"
 #include "fakes/fake_disk.h"
+#include "support/one_member_pack.h"
 #include "support/temp_dir.h"
 
 namespace ens {
 namespace {
+
+using namespace ens::testing;
 
 using json = nlohmann::json;
 using ens::testing::FakeDisk;
@@ -88,30 +91,7 @@ TEST_CASE("a full disk fails an atomic write naming its file, leaves the old con
   CHECK(*ReadFile(path) == big);
 }
 
-// Writes a pack of one member, "m0", whose weights are `weights`, and publishes it at `pack`.
-Status PublishPack(const std::string& pack, const std::string& weights) {
-  PackResultsWriter w(pack);
-  Status s = w.Begin();
-  if (s.ok()) s = w.AddFiles("m0", {{"weights.bin", weights}, {"holdout_pred.f32", std::string(16, 'h')}});
-  if (!s.ok()) return s;
-  w.SetRecord("m0", {{"member", "m0"}});
-  w.SetMetrics("m0", {{"member", "m0"}, {"seconds", 1}});
-  s = w.Finish();
-  if (s.ok()) s = SyncFileSystem(w.tmp_dir());
-  if (s.ok()) s = w.Publish();
-  return s;
-}
 
-// The weights of m0 in the pack at `pack`, as a reader finds them.
-std::string PublishedWeights(const std::string& pack) {
-  auto members = ReadPackRecords(pack);
-  REQUIRE(members.ok());
-  REQUIRE(members->size() == 1);
-  const PackSpan span = members->front().files.at("weights.bin");
-  const std::string all = *ReadFile(pack + "/weights.bin");
-  REQUIRE(span.offset + span.length <= all.size());
-  return all.substr(span.offset, span.length);
-}
 
 TEST_CASE("a full disk fails a pack's member files naming the file, publishes no member, and the pack publishes once there is room", "[disk_full][env]") {
   TempDir dir;
@@ -123,25 +103,25 @@ TEST_CASE("a full disk fails a pack's member files naming the file, publishes no
   ScopedEnv installed(&disk);
 
   disk.SetFreeBytes(10000);
-  Status s = PublishPack(pack, weights);
+  Status s = PublishOneMemberPack(pack, weights);
   INFO(s.message());
   CHECK(SaysDiskFull(s, pack + ".tmp/weights.bin"));
   CHECK_FALSE(PathExists(pack));  // a pack directory that exists is complete: none does
   CHECK_FALSE(ReadPackRecords(pack).ok());
 
   disk.SetFreeBytes(0);  // not even the directory
-  s = PublishPack(pack + "-2", weights);
+  s = PublishOneMemberPack(pack + "-2", weights);
   CHECK(SaysDiskFull(s, pack + "-2.tmp"));
   CHECK_FALSE(PathExists(pack + "-2"));
 
   disk.SetUnlimited();
-  REQUIRE(PublishPack(pack, weights).ok());  // the leftover .tmp of the failed attempt is no obstacle
+  REQUIRE(PublishOneMemberPack(pack, weights).ok());  // the leftover .tmp of the failed attempt is no obstacle
   CHECK(PublishedWeights(pack) == weights);
   CHECK_FALSE(PathExists(pack + ".tmp"));
 
   // A pack published again on a full disk: the one published before stays whole.
   disk.SetFreeBytes(10000);
-  CHECK_FALSE(PublishPack(pack, std::string(64 * 1024, 'v')).ok());
+  CHECK_FALSE(PublishOneMemberPack(pack, std::string(64 * 1024, 'v')).ok());
   CHECK(PublishedWeights(pack) == weights);
 }
 

@@ -13,10 +13,13 @@
 #include "common/state/journal.h"
 #include "common/state/pack_results.h"
 #include "fakes/fake_disk.h"
+#include "support/one_member_pack.h"
 #include "support/temp_dir.h"
 
 namespace ens {
 namespace {
+
+using namespace ens::testing;
 
 using ens::testing::FakeDisk;
 using ens::testing::TempDir;
@@ -93,19 +96,6 @@ TEST_CASE("an atomic write torn at each of its calls leaves the old content or t
   CHECK(saw_new);  // the death at the directory's fsync, after the rename
 }
 
-// Writes and publishes a pack of one member, "m0", with `weights`, at `pack`.
-Status PublishPack(const std::string& pack, const std::string& weights) {
-  PackResultsWriter w(pack);
-  Status s = w.Begin();
-  if (s.ok()) s = w.AddFiles("m0", {{"weights.bin", weights}});
-  if (!s.ok()) return s;
-  w.SetRecord("m0", {{"member", "m0"}});
-  w.SetMetrics("m0", {{"member", "m0"}});
-  s = w.Finish();
-  if (s.ok()) s = SyncFileSystem(w.tmp_dir());
-  if (s.ok()) s = w.Publish();
-  return s;
-}
 
 TEST_CASE("a pack republished and torn at each of its calls serves its old member or its new one, whole", "[torn_write][env]") {
   const std::string old_weights(3000, 'o'), new_weights(6000, 'n');
@@ -114,23 +104,17 @@ TEST_CASE("a pack republished and torn at each of its calls serves its old membe
     INFO("dies at mutating call " << die_at);
     TempDir dir;
     const std::string pack = dir.File("r0000-m0-a1");
-    REQUIRE(PublishPack(pack, old_weights).ok());
+    REQUIRE(PublishOneMemberPack(pack, old_weights).ok());
     bool finished = false;
     {
       FakeDisk disk;
       ScopedEnv installed(&disk);
       disk.DieAtCall(die_at);
-      Status s = PublishPack(pack, new_weights);
+      Status s = PublishOneMemberPack(pack, new_weights);
       finished = !disk.dead();
       if (finished) REQUIRE(s.ok());
     }
-    auto members = ReadPackRecords(pack);
-    REQUIRE(members.ok());
-    REQUIRE(members->size() == 1);
-    const PackSpan span = members->front().files.at("weights.bin");
-    const std::string all = *ReadFile(pack + "/weights.bin");
-    REQUIRE(span.offset + span.length <= all.size());
-    const std::string weights = all.substr(span.offset, span.length);
+    const std::string weights = PublishedWeights(pack);
     CHECK((weights == old_weights || weights == new_weights));
     saw_old |= weights == old_weights;
     saw_new |= weights == new_weights;
@@ -138,7 +122,7 @@ TEST_CASE("a pack republished and torn at each of its calls serves its old membe
       CHECK(weights == new_weights);
       break;
     }
-    REQUIRE(PublishPack(pack, new_weights).ok());  // the next attempt, after the restart
+    REQUIRE(PublishOneMemberPack(pack, new_weights).ok());  // the next attempt, after the restart
   }
   CHECK(saw_old);
   CHECK(saw_new);
