@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <string>
+#include <vector>
 
 namespace ens {
 namespace {
@@ -450,6 +451,57 @@ TEST_CASE("A member record writes its spec once and gives back the whole task, a
   Status bad = TaskOfMemberRecord(record, &none);
   REQUIRE_FALSE(bad.ok());
   CHECK_THAT(bad.message(), Catch::Contains("epochs"));
+}
+
+TEST_CASE("A pack file writes each distinct member spec once and reads back every task", "[protocol]") {
+  // Three tasks, two specs: the second task's member differs from the first only by name, the
+  // third by its learning rate too.
+  std::vector<TaskSpec> tasks(3, FullTask());
+  tasks[1].member.name = "wide_tanh_2";
+  tasks[1].member_index = 12;
+  tasks[2].member.name = "wide_tanh_3";
+  tasks[2].member.lr = 0.5;
+  const std::string text = PackFileText(tasks);
+  const json file = json::parse(text);
+  REQUIRE(file["specs"].size() == 2);
+  CHECK_FALSE(file["specs"][0].contains("name"));
+  CHECK(file["tasks"][0]["member_spec"] == 0);
+  CHECK(file["tasks"][1]["member_spec"] == 0);
+  CHECK(file["tasks"][2]["member_spec"] == 1);
+  CHECK_FALSE(file["tasks"][0].contains("member"));
+  auto back = ParsePackFile(text, "slot0.pack.json");
+  INFO(back.status().message());
+  REQUIRE(back.ok());
+  REQUIRE(back->size() == 3);
+  for (size_t i = 0; i < tasks.size(); ++i) CHECK(TaskToJson((*back)[i]) == TaskToJson(tasks[i]));
+
+  // A pack file of tasks holding their own member (before 2026-12-07) reads the same.
+  json older = {{"tasks", json::array()}};
+  for (const TaskSpec& t : tasks) older["tasks"].push_back(TaskToJson(t));
+  auto old_back = ParsePackFile(older.dump(), "old.pack.json");
+  REQUIRE(old_back.ok());
+  for (size_t i = 0; i < tasks.size(); ++i) CHECK(TaskToJson((*old_back)[i]) == TaskToJson(tasks[i]));
+
+  auto rejected = [](const json& j, const char* fragment) {
+    auto r = ParsePackFile(j.dump(), "slot0.pack.json");
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.status().message(), Catch::Contains("slot0.pack.json") && Catch::Contains(fragment));
+  };
+  json out_of_range = file;
+  out_of_range["tasks"][2]["member_spec"] = 2;
+  rejected(out_of_range, "/tasks/2: field 'member_spec'");
+  json unnamed = file;
+  unnamed["tasks"][1].erase("member_name");
+  rejected(unnamed, "/tasks/1: field 'member_name'");
+  json unsafe_name = file;
+  unsafe_name["tasks"][0]["member_name"] = "../escape";
+  rejected(unsafe_name, "/tasks/0: field 'member_name'");
+  json bad_spec = file;
+  bad_spec["specs"][1]["epochs"] = 0;
+  rejected(bad_spec, "/specs/1: ");
+  json bad_task = file;
+  bad_task["tasks"][0].erase("attempt");
+  rejected(bad_task, "/tasks/0: task: ");
 }
 
 TEST_CASE("Malformed tasks are rejected with the field at fault", "[protocol]") {

@@ -1,6 +1,9 @@
 #include "common/ipc/protocol.h"
 
+#include <unordered_map>
+
 #include "common/config/class_list.h"
+#include "common/config/config_validator.h"
 
 namespace ens {
 namespace {
@@ -120,18 +123,32 @@ const char* MessageTypeName(MessageType t) {
   return "?";
 }
 
-json TaskToJson(const TaskSpec& t) {
+namespace {
+
+// A task's fields but its member.
+json TaskFieldsToJson(const TaskSpec& t) {
   json j{{"task_id", t.task_id}, {"round", t.round},         {"member_index", t.member_index},
               {"seed", t.seed},       {"generation", t.generation}, {"rows", t.rows},
               {"data_dir", t.data_dir}, {"out_dir", t.out_dir}, {"excluded_file", t.excluded_file},   {"attempt", t.attempt},
               {"threads", t.threads}, {"save_checkpoint", t.save_checkpoint},
-              {"publish", t.publish}, {"classes", t.classes}, {"member", MemberToJson(t.member)}};
+              {"publish", t.publish}, {"classes", t.classes}};
   if (!t.warm_from.empty()) j["warm_from"] = t.warm_from;
   if (t.pack_results) j["pack_results"] = true;
   return j;
 }
 
-Status TaskFromJson(const json& j, TaskSpec* out) {
+}  // namespace
+
+json TaskToJson(const TaskSpec& t) {
+  json j = TaskFieldsToJson(t);
+  j["member"] = MemberToJson(t.member);
+  return j;
+}
+
+namespace {
+
+// A task's fields but its member.
+Status TaskFieldsFromJson(const json& j, TaskSpec* out) {
   if (!j.is_object()) return Status::InvalidArgument("task: not an object");
   std::string err;
   int64_t round, index, attempt, threads;
@@ -169,6 +186,14 @@ Status TaskFromJson(const json& j, TaskSpec* out) {
   out->warm_from.clear();
   if (j.contains("warm_from") && !GetString(j, "warm_from", 4096, &out->warm_from, &err))
     return Status::InvalidArgument("task: " + err);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status TaskFromJson(const json& j, TaskSpec* out) {
+  Status fields = TaskFieldsFromJson(j, out);
+  if (!fields.ok()) return fields;
   auto it = j.find("member");
   if (it == j.end()) return Status::InvalidArgument("task: field 'member' missing");
   Status s = MemberFromJson(*it, &out->member);
@@ -195,11 +220,26 @@ Status TaskOfMemberRecord(const json& record, TaskSpec* out) {
 }
 
 std::string PackFileText(const std::vector<TaskSpec>& tasks) {
-  json arr = json::array();
-  for (const auto& t : tasks) arr.push_back(TaskToJson(t));
+  // A pack's members share a handful of specs (often one): each is written once, without its
+  // name, and a task names its member and the spec's place. The key is the spec's own text, so
+  // two specs are shared exactly when they would be written the same.
+  json specs = json::array(), arr = json::array();
+  std::unordered_map<std::string, size_t> spec_of;
+  for (const auto& t : tasks) {
+    json member = MemberToJson(t.member);
+    member.erase("name");
+    std::string key = member.dump();
+    auto [at, fresh] = spec_of.emplace(std::move(key), specs.size());
+    if (fresh) specs.push_back(std::move(member));
+    json task = TaskFieldsToJson(t);
+    task["member_name"] = t.member.name;
+    task["member_spec"] = at->second;
+    arr.push_back(std::move(task));
+  }
   // Moved in, not copied: json{{"tasks", arr}} copies every task (an initializer list holds
   // copies), ~40 % of this function's time for a pack of thousands.
   json file = json::object();
+  file["specs"] = std::move(specs);
   file["tasks"] = std::move(arr);
   return file.dump();
 }
@@ -208,10 +248,37 @@ StatusOr<std::vector<TaskSpec>> ParsePackFile(const std::string& text, const std
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("tasks") || !j["tasks"].is_array() || j["tasks"].empty())
     return Status::InvalidArgument(path + ": not a pack file (expected {\"tasks\": [...]})");
+  // Each shared spec is validated once (MemberFromJson), then copied into its tasks.
+  std::vector<MemberSpec> specs;
+  if (auto s = j.find("specs"); s != j.end()) {
+    if (!s->is_array()) return Status::InvalidArgument(path + ": /specs: not an array");
+    specs.resize(s->size());
+    for (size_t i = 0; i < specs.size(); ++i) {
+      Status st = MemberFromJson((*s)[i], &specs[i]);
+      if (!st.ok()) return Status::InvalidArgument(path + ": /specs/" + std::to_string(i) + ": " + st.message());
+    }
+  }
   std::vector<TaskSpec> out(j["tasks"].size());
   for (size_t i = 0; i < out.size(); ++i) {
-    Status s = TaskFromJson(j["tasks"][i], &out[i]);
-    if (!s.ok()) return Status::InvalidArgument(path + ": /tasks/" + std::to_string(i) + ": " + s.message());
+    const json& t = j["tasks"][i];
+    const std::string where = path + ": /tasks/" + std::to_string(i) + ": ";
+    if (t.is_object() && t.contains("member")) {  // a task with its own member (as before 2026-12-07)
+      Status s = TaskFromJson(t, &out[i]);
+      if (!s.ok()) return Status::InvalidArgument(where + s.message());
+      continue;
+    }
+    Status s = TaskFieldsFromJson(t, &out[i]);
+    if (!s.ok()) return Status::InvalidArgument(where + s.message());
+    auto spec = t.find("member_spec");
+    auto name = t.find("member_name");
+    if (spec == t.end() || !spec->is_number_unsigned() || spec->get<uint64_t>() >= specs.size())
+      return Status::InvalidArgument(where + "field 'member_spec' missing or not an index of /specs (" +
+                                     std::to_string(specs.size()) + " specs)");
+    if (name == t.end() || !name->is_string() || !config_detail::IsSafeName(name->get_ref<const std::string&>()))
+      return Status::InvalidArgument(where + "field 'member_name' missing, or not 1-64 characters of [A-Za-z0-9_.-] "
+                                     "not starting with '.'");
+    out[i].member = specs[spec->get<uint64_t>()];
+    out[i].member.name = name->get<std::string>();
   }
   return out;
 }

@@ -113,7 +113,11 @@ Status TaskFromJson(const nlohmann::json& j, TaskSpec* out);
 void SetMemberRecordTask(const TaskSpec& t, nlohmann::json* record);
 Status TaskOfMemberRecord(const nlohmann::json& record, TaskSpec* out);
 
-// A pack file: {"tasks": [TaskSpec...]}, every task validated; errors name the file.
+// A pack file: {"specs": [member spec without its name...], "tasks": [task...]}, each task a
+// TaskSpec without its member, plus "member_name" and "member_spec" (its spec's index in
+// "specs"): a pack of thousands of members writes and validates its few distinct specs once.
+// A task holding its own "member" (pack files before 2026-12-07) is read too. Every task and
+// spec is validated; errors name the file and the JSON pointer.
 std::string PackFileText(const std::vector<TaskSpec>& tasks);
 StatusOr<std::vector<TaskSpec>> ParsePackFile(const std::string& text, const std::string& path);
 
