@@ -166,6 +166,20 @@ TEST_CASE("a damaged pack is an error naming its file and line, and unfinished p
     REQUIRE_FALSE(r.ok());
     CHECK(r.status().message().find("members.jsonl:3: not a member record") != std::string::npos);
   }
+  SECTION("a line without a record, and one whose record is not an object") {
+    REQUIRE(WriteFileAtomic(records, text + "{\"member\": \"m009\", \"metrics\": {}, \"files\": {}}\n").ok());
+    auto none = ReadPackRecords(round + "/packs/r3-m000-a1");
+    REQUIRE_FALSE(none.ok());
+    CHECK(none.status().message().find("members.jsonl:3: not a member record") != std::string::npos);
+    // The index skips a record's contents; reading member.json checks them, naming the line's pack.
+    REQUIRE(WriteFileAtomic(records, text + "{\"member\": \"m009\", \"record\": 5, \"metrics\": {}, \"files\": {}}\n").ok());
+    REQUIRE(ReadPackRecords(round + "/packs/r3-m000-a1").ok());
+    auto bad = ReadMemberJson(round + "/members/m009/member.json");
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.status().code() == Status::Code::kCorruption);
+    CHECK(bad.status().message().find("members.jsonl: the line of member m009 has no \"record\" object") !=
+          std::string::npos);
+  }
   SECTION("a pack still being written (<dir>.tmp) holds no member yet") {
     PackResultsWriter w(round + "/packs/r3-m007-a1");
     REQUIRE(w.Begin().ok());

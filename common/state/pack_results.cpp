@@ -34,10 +34,19 @@ StatusOr<std::vector<PackedMember>> ReadPackRecords(const std::string& pack_dir,
     ++line;
     size_t end = text->find('\n', begin);
     if (end == std::string::npos) return Status::Corruption(Where(path, line) + ": the last line has no newline (torn)");
+    // The index keeps a member's name, spans and metrics; its "record" (the spec and task,
+    // most of the line) is parsed when someone reads member.json (PackedObject): skipped here,
+    // not built, only its presence noted.
+    bool has_record = false;
+    auto skip_record = [&has_record](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+      if (depth != 1 || event != nlohmann::json::parse_event_t::key || parsed != "record") return true;
+      has_record = true;
+      return false;
+    };
     auto j = nlohmann::json::parse(text->begin() + static_cast<std::ptrdiff_t>(begin),
-                                   text->begin() + static_cast<std::ptrdiff_t>(end), nullptr, false);
+                                   text->begin() + static_cast<std::ptrdiff_t>(end), skip_record, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("member") || !j["member"].is_string() ||
-        !j.contains("files") || !j["files"].is_object() || !j.contains("record") || !j["record"].is_object() ||
+        !j.contains("files") || !j["files"].is_object() || !has_record ||
         !j.contains("metrics") || !j["metrics"].is_object())
       return Status::Corruption(Where(path, line) + ": not a member record (member, record, metrics, files)");
     PackedMember m;
@@ -76,7 +85,7 @@ StatusOr<nlohmann::json> PackedObject(const PackedMember& m, std::string_view li
   auto j = nlohmann::json::parse(line, nullptr, false);
   if (j.is_discarded() || !j.is_object() || j.value("member", "") != m.name || !j.contains(key) || !j[key].is_object())
     return Status::Corruption(m.pack_dir + "/" + kPackRecordsFile + ": the line of member " + m.name +
-                              " changed since it was read (no \"" + key + "\")");
+                              " has no \"" + key + "\" object (changed since it was read, or damaged)");
   return std::move(j[key]);
 }
 

@@ -53,7 +53,8 @@ struct PackedMember {
 };
 
 // Reads a pack directory's members.jsonl. A line that is not a member record is Corruption
-// naming path:line; a span past the end of its file is Corruption naming both. `metrics`, when
+// naming path:line; a span past the end of its file is Corruption naming both. A line's
+// "record" is skipped, not parsed (PackedObject reads it, and says when it is not an object). `metrics`, when
 // given, gets each returned member's metrics object (the same order), parsed with its line.
 StatusOr<std::vector<PackedMember>> ReadPackRecords(const std::string& pack_dir,
                                                     std::vector<nlohmann::json>* metrics = nullptr);
