@@ -3,7 +3,9 @@
 #include "common/ipc/protocol.h"
 
 #include <catch2/catch.hpp>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ens {
@@ -482,26 +484,22 @@ TEST_CASE("A pack file writes each distinct member spec once and reads back ever
   REQUIRE(old_back.ok());
   for (size_t i = 0; i < tasks.size(); ++i) CHECK(TaskToJson((*old_back)[i]) == TaskToJson(tasks[i]));
 
-  auto rejected = [](const json& j, const char* fragment) {
-    auto r = ParsePackFile(j.dump(), "slot0.pack.json");
+  // Each damage to the file, and the place its error names.
+  const std::vector<std::pair<std::function<void(json&)>, const char*>> damages = {
+      {[](json& f) { f["tasks"][2]["member_spec"] = 2; }, "/tasks/2: field 'member_spec'"},
+      {[](json& f) { f["tasks"][1].erase("member_name"); }, "/tasks/1: field 'member_name'"},
+      {[](json& f) { f["tasks"][0]["member_name"] = "../escape"; }, "/tasks/0: field 'member_name'"},
+      {[](json& f) { f["specs"][1]["epochs"] = 0; }, "/specs/1: "},
+      {[](json& f) { f["tasks"][0].erase("attempt"); }, "/tasks/0: task: "},
+  };
+  for (const auto& [damage, fragment] : damages) {
+    json damaged = file;
+    damage(damaged);
+    auto r = ParsePackFile(damaged.dump(), "slot0.pack.json");
+    INFO(fragment);
     REQUIRE_FALSE(r.ok());
     CHECK_THAT(r.status().message(), Catch::Contains("slot0.pack.json") && Catch::Contains(fragment));
-  };
-  json out_of_range = file;
-  out_of_range["tasks"][2]["member_spec"] = 2;
-  rejected(out_of_range, "/tasks/2: field 'member_spec'");
-  json unnamed = file;
-  unnamed["tasks"][1].erase("member_name");
-  rejected(unnamed, "/tasks/1: field 'member_name'");
-  json unsafe_name = file;
-  unsafe_name["tasks"][0]["member_name"] = "../escape";
-  rejected(unsafe_name, "/tasks/0: field 'member_name'");
-  json bad_spec = file;
-  bad_spec["specs"][1]["epochs"] = 0;
-  rejected(bad_spec, "/specs/1: ");
-  json bad_task = file;
-  bad_task["tasks"][0].erase("attempt");
-  rejected(bad_task, "/tasks/0: task: ");
+  }
 }
 
 TEST_CASE("Malformed tasks are rejected with the field at fault", "[protocol]") {
