@@ -3,12 +3,14 @@
 // gives the same bits on every shape, activation, loss and optimizer the kernel has, with and
 // without dropout masks, with adversarial training, training and validating; a member's bits do not depend on its lane or
 // its block mates; one CUDA launch's threads run on the host (per-thread scratch, a skipped
-// block) give each block the vector lanes' bits; and the kernel trains (the loss falls), so equal bits are not equal nothing.
+// block) give each block the vector lanes' bits; a member's predictions (LaneForwardRows) are
+// its lane's forward in every form; and the kernel trains (the loss falls), so equal bits are not equal nothing.
 // Pure C++: no libtorch.
 #include "worker/kernels/lane_kernel.h"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -271,6 +273,68 @@ TEST_CASE("one launch's threads on the host give each block the vector lanes' bi
     CHECK(std::memcmp(params.data() + blocks[0].params.size(), blocks[1].params.data(),
                       blocks[1].params.size() * sizeof(float)) == 0);  // the skipped block is untouched
   }
+}
+
+TEST_CASE("a member's predictions (LaneForwardRows) are its lane's forward, in every form and any rows", "[lane_kernel][bits]") {
+  // For each member (lane) and row: a validation window of that one row gives the lane's
+  // |prediction - target| in target units (its mae sum, one float widened); the member's own
+  // parameters through LaneForwardRows, on the standardised row, give the same prediction. The
+  // rows are scaled so that e^x's clamps are reached, and a few are zero.
+  const std::vector<LaneIsa> forms = AvailableLaneIsas();
+  int cases = 0;
+  for (const std::vector<int64_t>& hidden : {std::vector<int64_t>{6}, std::vector<int64_t>{7, 3}, std::vector<int64_t>{4, 5, 3}})
+    for (Activation act : {Activation::kRelu, Activation::kTanh, Activation::kSigmoid, Activation::kSwish,
+                           Activation::kGelu, Activation::kLinear})
+      for (LossKind loss : {LossKind::kMse, LossKind::kGaussianNll}) {
+        const Case c{hidden, act, loss, OptimizerKind::kAdam, false};
+        CAPTURE(Describe(c));
+        Block b(c, 300u + static_cast<uint32_t>(cases++));
+        const int64_t F = b.net.inputs, P = b.net.Params(), O = b.net.units[b.net.layers - 1];
+        for (size_t i = 0; i < b.table.size(); ++i) b.table[i] *= i % 7 == 0 ? 40.0f : (i % 11 == 0 ? 0.0f : 1.0f);
+        std::vector<float> scratch(static_cast<size_t>(b.net.ScratchFloats() + 16));
+        float* aligned = scratch.data();
+        while (reinterpret_cast<uintptr_t>(aligned) % 64 != 0) ++aligned;
+        for (int j = 0; j < kLaneWidth; ++j) {
+          CAPTURE(j);
+          std::vector<float> own(static_cast<size_t>(P));
+          for (int64_t p = 0; p < P; ++p) own[static_cast<size_t>(p)] = b.params[static_cast<size_t>(p * kLaneWidth + j)];
+          auto hyper = [&](int64_t row) { return b.hyper[static_cast<size_t>(row * kLaneWidth + j)]; };
+          std::vector<float> x(static_cast<size_t>(kRows * F));
+          for (int64_t r = 0; r < kRows; ++r)
+            for (int64_t f = 0; f < F; ++f)
+              x[static_cast<size_t>(r * F + f)] =
+                  (b.table[static_cast<size_t>(r * (F + 1) + f)] - hyper(kLaneHyperRows + f)) / hyper(kLaneHyperRows + F + f);
+          std::vector<float> all(static_cast<size_t>(kRows * O));
+          LaneForwardRows(LaneIsa::kBaseline, b.net, own.data(), x.data(), F, kRows, all.data(), aligned);
+          for (LaneIsa isa : forms) {  // every form; rows one at a time and in odd runs
+            CAPTURE(Name(isa));
+            std::vector<float> again(all.size(), -1.0f);
+            for (int64_t r = 0; r < kRows; r += 1 + r % 5) {
+              const int64_t n = std::min<int64_t>(1 + r % 5, kRows - r);
+              LaneForwardRows(isa, b.net, own.data(), x.data() + r * F, F, n, again.data() + r * O, aligned);
+            }
+            CHECK(SameBits(again, all));
+          }
+          for (int64_t r = 0; r < kRows; ++r) {
+            for (auto& o : b.offsets) o = r * (F + 1);
+            std::fill(b.sums.begin(), b.sums.end(), 0.0);
+            LaneBlock blk{b.params.data(), b.m.data(), b.v.data(), b.hyper.data(), b.sums.data()};
+            LaneWindow w;
+            w.table = b.table.data();
+            w.offsets = b.offsets.data();
+            w.len = 1;
+            w.batch = 1;
+            w.train = false;
+            LaneTrainWindow(LaneIsa::kBaseline, b.net, blk, w, aligned);
+            const float scaled = all[static_cast<size_t>(r * O)] * hyper(kLaneYStd);
+            const float prediction = scaled + hyper(kLaneYMean);
+            const float error = prediction - b.table[static_cast<size_t>(r * (F + 1) + F)];
+            const double lane = b.sums[static_cast<size_t>(kLaneWidth + j)];
+            if (!std::isnan(lane)) REQUIRE(lane == static_cast<double>(std::fabs(error)));
+          }
+        }
+      }
+  CHECK(cases == 3 * 6 * 2);
 }
 
 TEST_CASE("the lane kernel lowers each member's training loss over windows", "[lane_kernel]") {

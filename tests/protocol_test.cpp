@@ -76,6 +76,7 @@ TaskSpec FullTask() {
   t.save_checkpoint = false;  // the non-default value, so a dropped field shows
   t.publish = false;          // likewise
   t.pack_results = true;      // likewise
+  t.lane_predictions = true;  // likewise
   t.warm_from = "/state/rounds/r0002/members/wide_tanh/train_state.pt";
   t.member = FullMember();
   return t;
@@ -200,6 +201,7 @@ TEST_CASE("Every message type round-trips", "[protocol]") {
     CHECK_FALSE(t.save_checkpoint);
     CHECK_FALSE(t.publish);
     CHECK(t.pack_results);
+    CHECK(t.lane_predictions);
     CHECK(t.warm_from == "/state/rounds/r0002/members/wide_tanh/train_state.pt");
     const MemberSpec& mem = t.member;
     CHECK(mem.name == "wide_tanh");
@@ -395,16 +397,24 @@ TEST_CASE("A task without 'publish' (an older supervisor) is published", "[proto
   CHECK(m->task.publish);
 }
 
-TEST_CASE("A task without 'pack_results' (an older supervisor) writes a directory a member", "[protocol]") {
-  json j = EncodedFullTask();
-  j["task"].erase("pack_results");
-  auto m = DecodeMessage(j.dump());
-  REQUIRE(m.ok());
-  CHECK_FALSE(m->task.pack_results);
-  j["task"]["pack_results"] = "yes";
-  auto bad = DecodeMessage(j.dump());
-  REQUIRE_FALSE(bad.ok());
-  CHECK(bad.status().message().find("pack_results") != std::string::npos);
+TEST_CASE("A task without 'pack_results' or 'lane_predictions' (an older supervisor) keeps the old behaviour", "[protocol]") {
+  // pack_results absent: a directory a member; lane_predictions absent: the GEMM forward a member
+  // recorded before 2026-12-08 predicted with (verify retrains it to those bits).
+  const std::pair<const char*, bool TaskSpec::*> fields[] = {{"pack_results", &TaskSpec::pack_results},
+                                                            {"lane_predictions", &TaskSpec::lane_predictions}};
+  for (const auto& [name, field] : fields) {
+    INFO(name);
+    json j = EncodedFullTask();
+    REQUIRE(j["task"].contains(name));
+    j["task"].erase(name);
+    auto m = DecodeMessage(j.dump());
+    REQUIRE(m.ok());
+    CHECK_FALSE(m->task.*field);
+    j["task"][name] = "yes";
+    auto bad = DecodeMessage(j.dump());
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.status().message().find(name) != std::string::npos);
+  }
 }
 
 TEST_CASE("A task without 'warm_from' (a cold start, or an older supervisor) starts cold", "[protocol]") {

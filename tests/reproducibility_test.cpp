@@ -131,6 +131,7 @@ TEST_CASE("a worker that trained another member first gives the same bits as a f
     t.seed = m["seed"];
     t.generation = m["generation"];
     t.rows = m["rows"];
+    t.lane_predictions = m["task"].value("lane_predictions", false);  // the forward it predicted with
     t.threads = 1;
     t.data_dir = layout.DataDir();
     t.out_dir = out_dir;

@@ -134,6 +134,7 @@ json TaskFieldsToJson(const TaskSpec& t) {
               {"publish", t.publish}, {"classes", t.classes}};
   if (!t.warm_from.empty()) j["warm_from"] = t.warm_from;
   if (t.pack_results) j["pack_results"] = true;
+  if (t.lane_predictions) j["lane_predictions"] = true;
   return j;
 }
 
@@ -183,6 +184,10 @@ Status TaskFieldsFromJson(const json& j, TaskSpec* out) {
   if (packed != j.end() && !packed->is_boolean())
     return Status::InvalidArgument("task: field 'pack_results' is not a boolean");
   out->pack_results = packed != j.end() && packed->get<bool>();
+  auto lane = j.find("lane_predictions");
+  if (lane != j.end() && !lane->is_boolean())
+    return Status::InvalidArgument("task: field 'lane_predictions' is not a boolean");
+  out->lane_predictions = lane != j.end() && lane->get<bool>();
   out->warm_from.clear();
   if (j.contains("warm_from") && !GetString(j, "warm_from", 4096, &out->warm_from, &err))
     return Status::InvalidArgument("task: " + err);

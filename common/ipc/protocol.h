@@ -70,6 +70,12 @@ struct TaskSpec {
   // "packs": common/state/pack_results.h) instead of a member directory each. Read from the pack's
   // first task. Optional on the wire, default false (a directory a member).
   bool pack_results = false;
+  // true: a member the lane kernel takes (lane_fit.h) predicts with the lane kernel's forward
+  // (model.h UseLaneForward); false: through its layers' GEMMs, as every member did before
+  // 2026-12-08. The supervisor sets it on every task it makes; a member.json recorded before
+  // has none, so verify retrains such a member to the predictions it recorded. Optional on the
+  // wire, default false.
+  bool lane_predictions = false;
   MemberSpec member;
 };
 

@@ -177,6 +177,7 @@ TaskSpec Supervisor::MakeTask(int round, int index, int attempt) const {
   t.classes = data_.classes().size();
   t.save_checkpoint = cfg_.save_checkpoints;
   t.pack_results = cfg_.pack_results;
+  t.lane_predictions = true;
   t.member = m;
   // A warm start reads the member's state of the round before, which committed before this
   // round began: whether it is there is settled, and recorded in the task (verify, resume).

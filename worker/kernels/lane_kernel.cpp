@@ -13,6 +13,8 @@ void LaneTrainWindowBaseline(const LaneNet& net, const LaneBlock& block, const L
 void LaneTrainWindowAvx2(const LaneNet& net, const LaneBlock& block, const LaneWindow& w, float* scratch);
 void LaneTrainWindowAvx512(const LaneNet& net, const LaneBlock& block, const LaneWindow& w, float* scratch);
 void LaneTrainWindowThread(const LaneNet& net, const LaneBlock& block, const LaneWindow& w, float* scratch);
+using ForwardRowsFn = void(const LaneNet&, const float*, const float*, int64_t, int64_t, float*, float*);
+ForwardRowsFn LaneForwardRowsBaseline, LaneForwardRowsAvx2, LaneForwardRowsAvx512, LaneForwardRowsThread;
 
 int64_t LaneNet::Params() const {
   int64_t p = 0;
@@ -71,6 +73,16 @@ void LaneTrainWindow(LaneIsa isa, const LaneNet& net, const LaneBlock& block, co
     case LaneIsa::kAvx2: return LaneTrainWindowAvx2(net, block, w, scratch);
     case LaneIsa::kBaseline: return LaneTrainWindowBaseline(net, block, w, scratch);
     case LaneIsa::kThread: return LaneTrainWindowThread(net, block, w, scratch);
+  }
+}
+
+void LaneForwardRows(LaneIsa isa, const LaneNet& net, const float* params, const float* x, int64_t x_stride, int64_t n,
+                     float* out, float* scratch) {
+  switch (isa) {
+    case LaneIsa::kAvx512: return LaneForwardRowsAvx512(net, params, x, x_stride, n, out, scratch);
+    case LaneIsa::kAvx2: return LaneForwardRowsAvx2(net, params, x, x_stride, n, out, scratch);
+    case LaneIsa::kBaseline: return LaneForwardRowsBaseline(net, params, x, x_stride, n, out, scratch);
+    case LaneIsa::kThread: return LaneForwardRowsThread(net, params, x, x_stride, n, out, scratch);
   }
 }
 

@@ -157,6 +157,19 @@ std::vector<LaneIsa> AvailableLaneIsas();
 // REQUIRES: isa in AvailableLaneIsas(); scratch holds net.ScratchFloats() floats, 64-byte aligned.
 void LaneTrainWindow(LaneIsa isa, const LaneNet& net, const LaneBlock& block, const LaneWindow& w, float* scratch);
 
+// A lane member's predictions (issue 61 item 2): n rows of standardised features x (row stride
+// x_stride floats) through one member's network, out[r][u] for u < the output units (1, or 2 for
+// gaussian_nll: the network's outputs, before the head). `params` [P] is the member's own
+// parameters in a block's per-lane layout without the lanes (each layer's weights [O][I]
+// row-major, then its biases [O]). The rows run side by side in the lanes, the member's
+// parameters broadcast, through the training forward's operations in its order (no masks): a
+// row's outputs are the bits the member's lane computes for it in training, on every ISA and
+// whatever the row's neighbours. This is the definition of a lane member's prediction: its
+// module's TorchScript forward spells the same operations (worker/models/lane_forward_source.h).
+// REQUIRES: isa in AvailableLaneIsas(); scratch holds net.ScratchFloats() floats, 64-byte aligned.
+void LaneForwardRows(LaneIsa isa, const LaneNet& net, const float* params, const float* x, int64_t x_stride, int64_t n,
+                     float* out, float* scratch);
+
 // One launch's threads run on this CPU in turn: LaunchThread of the thread form for every
 // thread of a CUDA launch over `pw` (w.scratch laid out as the device's), what each CUDA thread
 // computes. REQUIRES: pw's pointers on the host.

@@ -3,4 +3,5 @@
 // thread runs in lane_kernel_cuda.cu, run here for a block's 16 lanes one after the other.
 #define ENS_LANE_THREAD
 #define ENS_LANE_ENTRY LaneTrainWindowThread
+#define ENS_LANE_PREDICT_ENTRY LaneForwardRowsThread
 #include "worker/kernels/lane_kernel_body.inc"

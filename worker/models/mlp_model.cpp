@@ -2,9 +2,12 @@
 #include <ATen/Parallel.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "worker/device/cpu_only.h"
+#include "worker/kernels/lane_kernel.h"
 #include "worker/kernels/mlp_kernel.h"
+#include "worker/models/lane_forward_source.h"
 #include "worker/models/model.h"
 
 namespace ens {
@@ -329,6 +332,7 @@ class PackedMlp : public Model {
   }
 
   std::string MemberForwardSource() const override {
+    if (lane_forward_) return LaneForwardSource(weights_.size(), activations_);
     std::string src;
     for (size_t l = 0; l < weights_.size(); ++l) {
       std::string name = "self.layer" + std::to_string(l);
@@ -352,7 +356,14 @@ class PackedMlp : public Model {
     tensor_ops_ = true;  // the fused kernel needs contiguous parameters of its own
   }
 
+  void UseLaneForward() override { lane_forward_ = true; }
+
   std::vector<MemberStatement> MemberStatements() const override {
+    if (lane_forward_) {
+      std::vector<int64_t> units;
+      for (const torch::Tensor& w : weights_) units.push_back(w.size(1));
+      return {LaneForwardStatement(weights_[0].size(2), units, activations_)};
+    }
     std::vector<MemberStatement> out;
     for (size_t l = 0; l < weights_.size(); ++l) {
       out.push_back([l](const NamedTensors& t, const torch::Tensor& h) {
@@ -404,6 +415,7 @@ class PackedMlp : public Model {
   std::vector<Activation> activations_;
   bool fused_ = false;                 // the CPU runs FusedMlp (kFusedMaxWeights)
   bool tensor_ops_ = false;            // the CUDA path's tensor ops wherever the pack is
+  bool lane_forward_ = false;          // UseLaneForward: members predict with the lane kernel's forward
   std::vector<LayerDropout> dropout_;  // per hidden layer
   torch::Tensor seed_keys_[2];         // [K, 1, 1] int64: two 32-bit keys of each member's seed
   int64_t draws_ = 0;                  // masks drawn so far (one per hidden layer and step)
@@ -456,6 +468,43 @@ torch::Tensor FusedMlpForward(const torch::Tensor& x, torch::TensorList params, 
 std::unique_ptr<Model> BuildMlp(const std::vector<ModelMember>& members, int features, int outputs,
                                 torch::Device device) {
   return std::make_unique<PackedMlp>(members, features, outputs, device);
+}
+
+MemberStatement LaneForwardStatement(int64_t features, const std::vector<int64_t>& units,
+                                     const std::vector<Activation>& activations) {
+  static const LaneIsa isa = ChosenLaneIsa();
+  TORCH_CHECK(!units.empty() && static_cast<int64_t>(units.size()) <= kLaneMaxLayers &&
+                  activations.size() + 1 == units.size(),
+              "a lane member has 1 to ", kLaneMaxLayers, " layers and an activation for each hidden one");
+  LaneNet net;
+  net.inputs = features;
+  net.layers = static_cast<int64_t>(units.size());
+  for (int64_t l = 0; l < net.layers; ++l) {
+    net.units[l] = units[static_cast<size_t>(l)];
+    if (l + 1 < net.layers) net.activations[l] = activations[static_cast<size_t>(l)];
+  }
+  return [net](const NamedTensors& t, const torch::Tensor& h) {
+    TORCH_CHECK(h.is_cpu() && h.scalar_type() == torch::kFloat && h.dim() == 2 && h.stride(1) == 1 &&
+                    h.size(1) == net.inputs && static_cast<int64_t>(t.size()) >= 2 * net.layers,
+                "a lane member's forward takes float rows of its ", net.inputs, " features");
+    // The member's parameters in the kernel's order: each layer's weights [O][I], then its biases.
+    std::vector<float> params(static_cast<size_t>(net.Params()));
+    size_t at = 0;
+    for (int64_t l = 0; l < 2 * net.layers; ++l) {
+      const torch::Tensor x = t[l].second.contiguous();
+      TORCH_CHECK(x.scalar_type() == torch::kFloat && at + x.numel() <= params.size(), "tensor ", t[l].first,
+                  " does not fit the member's network");
+      std::memcpy(params.data() + at, x.data_ptr<float>(), static_cast<size_t>(x.numel()) * sizeof(float));
+      at += static_cast<size_t>(x.numel());
+    }
+    TORCH_CHECK(at == params.size(), "the member's tensors do not fill its network");
+    torch::Tensor out = torch::empty({h.size(0), net.units[net.layers - 1]}, torch::kFloat);
+    thread_local std::vector<float> scratch;
+    scratch.resize(static_cast<size_t>(net.ScratchFloats()) + 16);
+    float* aligned = scratch.data() + (16 - reinterpret_cast<uintptr_t>(scratch.data()) / 4 % 16) % 16;
+    LaneForwardRows(isa, net, params.data(), h.data_ptr<float>(), h.stride(0), h.size(0), out.data_ptr<float>(), aligned);
+    return out;
+  };
 }
 
 }  // namespace ens

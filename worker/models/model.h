@@ -75,6 +75,11 @@ class Model {
     (void)slices;
     return std::nullopt;
   }
+  // From here on MemberForwardSource and MemberStatements are the lane kernel's forward
+  // (lane_forward_source.h, lane_kernel.h LaneForwardRows) instead of the kind's own: a member the
+  // lanes train predicts with their operations (the task's lane_predictions, protocol.h).
+  // REQUIRES: the pack's members LaneFits (lane_fit.h); a kind without such members ignores it.
+  virtual void UseLaneForward() {}
   // The CUDA path's tensor ops wherever the pack is (trainer.h TrainPath: tests and the kernel
   // count on a machine without a GPU): no CPU kernel from here on.
   virtual void UseTensorOps() {}
@@ -107,6 +112,16 @@ StatusOr<std::unique_ptr<Model>> BuildModel(const std::vector<ModelMember>& memb
 // (PackKey equal); dropout rates may differ per member.
 std::unique_ptr<Model> BuildMlp(const std::vector<ModelMember>& members, int features, int outputs,
                                 torch::Device device);
+
+// A lane member's forward as one eager statement (Model::UseLaneForward's, and a lane member's
+// weights file's: checkpoint.h LoadLaneMemberParts): h [n, features] (CPU float rows, any row
+// stride) -> the network's outputs [n, units.back()] by the lane kernel (lane_kernel.h
+// LaneForwardRows), the bits of lane_forward_source.h's statements on the same rows. The
+// statement reads the member's tensors layer<l>_weight [units[l], in] and layer<l>_bias
+// [units[l]] in that order. Throws c10::Error for rows or tensors of other shapes.
+// REQUIRES: 1 <= units.size() <= kLaneMaxLayers; activations.size() == units.size() - 1.
+MemberStatement LaneForwardStatement(int64_t features, const std::vector<int64_t>& units,
+                                     const std::vector<Activation>& activations);
 
 // A kernel of `shape` [out, in, ...] drawn by `init` from `gen`, float32 on the CPU. The fans
 // count the receptive field as torch does for convolutions: fan_in = in * prod(shape[2:]),

@@ -10,8 +10,10 @@
 #include "common/state/member_view.h"
 #include "common/state/member_weights.h"
 #include "common/state/run_layout.h"
+#include "common/config/lane_fit.h"
 #include "common/config/run_head.h"
 #include "worker/kernels/predict_rows_kernel.h"
+#include "worker/models/lane_forward_source.h"
 #include "worker/models/script_model.h"
 
 namespace ens {
@@ -89,7 +91,7 @@ const char* HeadSource(const RunHead& head) {
 std::string ForwardSource(const MemberParts& parts) {
   const int targets = parts.y_mean.defined() ? static_cast<int>(parts.y_mean.numel()) : 1;
   const RunHead head = RunHead::For(parts.spec.loss, parts.classes, targets);
-  return std::string(kAlignRowsSource) +
+  return std::string(kAlignRowsSource) + (UsesLaneMethods(parts.forward_source) ? LaneMethodsSource() : "") +
          "def forward_block(self, x):\n"
          "    h = (x - self.x_mean) / self.x_std\n" +
          AlignedStatements(parts.forward_source) + HeadSource(head) +
@@ -271,6 +273,63 @@ StatusOr<torch::jit::Module> LoadMember(const std::string& path) {
   } catch (const c10::Error& e) {
     return Status::Corruption("load checkpoint " + file + ": " + e.what_without_backtrace());
   }
+}
+
+namespace {
+
+// A lane member's parts from its weights file, or none when the file is not exactly one.
+std::optional<MemberParts> LaneParts(const MemberWeights& w) {
+  if (!UsesLaneMethods(w.source) || w.tensors.size() < 6 || w.tensors.size() % 2 != 0) return std::nullopt;
+  MemberParts parts;
+  if (!MemberFromJson(nlohmann::json::parse(w.spec_json, nullptr, false), &parts.spec).ok()) return std::nullopt;
+  const size_t layers = (w.tensors.size() - 4) / 2;
+  if (layers > static_cast<size_t>(kLaneMaxLayers) || parts.spec.layers.size() + 1 != layers) return std::nullopt;
+  auto tensor = [](const StoredTensor& t) {  // copied: the parts own their tensors
+    return torch::from_blob(const_cast<float*>(t.values.data()), t.shape, torch::kFloat).clone();
+  };
+  const std::vector<StoredTensor>& ts = w.tensors;
+  const std::vector<int64_t>& features = ts[2 * layers].shape;
+  if (ts[2 * layers].name != kNormNames[0] || features.size() != 1) return std::nullopt;
+  std::vector<int64_t> units;
+  std::vector<Activation> activations;
+  int64_t in = features[0];
+  for (size_t l = 0; l < layers; ++l) {
+    const StoredTensor &wt = ts[2 * l], &bt = ts[2 * l + 1];
+    const std::string name = "layer" + std::to_string(l);
+    if (wt.name != name + "_weight" || bt.name != name + "_bias" || wt.shape.size() != 2 || wt.shape[1] != in ||
+        bt.shape != std::vector<int64_t>{wt.shape[0]})
+      return std::nullopt;
+    in = wt.shape[0];
+    units.push_back(in);
+    if (l + 1 < layers) {
+      if (parts.spec.layers[l].units != in) return std::nullopt;
+      activations.push_back(parts.spec.layers[l].activation);
+    }
+    parts.tensors.emplace_back(wt.name, tensor(wt));
+    parts.tensors.emplace_back(bt.name, tensor(bt));
+  }
+  torch::Tensor* norm[] = {&parts.x_mean, &parts.x_std, &parts.y_mean, &parts.y_std};
+  for (size_t i = 0; i < 4; ++i) {
+    if (ts[2 * layers + i].name != kNormNames[i]) return std::nullopt;
+    *norm[i] = tensor(ts[2 * layers + i]);
+  }
+  parts.forward_source = LaneForwardSource(layers, activations);
+  // Exactly the module the worker saved for such a member: else its module is the truth.
+  if (ForwardSource(parts) != w.source) return std::nullopt;
+  parts.statements = {LaneForwardStatement(features[0], units, activations)};
+  return parts;
+}
+
+}  // namespace
+
+StatusOr<std::optional<MemberParts>> LoadLaneMemberParts(const std::string& path) {
+  const std::string file = IsDirectory(path) || MemberExists(path) ? MemberFiles(path).StoredCheckpoint() : path;
+  auto bytes = ReadMemberFile(file);
+  if (!bytes.ok()) return Status::Corruption("load checkpoint " + file + ": " + bytes.status().message());
+  if (!LooksLikeMemberWeights(*bytes)) return std::optional<MemberParts>();
+  auto weights = ParseMemberWeights(*bytes, file);
+  if (!weights.ok()) return weights.status();
+  return LaneParts(*weights);
 }
 
 NamedTensors MemberBuffers(const torch::jit::Module& member) {

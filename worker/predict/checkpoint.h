@@ -90,6 +90,14 @@ Status SaveModule(const torch::jit::Module& module, const std::string& path, boo
 // member directory (its MemberFiles::StoredCheckpoint); a packed member's files by the same
 // paths (member_view.h). A file that is not one is Corruption naming the path.
 StatusOr<torch::jit::Module> LoadMember(const std::string& path);
+// A member checkpoint as parts that predict without its module (PredictRows on them: the
+// module's bits, without building it or running the TorchScript interpreter), when it is a
+// weights file whose source is exactly what BuildMemberModule writes for a lane member of its
+// spec and tensors (lane_forward_source.h): `predict` on lane members. None for any other
+// checkpoint, including a weights file of another form or one whose tensors do not fit its
+// spec (LoadMember builds its module, and says what is wrong). Errors: an unreadable file,
+// as LoadMember's.
+StatusOr<std::optional<MemberParts>> LoadLaneMemberParts(const std::string& path);
 // Every buffer of a member module, in checkpoint order, then the parameters and buffers of its
 // "net" (verify compares them bit for bit).
 NamedTensors MemberBuffers(const torch::jit::Module& member);

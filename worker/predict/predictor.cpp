@@ -1,5 +1,7 @@
 #include "worker/predict/predictor.h"
 
+#include <optional>
+
 #include "common/base/fd_io.h"
 #include "worker/predict/checkpoint.h"
 #include "worker/models/script_model.h"
@@ -8,16 +10,33 @@ namespace ens {
 
 namespace {
 
-// The member modules of `checkpoints`, each checked to take `features` columns.
-StatusOr<std::vector<torch::jit::Module>> LoadMembers(const std::vector<std::string>& checkpoints, int features) {
-  std::vector<torch::jit::Module> members;
+// A member as predict runs it: a lane member's parts (checkpoint.h LoadLaneMemberParts: the
+// kernel, no TorchScript interpreter), any other member's module; the same bits either way.
+struct PredictingMember {
+  std::optional<MemberParts> parts;
+  std::optional<torch::jit::Module> module;
+
+  int64_t Features() const { return parts ? parts->x_mean.numel() : MemberFeatures(*module); }
+  std::vector<float> Predict(const torch::Tensor& x) { return parts ? PredictRows(*parts, x) : PredictRows(*module, x); }
+};
+
+// The members of `checkpoints`, each checked to take `features` columns.
+StatusOr<std::vector<PredictingMember>> LoadMembers(const std::vector<std::string>& checkpoints, int features) {
+  std::vector<PredictingMember> members;
   for (const auto& path : checkpoints) {
-    auto m = LoadMember(path);
-    if (!m.ok()) return m.status();
-    if (MemberFeatures(*m) != features)
-      return Status::InvalidArgument(path + ": model expects " + std::to_string(MemberFeatures(*m)) +
+    PredictingMember m;
+    auto parts = LoadLaneMemberParts(path);
+    if (!parts.ok()) return parts.status();
+    m.parts = std::move(*parts);
+    if (!m.parts) {
+      auto module = LoadMember(path);
+      if (!module.ok()) return module.status();
+      m.module = std::move(*module);
+    }
+    if (m.Features() != features)
+      return Status::InvalidArgument(path + ": model expects " + std::to_string(m.Features()) +
                                      " features, input has " + std::to_string(features));
-    members.push_back(std::move(*m));
+    members.push_back(std::move(m));
   }
   return members;
 }
@@ -38,7 +57,7 @@ StatusOr<std::vector<std::vector<float>>> PredictWithCheckpoints(
   std::vector<std::vector<float>> out;
   for (size_t i = 0; i < members->size(); ++i) {
     try {
-      out.push_back(PredictRows((*members)[i], x));
+      out.push_back((*members)[i].Predict(x));
     } catch (const c10::Error& e) {
       return Status::Internal(checkpoints[i] + ": " + e.what_without_backtrace());
     }
@@ -49,7 +68,7 @@ StatusOr<std::vector<std::vector<float>>> PredictWithCheckpoints(
 Status PredictStream(const std::vector<std::string>& checkpoints, int features, int in_fd, int out_fd) {
   auto loaded = LoadMembers(checkpoints, features);
   if (!loaded.ok()) return loaded.status();
-  std::vector<torch::jit::Module>& members = *loaded;
+  std::vector<PredictingMember>& members = *loaded;
   constexpr uint64_t kMaxBatchFloats = uint64_t{1} << 30;  // 4 GiB of input: a corrupt count, not a batch
   for (;;) {
     uint64_t n = 0;
@@ -67,7 +86,7 @@ Status PredictStream(const std::vector<std::string>& checkpoints, int features, 
     out.reserve(n * members.size());
     try {
       for (auto& m : members) {
-        std::vector<float> p = PredictRows(m, x);
+        std::vector<float> p = m.Predict(x);
         out.insert(out.end(), p.begin(), p.end());
       }
     } catch (const c10::Error& e) {

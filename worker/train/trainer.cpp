@@ -263,6 +263,10 @@ class PackLoop {
     const TrainPath path = in[0].path;
     tensor_ops_ = path != TrainPath::kByDevice;
     if (tensor_ops_) model_->UseTensorOps();
+    // Predictions: a lane member's by the lane kernel's forward when its task says so (a task
+    // recorded before keeps the GEMMs it was predicted with), whichever engine trains the pack.
+    if (in[0].task->lane_predictions && LaneStepFits(specs, classes, in[0].targets, in[0].features))
+      model_->UseLaneForward();
     // The same for every member of the pack: made once, not once per member's outputs.
     forward_source_ = model_->MemberForwardSource();
     statements_ = model_->MemberStatements();
