@@ -8,10 +8,12 @@
 // member paid a GEMM and libtorch's activations per block. Here every layer is
 // z = b + h_0 w_0 + h_1 w_1 + ... in input order (one multiplication and one addition per term,
 // each an exactly rounded elementwise operator) and every activation is the kernel's own
-// (its e^x by Cody-Waite and a Taylor series, 2^n through the exponent bits; tanh, sigmoid and
-// erf from it), with the kernel's constants written as the exact float values. libtorch's CPU
-// elementwise operators round each result once (an addition with alpha 1 is a fused
-// multiply-add of 1: exact), so the module's bits are the kernel's (tests/lane_forward_test.cpp).
+// (its e^x by Cody-Waite and a Taylor series, then times 2^n, which the kernel writes into the
+// exponent bits and the module takes from torch.exp2 of the integer n, exactly; tanh, sigmoid
+// and erf from it), with the kernel's constants written as the exact float values. libtorch's
+// CPU elementwise operators round each result once (an addition with alpha 1 is a fused
+// multiply-add of 1: exact), so the module's bits are the kernel's
+// (tests/trainer_eager_prediction_test.cpp, every activation and both heads).
 //
 // A member's forward source is stored in its weights.bin: a member recorded before this form
 // keeps its GEMM forward whenever its module is built. Pure text; no libtorch. Thread-safe.

@@ -309,9 +309,10 @@ std::optional<MemberParts> LaneParts(const MemberWeights& w) {
     parts.tensors.emplace_back(bt.name, tensor(bt));
   }
   torch::Tensor* norm[] = {&parts.x_mean, &parts.x_std, &parts.y_mean, &parts.y_std};
-  for (size_t i = 0; i < 4; ++i) {
-    if (ts[2 * layers + i].name != kNormNames[i]) return std::nullopt;
-    *norm[i] = tensor(ts[2 * layers + i]);
+  for (size_t i = 0; i < 4; ++i) {  // x's [features], y's [1]: one target
+    const StoredTensor& t = ts[2 * layers + i];
+    if (t.name != kNormNames[i] || t.shape != (i < 2 ? features : std::vector<int64_t>{1})) return std::nullopt;
+    *norm[i] = tensor(t);
   }
   parts.forward_source = LaneForwardSource(layers, activations);
   // Exactly the module the worker saved for such a member: else its module is the truth.
