@@ -38,7 +38,12 @@ _ens_dest(_datadir "${ENS_DATADIR}")
 # The names the .in files use.
 set(CMAKE_INSTALL_FULL_BINDIR "${_prefix}/bin")
 set(CMAKE_INSTALL_FULL_SYSCONFDIR "${_sysconf}")
-set(_out "${ENS_BINARY_DIR}/packaging/install")
+# This install's own folder for the configured files: two installs of one build at once (to
+# other prefixes or DESTDIRs: tests/unit_file_test.cpp runs two under `ctest -j`) would
+# otherwise copy each other's serve.json and unit. Removed at the end.
+string(RANDOM LENGTH 16 _tag)
+string(SHA1 _tag "$ENV{DESTDIR}|${_prefix}|${_tag}")
+set(_out "${ENS_BINARY_DIR}/packaging/install/${_tag}")
 file(MAKE_DIRECTORY "${_out}")
 configure_file("${ENS_SOURCE_DIR}/packaging/ensembled.service.in" "${_out}/ensembled.service" @ONLY)
 configure_file("${ENS_SOURCE_DIR}/packaging/ensembled.tmpfiles.conf.in" "${_out}/tmpfiles/ensembled.conf" @ONLY)
@@ -68,3 +73,4 @@ foreach(_pair "ensembled.json|${ENS_SOURCE_DIR}/packaging/ensembled.json" "serve
   endif()
 endforeach()
 file(MAKE_DIRECTORY "$ENV{DESTDIR}${_dir}/runs.d")
+file(REMOVE_RECURSE "${_out}")
